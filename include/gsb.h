@@ -99,11 +99,20 @@ typedef struct gsb_session gsb_session;
 
 /*
  * url: NULL or "local" for the in-process engine ("local?device=cpu|cuda|auto"
- * picks the device; without it, $GSB_DEVICE, else auto).  Remote URLs ("tcp://host:port", "unix:///path") arrive with
- * the server.  The session is thread-safe.
+ * picks the device; without it, $GSB_DEVICE, else auto), or a gsbd server:
+ * "tcp://host:port" or "unix:///path/to/socket", optionally with
+ * "?token_file=PATH" (else $GSB_TOKEN, else $GSB_TOKEN_FILE) for a server that
+ * requires a token.  Every function below works the same on either kind.
+ * The session is thread-safe.
  */
 GSB_API int gsb_open(const char *url, gsb_session **out);
 GSB_API void gsb_close(gsb_session *s);
+/*
+ * JSON about the session: for "local", the engine (version, backends, device);
+ * for a remote session, the server's /health document plus the transport in use
+ * ("transport": "tcp"|"unix", "shm": true when the shared-memory arena is on).
+ */
+GSB_API int gsb_session_info(gsb_session *s, char **out_json);
 
 /* ---- models ------------------------------------------------------------ */
 typedef struct gsb_model gsb_model;
@@ -175,6 +184,32 @@ GSB_API void gsb_model_cancel(gsb_model *m);
 GSB_API int gsb_model_set_meta(gsb_model *m, const char *json_object);
 GSB_API int gsb_model_get_meta(const gsb_model *m, char **out_json);
 
+/* ---- data handles: upload once, use in many calls --------------------- */
+/*
+ * gsb_data_put copies a (any layout) into the session: into the engine for a
+ * local session, to the server for a remote one.  gsb_data_array(d) is a
+ * gsb_array that stands for that data: pass it as an input of any call on a
+ * model of the same session (cross-validation, fit then predict on the same
+ * X) and nothing is sent again.  Its data field is a reference, not memory:
+ * never read through it.  Free the handle when no call needs it any more.
+ */
+typedef struct gsb_data gsb_data;
+#define GSB_DATA_REF_STRIDE INT64_MIN /* strides[1] of a data reference */
+GSB_API int gsb_data_put(gsb_session *s, const gsb_array *a, gsb_data **out);
+GSB_API gsb_array gsb_data_array(const gsb_data *d);
+GSB_API void gsb_data_free(gsb_data *d);
+
+/* ---- the session's arena: memory that crosses to the engine with no copy -- */
+/*
+ * Memory for arrays the caller fills itself.  Local session with a GPU: page-
+ * locked (pinned) host memory, so uploads run at full bus speed.  Unix-socket
+ * session: shared memory that gsbd maps (and pins), so the array's bytes are
+ * never copied or sent over the socket.  TCP session: ordinary memory.
+ * 64-byte aligned; free with gsb_arena_free before closing the session.
+ */
+GSB_API int gsb_arena_alloc(gsb_session *s, size_t nbytes, void **out);
+GSB_API void gsb_arena_free(gsb_session *s, void *p);
+
 /* ---- persistence ------------------------------------------------------- */
 /* A versioned, checksummed blob; importing never executes anything. */
 GSB_API int gsb_model_export(const gsb_model *m, void **out_bytes, size_t *out_len);
@@ -187,6 +222,31 @@ GSB_API int gsb_model_load(gsb_session *s, const char *name, gsb_model **out);
 GSB_API int gsb_model_delete(gsb_session *s, const char *name);
 /* JSON list of {"name", "estimator", "size", "saved_at"} objects. */
 GSB_API int gsb_model_list(gsb_session *s, char **out_json);
+
+/* ---- the server (gsbd) --------------------------------------------------- */
+/*
+ * options_json (NULL for defaults):
+ *   "listen":     ["tcp://127.0.0.1:19876", "unix:///run/user/UID/gsbd.sock"]
+ *                 (default: both of these; "tcp://0.0.0.0:PORT" and other non-loopback
+ *                 addresses are refused unless a token is configured)
+ *   "data_dir":   model store directory (default: as local sessions)
+ *   "token_file": file whose first line is the auth token (required for
+ *                 non-loopback addresses; when set, every client must present it)
+ *   "device":     "cpu" | "cuda" | "auto" (default auto)
+ *   "log_file":   path (default: DATA_DIR/gsbd.log), "log_level": "debug|info|warn|error"
+ *   "max_request_mb": bound on the bytes one connection may hold for a request
+ * gsb_server_start listens and serves on background threads and returns;
+ * gsb_server_url(srv, i) is the i-th address it listens on (NULL past the
+ * last; a port of 0 in "listen" is replaced by the one the system chose).
+ * gsb_server_stop stops accepting, lets in-flight requests finish, closes
+ * every connection and frees the server.  gsb_serve does start, waits for
+ * SIGINT or SIGTERM, then stop: the body of `gsbd`.
+ */
+typedef struct gsb_server gsb_server;
+GSB_API int gsb_server_start(const char *options_json, gsb_server **out);
+GSB_API const char *gsb_server_url(const gsb_server *srv, int i);
+GSB_API void gsb_server_stop(gsb_server *srv);
+GSB_API int gsb_serve(const char *options_json);
 
 #ifdef __cplusplus
 }

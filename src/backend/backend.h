@@ -150,6 +150,13 @@ typedef struct gsb__backend_ops {
     /* fill with N(0, 1) from a counter-based generator: element i depends only
      * on (seed, i), so every backend produces the same numbers */
     int (*rand_normal)(const gsb__backend *be, gsb__tensor *t, uint64_t seed);
+
+    /* ---- optional (NULL where meaningless) ------------------------------ */
+    /* Page-lock n bytes of host memory at p for the device's DMA, so upload
+     * and download from inside it skip staging; GSB_EBACKEND/GSB_ENOMEM when
+     * the system refuses (callers then go on with pageable memory). */
+    int (*host_register)(const gsb__backend *be, void *p, size_t n);
+    void (*host_unregister)(const gsb__backend *be, void *p);
 } gsb__backend_ops;
 
 struct gsb__backend {

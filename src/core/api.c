@@ -1,15 +1,20 @@
 /*
- * api.c - the public C API (gsb.h) for local sessions: sessions, models,
- * results, parameters, persistence.  Each entry point clears the thread's
- * error message, checks its arguments and takes the model's lock.
+ * api.c - the public C API (gsb.h): sessions, models, results, parameters,
+ * persistence.  Each entry point clears the thread's error message and
+ * checks its arguments; on a remote session it hands over to its twin in
+ * src/net/client.c (net/remote.h), else takes the model's lock and runs the
+ * engine in this process.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/arena.h"
 #include "core/blob.h"
+#include "core/data.h"
 #include "core/dispatch.h"
 #include "core/model.h"
 #include "core/store.h"
+#include "net/remote.h"
 
 /* ---- small things -------------------------------------------------------- */
 
@@ -62,6 +67,25 @@ static int dump_json(const json_t *v, char **out)
 
 /* ---- sessions ------------------------------------------------------------ */
 
+static int open_remote(const char *url, gsb_session **out)
+{
+    gsb_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return gsb__err(GSB_ENOMEM, "out of memory");
+    int rc = gsb__remote_open(url, &s->remote);
+    if (rc != GSB_OK) {
+        free(s);
+        return rc;
+    }
+    s->be = gsb__cpu_backend(); /* results arrive as host tensors */
+    s->device = GSB__DEVICE_CPU;
+    pthread_mutex_init(&s->store_lock, NULL);
+    pthread_mutex_init(&s->data_lock, NULL);
+    gsb__arena_init(&s->arena);
+    *out = s;
+    return GSB_OK;
+}
+
 int gsb_open(const char *url, gsb_session **out)
 {
     gsb__err_clear();
@@ -71,12 +95,9 @@ int gsb_open(const char *url, gsb_session **out)
     const char *device = getenv("GSB_DEVICE");
     if (!device || !*device)
         device = "auto";
+    if (url && (strncmp(url, "tcp://", 6) == 0 || strncmp(url, "unix://", 7) == 0))
+        return open_remote(url, out);
     if (url && *url) {
-        if (strncmp(url, "tcp://", 6) == 0 || strncmp(url, "unix://", 7) == 0)
-            return gsb__err(GSB_EUNSUPPORTED,
-                            "remote sessions (%s) need the gsbd server, which this build "
-                            "does not include yet; use \"local\"",
-                            url);
         if (strncmp(url, "local", 5) != 0 || (url[5] != '\0' && url[5] != '?'))
             return gsb__err(GSB_EINVAL,
                             "unknown session URL '%s': expected \"local\", "
@@ -105,6 +126,8 @@ int gsb_open(const char *url, gsb_session **out)
     s->gpu = gpu;
     s->device = gpu ? mode : GSB__DEVICE_CPU;
     pthread_mutex_init(&s->store_lock, NULL);
+    pthread_mutex_init(&s->data_lock, NULL);
+    gsb__arena_init(&s->arena);
     *out = s;
     return GSB_OK;
 }
@@ -113,11 +136,38 @@ void gsb_close(gsb_session *s)
 {
     if (!s)
         return;
+    while (s->data_head) /* handles the caller forgot: freed with the session */
+        gsb_data_free(s->data_head);
+    if (s->remote)
+        gsb__remote_close(s->remote);
+    gsb__arena_release_all(s->gpu, &s->arena);
     if (s->store)
         gsb__store_close(s->store);
     pthread_mutex_destroy(&s->store_lock);
+    pthread_mutex_destroy(&s->data_lock);
     free(s->data_dir);
     free(s);
+}
+
+int gsb_session_info(gsb_session *s, char **out_json)
+{
+    gsb__err_clear();
+    ARG_CHECK(s && out_json, "session and out_json");
+    *out_json = NULL;
+    if (s->remote)
+        return gsb__remote_info(s->remote, out_json);
+    const gsb__backend *gpu = gsb__session_backend(s, INT64_MAX / 4, 1);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s?}", "transport", "local", "version",
+                          GSB_VERSION_STRING, "device",
+                          s->device == GSB__DEVICE_CPU    ? "cpu"
+                          : s->device == GSB__DEVICE_CUDA ? "cuda"
+                                                          : "auto",
+                          "backend", gpu->name, "gpu", s->gpu ? s->gpu->device : NULL);
+    if (!o)
+        return gsb__err(GSB_ENOMEM, "out of memory");
+    int rc = dump_json(o, out_json);
+    json_decref(o);
+    return rc;
 }
 
 /* Open the session's store on first use. Returns it locked; unlock after. */
@@ -160,7 +210,7 @@ static const char *const planned[] = {"Lasso", "ElasticNet", "DBSCAN",
                                       "RandomForestClassifier", "RandomForestRegressor",
                                       "TSNE", "UMAP", NULL};
 
-static int find_estimator(const char *name, const gsb__estimator_desc **out)
+int gsb__find_estimator(const char *name, const gsb__estimator_desc **out)
 {
     *out = gsb__registry_find(name);
     if (*out)
@@ -180,7 +230,9 @@ int gsb_model_create(gsb_session *s, const char *estimator, const char *params_j
     ARG_CHECK(s && estimator && out, "session, estimator and out");
     *out = NULL;
     const gsb__estimator_desc *est;
-    GSB_TRY(find_estimator(estimator, &est));
+    GSB_TRY(gsb__find_estimator(estimator, &est));
+    if (s->remote)
+        return gsb__remote_model_create(s, est, params_json, out);
     json_t *update;
     GSB_TRY(parse_json_object(params_json, &update));
     gsb__model *m = NULL;
@@ -200,6 +252,8 @@ void gsb_model_free(gsb_model *m)
 {
     if (!m)
         return;
+    if (m->session->remote)
+        gsb__remote_model_free(m);
     gsb__nlist_clear(&m->attrs);
     json_decref(m->params);
     json_decref(m->meta);
@@ -223,6 +277,8 @@ int gsb_model_set_params(gsb_model *m, const char *params_json)
 {
     gsb__err_clear();
     ARG_CHECK(m, "model");
+    if (m->session->remote)
+        return gsb__remote_set_params(m, params_json);
     json_t *update;
     GSB_TRY(parse_json_object(params_json, &update));
     pthread_mutex_lock(&m->lock);
@@ -236,6 +292,8 @@ int gsb_model_get_params(const gsb_model *m, char **out_json)
 {
     gsb__err_clear();
     ARG_CHECK(m && out_json, "model and out_json");
+    if (m->session->remote)
+        return gsb__remote_get_params((gsb__model *)m, out_json);
     pthread_mutex_lock((pthread_mutex_t *)&m->lock);
     int rc = dump_json(m->params, out_json);
     pthread_mutex_unlock((pthread_mutex_t *)&m->lock);
@@ -250,6 +308,8 @@ int gsb_model_set_meta(gsb_model *m, const char *json_object)
     ARG_CHECK(m && json_object, "model and json_object");
     if (strlen(json_object) > GSB__META_MAX)
         return gsb__err(GSB_EINVAL, "model metadata is larger than %d bytes", GSB__META_MAX);
+    if (m->session->remote)
+        return gsb__remote_set_meta(m, json_object);
     json_t *meta;
     GSB_TRY(parse_json_object(json_object, &meta));
     pthread_mutex_lock(&m->lock);
@@ -264,6 +324,8 @@ int gsb_model_get_meta(const gsb_model *m, char **out_json)
     gsb__err_clear();
     ARG_CHECK(m && out_json, "model and out_json");
     gsb__model *mm = (gsb__model *)m;
+    if (mm->session->remote)
+        return gsb__remote_get_meta(mm, out_json);
     pthread_mutex_lock(&mm->lock);
     int rc = mm->meta ? dump_json(mm->meta, out_json)
                       : ((*out_json = strdup("{}")) ? GSB_OK
@@ -295,7 +357,7 @@ struct gsb_result {
     gsb_array *views;
 };
 
-static int result_from(gsb__nlist *list, gsb_result **out)
+int gsb__result_from(gsb__nlist *list, gsb_result **out)
 {
     gsb_result *r = calloc(1, sizeof *r);
     gsb_array *views = r ? calloc((size_t)(list->n ? list->n : 1), sizeof *views) : NULL;
@@ -360,6 +422,25 @@ int gsb_model_call(gsb_model *m, const char *method, const gsb_array *const *inp
     ARG_CHECK(m && method, "model and method");
     if (out)
         *out = NULL;
+    if (n_inputs < 0 || (n_inputs > 0 && !inputs))
+        return gsb__err(GSB_EINVAL, "invalid input list");
+    if (m->session->remote)
+        return gsb__remote_call(m, method, inputs, n_inputs, options_json, out);
+    /* data handles stand for the copy the session holds */
+    gsb_array resolved[GSB__MAX_INPUTS];
+    const gsb_array *in_list[GSB__MAX_INPUTS];
+    if (n_inputs <= GSB__MAX_INPUTS) {
+        for (int i = 0; i < n_inputs; i++) {
+            in_list[i] = inputs[i];
+            if (!gsb__is_data_ref(inputs[i]))
+                continue;
+            struct gsb_data *d;
+            GSB_TRY(gsb__data_resolve(m->session, inputs[i], &d));
+            resolved[i] = d->view;
+            in_list[i] = &resolved[i];
+        }
+        inputs = in_list;
+    }
     json_t *options;
     GSB_TRY(parse_json_object(options_json, &options));
     gsb__nlist results = {0};
@@ -371,7 +452,7 @@ int gsb_model_call(gsb_model *m, const char *method, const gsb_array *const *inp
         gsb__nlist_clear(&results);
         return rc;
     }
-    return result_from(&results, out);
+    return gsb__result_from(&results, out);
 }
 
 int gsb_model_fit(gsb_model *m, const gsb_array *X, const gsb_array *y)
@@ -386,6 +467,8 @@ int gsb_model_get_attr(const gsb_model *m, const char *name, gsb_result **out)
     ARG_CHECK(m && name && out, "model, name and out");
     *out = NULL;
     gsb__model *mm = (gsb__model *)m;
+    if (mm->session->remote)
+        return gsb__remote_get_attr(mm, name, out);
     pthread_mutex_lock(&mm->lock);
     int rc = GSB_OK;
     gsb__nlist one = {0};
@@ -408,7 +491,7 @@ int gsb_model_get_attr(const gsb_model *m, const char *name, gsb_result **out)
         gsb__nlist_clear(&one);
         return rc;
     }
-    return result_from(&one, out);
+    return gsb__result_from(&one, out);
 }
 
 int gsb_model_list_attrs(const gsb_model *m, char **out_json)
@@ -416,6 +499,8 @@ int gsb_model_list_attrs(const gsb_model *m, char **out_json)
     gsb__err_clear();
     ARG_CHECK(m && out_json, "model and out_json");
     gsb__model *mm = (gsb__model *)m;
+    if (mm->session->remote)
+        return gsb__remote_list_attrs(mm, out_json);
     json_t *arr = json_array();
     if (!arr)
         return gsb__err(GSB_ENOMEM, "out of memory");
@@ -436,6 +521,8 @@ int gsb_model_export(const gsb_model *m, void **out_bytes, size_t *out_len)
     gsb__err_clear();
     ARG_CHECK(m && out_bytes && out_len, "model, out_bytes and out_len");
     gsb__model *mm = (gsb__model *)m;
+    if (mm->session->remote)
+        return gsb__remote_export(mm, out_bytes, out_len);
     pthread_mutex_lock(&mm->lock);
     int rc = gsb__blob_write_user(mm->est->name, mm->params, mm->meta, &mm->attrs, mm->fitted,
                                   out_bytes, out_len);
@@ -448,6 +535,8 @@ int gsb_model_import(gsb_session *s, const void *bytes, size_t len, gsb_model **
     gsb__err_clear();
     ARG_CHECK(s && bytes && out, "session, bytes and out");
     *out = NULL;
+    if (s->remote)
+        return gsb__remote_import(s, bytes, len, out);
     char *name = NULL;
     json_t *params = NULL, *meta = NULL;
     gsb__nlist attrs = {0};
@@ -455,7 +544,7 @@ int gsb_model_import(gsb_session *s, const void *bytes, size_t len, gsb_model **
     GSB_TRY(gsb__blob_read_user(bytes, len, &name, &params, &meta, &attrs, &fitted));
     const gsb__estimator_desc *est;
     gsb__model *m = NULL;
-    int rc = find_estimator(name, &est);
+    int rc = gsb__find_estimator(name, &est);
     if (rc == GSB_OK)
         rc = gsb__model_new(s, est, &m);
     if (rc == GSB_OK) {
@@ -485,6 +574,8 @@ int gsb_model_save(gsb_model *m, const char *name)
 {
     gsb__err_clear();
     ARG_CHECK(m && name, "model and name");
+    if (m->session->remote)
+        return gsb__remote_save(m, name);
     void *blob;
     size_t len;
     GSB_TRY(gsb_model_export(m, &blob, &len));
@@ -503,6 +594,8 @@ int gsb_model_load(gsb_session *s, const char *name, gsb_model **out)
     gsb__err_clear();
     ARG_CHECK(s && name && out, "session, name and out");
     *out = NULL;
+    if (s->remote)
+        return gsb__remote_load(s, name, out);
     gsb__store *st;
     void *blob = NULL;
     size_t len = 0;
@@ -519,6 +612,8 @@ int gsb_model_delete(gsb_session *s, const char *name)
 {
     gsb__err_clear();
     ARG_CHECK(s && name, "session and name");
+    if (s->remote)
+        return gsb__remote_delete(s, name);
     gsb__store *st;
     GSB_TRY(store_acquire(s, &st));
     int rc = gsb__store_delete(st, name);
@@ -530,6 +625,8 @@ int gsb_model_list(gsb_session *s, char **out_json)
 {
     gsb__err_clear();
     ARG_CHECK(s && out_json, "session and out_json");
+    if (s->remote)
+        return gsb__remote_list(s, out_json);
     gsb__store *st;
     GSB_TRY(store_acquire(s, &st));
     int rc = gsb__store_list(st, out_json);

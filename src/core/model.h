@@ -14,9 +14,12 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "core/arena.h"
 #include "core/estimator.h"
 
 struct gsb__store;
+struct gsb__remote;
+struct gsb_data;
 
 enum { GSB__DEVICE_CPU = 0, GSB__DEVICE_CUDA, GSB__DEVICE_AUTO };
 
@@ -27,6 +30,10 @@ struct gsb_session {
     char *data_dir;              /* model store location */
     struct gsb__store *store;    /* opened on first use */
     pthread_mutex_t store_lock;
+    struct gsb__remote *remote;  /* non-NULL: a gsbd session (src/net/remote.h) */
+    struct gsb_data *data_head;  /* live data handles (core/data.h) */
+    pthread_mutex_t data_lock;
+    gsb__arena arena;            /* local sessions' gsb_arena_alloc blocks */
 };
 
 struct gsb_model {
@@ -40,6 +47,7 @@ struct gsb_model {
     atomic_int cancel;
     gsb_progress_fn progress;
     void *progress_data;
+    uint64_t remote_id;          /* remote session: the server's handle */
 };
 
 typedef struct gsb_model gsb__model;
@@ -53,5 +61,11 @@ const gsb__backend *gsb__session_backend(const gsb_session *s, int64_t rows, int
 
 /* Allocate a model of est with default parameters. */
 int gsb__model_new(gsb_session *s, const gsb__estimator_desc *est, gsb__model **out);
+
+/* A result that takes over list's tensors (host, owned); list is left empty. */
+int gsb__result_from(gsb__nlist *list, gsb_result **out);
+
+/* Look up a registered estimator; clear errors for unknown or planned names. */
+int gsb__find_estimator(const char *name, const gsb__estimator_desc **out);
 
 #endif

@@ -1,0 +1,102 @@
+/*
+ * arena.c - local sessions' arena (see arena.h) and the public
+ * gsb_arena_alloc / gsb_arena_free, which hand remote sessions to
+ * src/net/arena.c through net/remote.h.
+ */
+#include "core/arena.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/model.h"
+#include "net/remote.h"
+
+/* Registering costs a system call and pins pages: only worth it for blocks
+ * large enough that their upload time matters. */
+#define GSB__ARENA_REGISTER_MIN ((size_t)1 << 20)
+
+void gsb__arena_init(gsb__arena *a)
+{
+    pthread_mutex_init(&a->lock, NULL);
+    a->head = NULL;
+}
+
+int gsb__arena_alloc(const gsb__backend *gpu, gsb__arena *a, size_t n, void **out)
+{
+    *out = NULL;
+    gsb__arena_block *b = calloc(1, sizeof *b);
+    void *p = NULL;
+    size_t rounded = (n + 63) & ~(size_t)63;
+    if (!b || rounded < n || posix_memalign(&p, 64, rounded ? rounded : 64) != 0) {
+        free(b);
+        return gsb__err(GSB_ENOMEM, "cannot allocate %zu bytes of arena memory", n);
+    }
+    b->p = p;
+    b->n = rounded;
+    /* best effort: pageable memory still works, only slower to upload */
+    if (gpu && gpu->ops->host_register && rounded >= GSB__ARENA_REGISTER_MIN)
+        b->registered = gpu->ops->host_register(gpu, p, rounded) == GSB_OK;
+    gsb__err_clear();
+    pthread_mutex_lock(&a->lock);
+    b->next = a->head;
+    a->head = b;
+    pthread_mutex_unlock(&a->lock);
+    *out = p;
+    return GSB_OK;
+}
+
+static void block_release(const gsb__backend *gpu, gsb__arena_block *b)
+{
+    if (b->registered && gpu && gpu->ops->host_unregister)
+        gpu->ops->host_unregister(gpu, b->p);
+    free(b->p);
+    free(b);
+}
+
+int gsb__arena_free(const gsb__backend *gpu, gsb__arena *a, void *p)
+{
+    pthread_mutex_lock(&a->lock);
+    gsb__arena_block **pp = &a->head;
+    while (*pp && (*pp)->p != p)
+        pp = &(*pp)->next;
+    gsb__arena_block *b = *pp;
+    if (b)
+        *pp = b->next;
+    pthread_mutex_unlock(&a->lock);
+    if (!b)
+        return gsb__err(GSB_EINVAL, "gsb_arena_free: %p is not arena memory of this session", p);
+    block_release(gpu, b);
+    return GSB_OK;
+}
+
+void gsb__arena_release_all(const gsb__backend *gpu, gsb__arena *a)
+{
+    while (a->head) {
+        gsb__arena_block *b = a->head;
+        a->head = b->next;
+        block_release(gpu, b);
+    }
+    pthread_mutex_destroy(&a->lock);
+}
+
+int gsb_arena_alloc(gsb_session *s, size_t nbytes, void **out)
+{
+    gsb__err_clear();
+    if (!s || !out)
+        return gsb__err(GSB_EINVAL, "gsb_arena_alloc: session and out must not be NULL");
+    *out = NULL;
+    if (s->remote)
+        return gsb__remote_arena_alloc(s, nbytes, out);
+    return gsb__arena_alloc(s->gpu, &s->arena, nbytes, out);
+}
+
+void gsb_arena_free(gsb_session *s, void *p)
+{
+    if (!s || !p)
+        return;
+    if (s->remote)
+        gsb__remote_arena_free(s, p);
+    else
+        gsb__arena_free(s->gpu, &s->arena, p);
+}
