@@ -11,43 +11,59 @@
  * caller that moved a large array once will likely move one again.
  *
  * Private mode (TCP, or a server without "shm"): ordinary 64-byte aligned
- * memory, tracked so that gsb__arena_free can tell its blocks from others.
+ * memory, tracked so that gsb__rarena_free can tell its blocks from others.
  *
  * All functions are thread-safe.
  */
-#ifndef GSB_NET_ARENA_H
-#define GSB_NET_ARENA_H
+#ifndef GSB_NET_RARENA_H
+#define GSB_NET_RARENA_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct gsb__arena gsb__arena;
+typedef struct gsb__rarena gsb__rarena;
 
 /* Hands a new segment's memfd to the server (shm.attach); a gsb_status.
  * Called with the arena's lock held: it must not call back into the arena. */
-typedef int (*gsb__arena_attach_fn)(void *ctx, uint64_t segment, int fd, size_t size);
+typedef int (*gsb__rarena_attach_fn)(void *ctx, uint64_t segment, int fd, size_t size);
 /* Tells the server a segment is going away (shm.detach), best effort. */
-typedef void (*gsb__arena_detach_fn)(void *ctx, uint64_t segment);
+typedef void (*gsb__rarena_detach_fn)(void *ctx, uint64_t segment);
 
-#define GSB__ARENA_ALIGN 64
-#define GSB__ARENA_MIN_SEGMENT ((size_t)64 << 20)
-#define GSB__ARENA_SEGMENT_ROUND ((size_t)2 << 20)
+#define GSB__RARENA_ALIGN 64
+#define GSB__RARENA_MIN_SEGMENT ((size_t)64 << 20)
+#define GSB__RARENA_SEGMENT_ROUND ((size_t)2 << 20)
 
 /* shared != 0: memfd segments handed over with attach; else private memory. */
-int gsb__arena_create(int shared, gsb__arena_attach_fn attach, gsb__arena_detach_fn detach,
-                      void *ctx, gsb__arena **out);
+int gsb__rarena_create(int shared, gsb__rarena_attach_fn attach, gsb__rarena_detach_fn detach,
+                      void *ctx, gsb__rarena **out);
 /* Detaches and unmaps every segment and frees every private block. */
-void gsb__arena_destroy(gsb__arena *a);
-int gsb__arena_is_shared(const gsb__arena *a);
+void gsb__rarena_destroy(gsb__rarena *a);
+int gsb__rarena_is_shared(const gsb__rarena *a);
 
 /* nbytes (0 allowed) of 64-byte aligned memory; GSB_ENOMEM or the attach
  * callback's status on failure. */
-int gsb__arena_alloc(gsb__arena *a, size_t nbytes, void **out);
+int gsb__rarena_alloc(gsb__rarena *a, size_t nbytes, void **out);
 /* Frees a block of this arena: 1 when p was one (NULL counts), 0 when not. */
-int gsb__arena_free(gsb__arena *a, void *p);
+int gsb__rarena_free(gsb__rarena *a, void *p);
 /* 1 when [p, p + nbytes) lies inside one shared segment: its id and the
  * offset of p in it; 0 otherwise (private memory included). */
-int gsb__arena_locate(gsb__arena *a, const void *p, size_t nbytes, uint64_t *segment,
+int gsb__rarena_locate(gsb__rarena *a, const void *p, size_t nbytes, uint64_t *segment,
                       uint64_t *offset);
+
+/* ---- what a remote session's transfers did (client.c), for tests and
+ * benchmarks: how many input arrays went by each route ------------------- */
+typedef struct gsb__remote_stats {
+    uint64_t shm_zero_copy;      /* already in the arena: (segment, offset) only */
+    uint64_t shm_one_copy;       /* copied into an arena scratch block */
+    uint64_t shm_one_copy_bytes;
+    uint64_t chunked;            /* streamed as CHUNK frames */
+    uint64_t chunked_bytes;
+    uint64_t max_inline;         /* the inline limit in use */
+    int shm;                     /* the session shares memory with gsbd */
+} gsb__remote_stats;
+struct gsb__remote;
+void gsb__remote_get_stats(const struct gsb__remote *r, gsb__remote_stats *out);
+/* One "ping" round trip (benchmarks: the protocol's smallest request). */
+int gsb__remote_ping(struct gsb__remote *r);
 
 #endif
