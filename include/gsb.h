@@ -102,7 +102,8 @@ typedef struct gsb_session gsb_session;
  * picks the device; without it, $GSB_DEVICE, else auto), or a gsbd server:
  * "tcp://host:port" or "unix:///path/to/socket", optionally with
  * "?token_file=PATH" (else $GSB_TOKEN, else $GSB_TOKEN_FILE) for a server that
- * requires a token.  Every function below works the same on either kind.
+ * requires a token, and "max_inline=BYTES" (arrays above it travel in chunks;
+ * default 64 MiB), joined with '&'.  Every function below works the same on either kind.
  * The session is thread-safe.
  */
 GSB_API int gsb_open(const char *url, gsb_session **out);
