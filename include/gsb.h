@@ -235,7 +235,9 @@ GSB_API int gsb_model_list(gsb_session *s, char **out_json);
  *                 non-loopback addresses; when set, every client must present it)
  *   "device":     "cpu" | "cuda" | "auto" (default auto)
  *   "log_file":   path (default: DATA_DIR/gsbd.log), "log_level": "debug|info|warn|error"
+ *   "log_stderr": also log to stderr (default true)
  *   "max_request_mb": bound on the bytes one connection may hold for a request
+ *                 (default 8192); "max_connections" (default 1024)
  * gsb_server_start listens and serves on background threads and returns;
  * gsb_server_url(srv, i) is the i-th address it listens on (NULL past the
  * last; a port of 0 in "listen" is replaced by the one the system chose).

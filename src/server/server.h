@@ -1,0 +1,304 @@
+/*
+ * server.h - gsbd's internals, shared by the files of src/server/.
+ *
+ * Shape (docs/PROTOCOL.md is the contract):
+ *   server.c    listeners, the accept thread, connection threads' lifecycle,
+ *               gsb_server_start/url/stop and gsb_serve;
+ *   conn.c      one thread per connection: protocol detection, HELLO, the
+ *               REQUEST loop, the request decoder (arrays inline / chunks /
+ *               shm / data), progress and cancellation during a call;
+ *   ops.c       one function per REQUEST op, all through the public API on
+ *               the server's one local gsb_session;
+ *   ssession.c  server-side sessions and their handle tables;
+ *   shm.c       shared-memory segments (memfd) mapped and pinned;
+ *   http.c      GET /health, /metrics, /v1/models on the same port;
+ *   log.c, metrics.c, options.c  what their names say.
+ */
+#ifndef GSB_SERVER_H
+#define GSB_SERVER_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/model.h"
+#include "net/wire.h"
+
+#define GSB__SERVER_NAME "gsbd " GSB_VERSION_STRING
+#define GSB__CUML_VERSION "25.02 (gsb)"
+#define GSB__DEFAULT_TCP "tcp://127.0.0.1:19876"
+
+/* ---- log.c: "ts level msg key=value ..." lines to a file and stderr -------- */
+
+enum { GSB__LOG_DEBUG = 0, GSB__LOG_INFO, GSB__LOG_WARN, GSB__LOG_ERROR };
+
+#define GSB__LOG_ROTATE_BYTES ((long long)64 << 20) /* then FILE -> FILE.1, a fresh FILE */
+
+typedef struct gsb__log {
+    int fd;          /* log file (O_APPEND), or -1 */
+    int to_stderr;
+    int level;       /* lines below it are dropped */
+    char *path;
+    long long size;  /* bytes in the file now (lock) */
+    long long rotate_bytes; /* GSB__LOG_ROTATE_BYTES (tests lower it) */
+    pthread_mutex_t lock; /* file writes and rotation */
+    int lock_init;
+} gsb__log;
+
+/* level name -> GSB__LOG_*, or -1 */
+int gsb__log_level_parse(const char *name);
+/* Opens path for appending (path NULL: no file).  Past GSB__LOG_ROTATE_BYTES
+ * the file is renamed to path.1 (replacing an older one) and a fresh path
+ * started, so a long-running server never fills the disk (`gsb logs -f`
+ * follows across the rename). */
+int gsb__log_open(gsb__log *lg, const char *path, int level, int to_stderr);
+void gsb__log_close(gsb__log *lg);
+static inline int gsb__log_on(const gsb__log *lg, int level) { return level >= lg->level; }
+/*
+ * One line: the UTC time, the level, msg (no '=' in it), then kvfmt
+ * formatted (key=value pairs separated by spaces; values with spaces go
+ * through gsb__log_q).  The line is written with one write() per sink, so
+ * lines from concurrent threads never interleave.
+ */
+void gsb__logf(gsb__log *lg, int level, const char *msg, const char *kvfmt, ...)
+    GSB__PRINTF(4, 5);
+/* s as a double-quoted value with '"', '\\' and control characters escaped,
+ * truncated to fit buf (n >= 8). */
+const char *gsb__log_q(char *buf, size_t n, const char *s);
+
+/* ---- metrics.c: counters for /metrics ------------------------------------- */
+
+/* the ops of docs/PROTOCOL.md, in one table (ops.c) */
+enum {
+    GSB__OP_PING = 0, GSB__OP_INFO, GSB__OP_MODEL_CREATE, GSB__OP_MODEL_FREE,
+    GSB__OP_MODEL_CALL, GSB__OP_MODEL_GET_ATTR, GSB__OP_MODEL_LIST_ATTRS,
+    GSB__OP_MODEL_SET_PARAMS, GSB__OP_MODEL_GET_PARAMS, GSB__OP_MODEL_SET_META,
+    GSB__OP_MODEL_GET_META, GSB__OP_MODEL_EXPORT, GSB__OP_MODEL_IMPORT,
+    GSB__OP_STORE_SAVE, GSB__OP_STORE_LOAD, GSB__OP_STORE_DELETE, GSB__OP_STORE_LIST,
+    GSB__OP_DATA_PUT, GSB__OP_DATA_FREE, GSB__OP_SHM_ATTACH, GSB__OP_SHM_DETACH,
+    GSB__OP_OTHER, /* unknown or missing op */
+    GSB__N_OPS
+};
+extern const char *const gsb__op_names[GSB__N_OPS];
+
+#define GSB__LAT_BUCKETS 14 /* upper bounds in metrics.c, then +Inf */
+
+typedef struct gsb__metrics {
+    atomic_ullong requests[GSB__N_OPS];
+    atomic_ullong errors[GSB__N_OPS];
+    atomic_ullong bytes_in, bytes_out;
+    atomic_ullong lat_bucket[GSB__LAT_BUCKETS + 1]; /* non-cumulative counts */
+    atomic_ullong lat_sum_us, lat_count;
+    atomic_ullong conns_total, conns_open, conns_refused;
+    atomic_ullong sessions_open;
+    atomic_ullong cancelled;      /* calls stopped by CANCEL or a vanished client */
+    atomic_ullong bad_frames;     /* connections closed for a protocol violation */
+    atomic_ullong http_requests;
+} gsb__metrics;
+
+void gsb__metrics_request(gsb__metrics *m, int op, int ok, uint64_t us, uint64_t in,
+                          uint64_t out);
+/* Prometheus text exposition; gpu_total/gpu_free < 0 when unknown. */
+char *gsb__metrics_render(const gsb__metrics *m, double uptime_s, double gpu_total,
+                          double gpu_free);
+
+/* ---- options.c: the options JSON of gsb_server_start ---------------------- */
+
+typedef struct gsb__srv_opts {
+    char **listen;
+    int n_listen;
+    char *data_dir;        /* NULL: the default store directory */
+    char *token;           /* NULL: no token required */
+    char *device;          /* "cpu" | "cuda" | "auto" */
+    char *log_file;        /* NULL: DATA_DIR/gsbd.log */
+    int log_level;
+    int log_stderr;
+    uint64_t max_request_bytes;
+    int max_connections;
+} gsb__srv_opts;
+
+int gsb__srv_opts_parse(const char *json, gsb__srv_opts *out);
+void gsb__srv_opts_free(gsb__srv_opts *o);
+/* The token file's first line without its line ending; GSB_EPARAM when the
+ * file cannot be read or that line is empty. */
+int gsb__read_token_file(const char *path, char **out);
+/* 1 when a (na bytes) equals secret (ns bytes); the time taken depends only
+ * on ns, never on where the first difference is. */
+int gsb__ct_equal(const void *a, size_t na, const void *secret, size_t ns);
+
+/* ---- shm.c: shared-memory segments --------------------------------------- */
+
+typedef struct gsb__shm {
+    void *base;
+    size_t size;
+    int pinned;                 /* registered with gpu */
+    const gsb__backend *gpu;
+} gsb__shm;
+
+/* Map size bytes of the memfd fd (not consumed); seals it against shrinking
+ * so a client can never make the server's pages vanish (SIGBUS). */
+int gsb__shm_map(int fd, uint64_t size, gsb__shm **out);
+/* Page-lock with the GPU backend (best effort); returns the backend's status. */
+int gsb__shm_pin(gsb__shm *seg, const gsb__backend *gpu);
+void gsb__shm_unmap(gsb__shm *seg);
+
+/* ---- ssession.c: server-side sessions and handles ------------------------- */
+
+enum { GSB__H_MODEL = 1, GSB__H_DATA, GSB__H_SHM };
+
+typedef struct gsb__handle {
+    uint64_t id;             /* model/data: chosen by the server; shm: by the client */
+    int kind;
+    int refs;                /* the table's + one per request using it */
+    gsb_model *model;
+    pthread_mutex_t call_lock; /* model: one call (with its progress hook) at a time */
+    gsb_data *data;
+    gsb__shm *shm;
+} gsb__handle;
+
+typedef struct gsb__ssess {
+    char id[33];             /* 128 random bits in hex: joining needs it */
+    int conns;               /* connections joined (server's sess_lock) */
+    pthread_mutex_t lock;    /* the table */
+    gsb__handle **h;
+    int n, cap;
+    uint64_t next_id;
+    struct gsb__ssess *next;
+} gsb__ssess;
+
+struct gsb_server;
+int gsb__ssess_create(struct gsb_server *srv, gsb__ssess **out);
+/* GSB_ENOTFOUND when no live session has that id. */
+int gsb__ssess_join(struct gsb_server *srv, const char *id, gsb__ssess **out);
+/* Drop a connection's hold; the last one frees every handle. */
+void gsb__ssess_leave(struct gsb_server *srv, gsb__ssess *s);
+
+/* Adds a handle (the table holds one reference); sets h->id for models and
+ * data.  On failure frees nothing: the caller still owns the object. */
+int gsb__ssess_add(gsb__ssess *s, gsb__handle *h);
+/* The handle (kind, id) with a reference taken, or GSB_ENOTFOUND with a
+ * message naming it. */
+int gsb__ssess_get(gsb__ssess *s, int kind, uint64_t id, gsb__handle **out);
+/* Remove from the table (no new lookups find it) and drop the table's
+ * reference; GSB_ENOTFOUND when absent. */
+int gsb__ssess_remove(gsb__ssess *s, int kind, uint64_t id);
+void gsb__handle_put(gsb__handle *h);
+gsb__handle *gsb__handle_new(int kind);
+
+/* ---- the server ------------------------------------------------------------ */
+
+typedef struct gsb__conn gsb__conn;
+
+struct gsb_server {
+    gsb__srv_opts opt;
+    gsb__log log;
+    gsb__metrics metrics;
+    gsb_session *local;        /* the engine: every op runs here */
+    char *backend_name;        /* "cuda" | "cpu" */
+    char *device_name;
+
+    int n_listen;
+    int *lfd;
+    int *l_unix;
+    char **urls;               /* bound addresses */
+    char **unix_paths;         /* socket files to remove at stop (NULL for TCP) */
+
+    int wake[2];               /* accept thread: reap finished connections / stop */
+    int stop_pipe[2];          /* written once at stop: wakes every idle connection */
+    pthread_t accept_thr;
+    int accept_started;
+    atomic_int stopping;
+
+    pthread_mutex_t lock;      /* conns, done, n_conns */
+    pthread_cond_t cond;
+    gsb__conn *conns;          /* live */
+    gsb__conn *done;           /* finished, waiting for pthread_join */
+    int n_conns;
+    uint64_t next_conn_id;
+
+    pthread_mutex_t sess_lock; /* sessions */
+    gsb__ssess *sessions;
+    int n_sessions;
+
+    double t_start;            /* monotonic seconds */
+};
+
+double gsb__now_s(void);       /* CLOCK_MONOTONIC */
+
+/* ---- conn.c ---------------------------------------------------------------- */
+
+struct gsb__conn {
+    struct gsb_server *srv;
+    int fd;
+    int is_unix;
+    uint64_t id;
+    pthread_t thr;
+    gsb__ssess *sess;
+    int broken;                /* a protocol violation seen during a call: close after */
+    int vanished;              /* EOF or error seen during a call */
+    int linger;                /* closing after an ERROR: drain what the client still sends */
+    gsb__conn *next, *prev;
+};
+
+/* The connection thread's body (server.c creates the thread). */
+void *gsb__conn_main(void *arg);
+/* Called by a connection thread as its last act: hands it to the accept
+ * thread to join and free (server.c). */
+void gsb__server_conn_done(struct gsb_server *srv, gsb__conn *c);
+
+/* ---- ops.c ------------------------------------------------------------------ */
+
+/* A decoded REQUEST: its head, and its arrays ("inputs" or "arrays") resolved
+ * to views the engine can read. */
+typedef struct gsb__req {
+    uint64_t id;
+    int op;
+    json_t *head;
+    const gsb__frame *frame;
+    int n;                     /* arrays */
+    gsb__wire_array *wa;
+    gsb_array *arr;            /* views (data == NULL for "not given") */
+    const gsb_array **ptrs;    /* &arr[i], or NULL for "not given" */
+    void **bufs;               /* chunked arrays' buffers (owned) */
+    gsb__handle **refs;        /* data/shm handles held for this request */
+    int n_refs;
+    uint64_t bytes_in;
+} gsb__req;
+
+/* What an op answers: head plus arrays; res/blob keep the arrays' memory
+ * alive until the reply is sent. */
+typedef struct gsb__reply {
+    json_t *head;
+    gsb__outmsg out;
+    int has_out;
+    gsb_result *res;
+    void *blob;
+} gsb__reply;
+
+/* progress/cancel during a model.call: set by conn.c */
+int gsb__conn_progress(void *data, const char *stage, int64_t iteration, double loss);
+typedef struct gsb__call_ctx {
+    gsb__conn *c;
+    uint64_t req_id;
+    int send_progress;
+    int cancelled;             /* 1 by CANCEL, 2 by a vanished client, 3 by a bad frame */
+    double last_poll;          /* when the socket was last looked at */
+} gsb__call_ctx;
+
+int gsb__op_lookup(const char *name);
+/* Run op; on failure the thread's gsb_errmsg() says why. */
+int gsb__op_run(gsb__conn *c, gsb__req *rq, gsb__reply *rp);
+
+/* ---- http.c ----------------------------------------------------------------- */
+
+/* Serve one HTTP request on fd (its first bytes already peeked) and return;
+ * the caller closes fd. */
+void gsb__http_serve(struct gsb_server *srv, int fd, uint64_t conn_id);
+/* The /health document (new reference), or NULL on OOM. */
+json_t *gsb__health_json(struct gsb_server *srv);
+/* GPU memory from the local session's info, when it reports it (else -1). */
+void gsb__gpu_memory(struct gsb_server *srv, double *total, double *free_b);
+
+#endif
