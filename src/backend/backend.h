@@ -157,6 +157,8 @@ typedef struct gsb__backend_ops {
      * the system refuses (callers then go on with pageable memory). */
     int (*host_register)(const gsb__backend *be, void *p, size_t n);
     void (*host_unregister)(const gsb__backend *be, void *p);
+    /* the device's free and total memory in bytes */
+    int (*mem_info)(const gsb__backend *be, size_t *free_bytes, size_t *total_bytes);
 } gsb__backend_ops;
 
 struct gsb__backend {

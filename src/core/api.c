@@ -165,6 +165,13 @@ int gsb_session_info(gsb_session *s, char **out_json)
                           "backend", gpu->name, "gpu", s->gpu ? s->gpu->device : NULL);
     if (!o)
         return gsb__err(GSB_ENOMEM, "out of memory");
+    size_t free_b = 0, total_b = 0;
+    const gsb__backend *g = s->gpu;
+    if (g && g->ops->mem_info && g->ops->mem_info(g, &free_b, &total_b) == GSB_OK)
+        json_object_set_new(o, "gpu_memory", json_pack("{s:I, s:I}", "total",
+                                                       (json_int_t)total_b, "free",
+                                                       (json_int_t)free_b));
+    gsb__err_clear();
     int rc = dump_json(o, out_json);
     json_decref(o);
     return rc;
