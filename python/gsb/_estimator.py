@@ -20,6 +20,7 @@ from sklearn.base import (BaseEstimator, ClassifierMixin, ClusterMixin, Regresso
 from sklearn.exceptions import DataConversionWarning, NotFittedError
 
 from . import _lib
+from ._data import DataHandle
 from ._session import get_session
 
 _NUMERIC_OK = (np.float32, np.float64, np.int32, np.int64)
@@ -28,7 +29,10 @@ _NUMERIC_OK = (np.float32, np.float64, np.int32, np.int64)
 # ---- inputs -------------------------------------------------------------------
 
 def _as_array(data, name):
-    """numpy view of array-likes (lists, pandas); only the dtypes the engine takes."""
+    """numpy view of array-likes (lists, pandas); only the dtypes the engine takes.
+    Data handles (gsb.put) pass through: the engine resolves them."""
+    if isinstance(data, DataHandle):
+        return data
     if hasattr(data, "tocsr") or type(data).__module__.startswith("scipy.sparse"):
         raise TypeError(f"Sparse data was passed for {name}, but dense data is required. Use "
                         f"'.toarray()' to convert to a dense numpy array.")
@@ -139,6 +143,12 @@ class GsbEstimator(BaseEstimator):
             raise NotFittedError(
                 f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with "
                 f"appropriate arguments before using this estimator.")
+        for a in inputs:
+            if isinstance(a, DataHandle) and a.session is not model.session:
+                raise ValueError(
+                    f"a gsb.DataHandle of session {a.session.url} was passed to a "
+                    f"{type(self).__name__} of session {model.session.url}: put the data "
+                    f"on the model's session (gsb.put after gsb.connect)")
         keep = [None if a is None else _lib.as_gsb_array(a) for a in inputs]
         while keep and keep[-1] is None:
             keep.pop()
@@ -257,6 +267,8 @@ class GsbEstimator(BaseEstimator):
 
     def _encode_y_for_fit(self, y):
         y = _as_array(y, "y")
+        if isinstance(y, DataHandle):
+            return y  # the engine checks its shape
         if (self._gsb_desc["kind"] == "regressor" and y.ndim == 2 and y.shape[1] == 1
                 and self._gsb_desc["name"] not in _MULTI_OUTPUT):
             warnings.warn("A column-vector y was passed when a 1d array was expected. "
@@ -474,6 +486,16 @@ class _ClassifierLabels:
     encoded to 0..K-1 first and decoded on the way out."""
 
     def _encode_y_for_fit(self, y):
+        if isinstance(y, DataHandle):
+            # numeric labels the engine reads directly; predictions come back in the
+            # handle's dtype, as they would for the array it was made from
+            if y.ndim != 1:
+                raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} "
+                                 f"instead.")
+            if y.dtype.kind not in "iuf":
+                raise TypeError(f"a DataHandle y must hold numeric labels, not {y.dtype}")
+            self.__dict__["_gsb_labels"] = (None, y.dtype)
+            return y
         if hasattr(y, "to_numpy"):
             y = y.to_numpy()
         y = np.asarray(y)
@@ -533,7 +555,14 @@ class _ClassifierLabels:
         return y.astype(dtype or np.float64)
 
     def score(self, X, y, sample_weight=None):
-        return ClassifierMixin.score(self, X, y, sample_weight)
+        if not isinstance(y, DataHandle):
+            return ClassifierMixin.score(self, X, y, sample_weight)
+        # y lives in the engine: its accuracy there, on the labels as they were put
+        classes, _ = self.__dict__.get("_gsb_labels", (None, None))
+        if classes is not None:
+            raise TypeError(f"this {type(self).__name__} was fitted on non-numeric labels; "
+                            f"score it with y as an array of those labels, not a DataHandle")
+        return _engine_score(self, X, y, sample_weight)
 
 
 class _PlainLabels:

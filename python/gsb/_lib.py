@@ -42,6 +42,14 @@ class ModelCorruptError(GsbError, ValueError):
     """A model blob or saved model is damaged, truncated or of a newer format."""
 
 
+class GsbConnectionError(ConnectionError):
+    """gsbd could not be reached, or went away: the URL, the engine's reason, what to do."""
+
+
+class GsbAuthError(GsbConnectionError, PermissionError):
+    """gsbd refused this client's token (or wanted one and got none)."""
+
+
 def _candidates():
     env = os.environ.get("GSB_LIBRARY")
     if env:
@@ -110,6 +118,46 @@ for _name, (_res, _args) in _sigs.items():
     _fn.restype = _res
     _fn.argtypes = _args
 
+# The bridge's entry points (sessions' info, data handles, the arena, the server).
+# A libgsb older than the bridge lacks them: the rest of the package still works
+# and only these calls say what is missing.
+_bridge_sigs = {
+    "gsb_status_name": (_c.c_char_p, [_c.c_int]),
+    "gsb_session_info": (_c.c_int, [_c.c_void_p, _c.POINTER(_c.c_void_p)]),
+    "gsb_data_put": (_c.c_int, [_c.c_void_p, _c.POINTER(GsbArray), _c.POINTER(_c.c_void_p)]),
+    "gsb_data_array": (GsbArray, [_c.c_void_p]),
+    "gsb_data_free": (None, [_c.c_void_p]),
+    "gsb_arena_alloc": (_c.c_int, [_c.c_void_p, _c.c_size_t, _c.POINTER(_c.c_void_p)]),
+    "gsb_arena_free": (None, [_c.c_void_p, _c.c_void_p]),
+    "gsb_server_start": (_c.c_int, [_c.c_char_p, _c.POINTER(_c.c_void_p)]),
+    "gsb_server_url": (_c.c_char_p, [_c.c_void_p, _c.c_int]),
+    "gsb_server_stop": (None, [_c.c_void_p]),
+    "gsb_serve": (_c.c_int, [_c.c_char_p]),
+}
+
+
+def _missing(name):
+    def call(*args):
+        raise NotImplementedError(
+            f"gsb: the libgsb in use ({lib._name}) has no {name}(); it predates the server "
+            f"and remote sessions. Rebuild or reinstall gsb.")
+    return call
+
+
+class _Bridge:
+    """lib's bridge functions, or stand-ins that explain they are missing."""
+
+
+bridge = _Bridge()
+for _name, (_res, _args) in _bridge_sigs.items():
+    _fn = getattr(lib, _name, None)
+    if _fn is None:
+        _fn = _missing(_name)
+    else:
+        _fn.restype = _res
+        _fn.argtypes = _args
+    setattr(bridge, _name, _fn)
+
 
 def _exception_for(status, message):
     from sklearn.exceptions import NotFittedError
@@ -131,7 +179,9 @@ def _exception_for(status, message):
     if status == ECORRUPT:
         return ModelCorruptError(message, status)
     if status == EIO:
-        return OSError(message)
+        # transport failures of a remote session name "gsbd at URL" (src/net/client.c);
+        # ConnectionError is an OSError, so either except clause catches them
+        return GsbConnectionError(message) if "gsbd at " in message else OSError(message)
     return GsbError(message, status)
 
 
@@ -161,7 +211,11 @@ def version():
 
 
 def as_gsb_array(a):
-    """Describe a numpy array (any layout, dtype float32/64 or int32/64) for the engine."""
+    """Describe a numpy array (any layout, dtype float32/64 or int32/64) for the engine.
+    A data handle (gsb.put) is described by the engine's reference to it."""
+    ref = getattr(a, "_gsb_ref", None)
+    if ref is not None:
+        return ref()
     g = GsbArray()
     g.data = a.ctypes.data if a.size else None
     g.dtype = _NP_TO_GSB[a.dtype]

@@ -1,20 +1,65 @@
 """The process-wide session: opened lazily, embedded by default.
 
 gsb.set_config(device="auto"|"cpu"|"cuda") or $GSB_DEVICE picks the device of
-the embedded engine; gsb.connect(url) or $GSB_URL points at a gsbd server.
-Changing either opens a fresh session for models created afterwards;
-existing models keep the session they were made on.
+the embedded engine; gsb.connect(url) or $GSB_URL points at a gsbd server
+("tcp://host:port" or "unix:///path/to/socket").  Changing either opens a
+fresh session for models created afterwards; existing models (and data
+handles, arena arrays) keep the session they were made on.
 """
 import ctypes
+import json
 import os
 import threading
 
-from . import _lib
+from . import _autostart, _lib
 
 _DEVICES = ("auto", "cpu", "cuda")
-_lock = threading.Lock()
+_REMOTE = ("tcp://", "unix://")
+_lock = threading.RLock()
+# url: None = $GSB_URL if set, else embedded; "" = embedded (gsb.connect(None))
 _config = {"device": None, "url": None}
 _current = None
+
+
+GsbConnectionError = _lib.GsbConnectionError
+GsbAuthError = _lib.GsbAuthError
+
+
+def _where(url):
+    """Where the URL came from, for error messages."""
+    if _config["url"] is None and os.environ.get("GSB_URL", "").split("?")[0] == \
+            url.split("?")[0]:
+        return "$GSB_URL"
+    return "gsb.connect()"
+
+
+def _connection_error(url, status, message):
+    """The engine's words (they name the URL and the reason), then what to do from Python
+    in place of the engine's C-oriented hint (after its dash)."""
+    base = url.split("?")[0]
+    message = message.split(" \u2014 ")[0]
+    if base not in message:
+        message = f"{base}: {message}"
+    message = message.rstrip(". ")
+    back = ("unset GSB_URL (or call gsb.connect(None))" if _where(url) == "$GSB_URL"
+            else "call gsb.connect(None)")
+    origin = f" [URL from {_where(url)}]"
+    if status == _lib.EPARAM:  # the handshake's verdict on the token
+        message = message.split(": pass ")[0]
+        return GsbAuthError(
+            f"gsb: {message}.{origin} Pass the server's token with gsb.connect(url, "
+            f"token_file=PATH) (or set $GSB_TOKEN_FILE or $GSB_TOKEN), or {back} to use the "
+            f"embedded engine.")
+    if status == _lib.EUNSUPPORTED:
+        return GsbConnectionError(
+            f"gsb: {message}.{origin} Use a gsbd of the same version as this gsb "
+            f"({_lib.version()}), or {back} to use the embedded engine.")
+    start = "gsbd" if base == "tcp://127.0.0.1:19876" else f"gsbd --listen {base}"
+    running = "" if "is gsbd running" in message.lower() else " Is gsbd running there?"
+    return GsbConnectionError(
+        f"gsb: {message}.{origin}{running} Start it with `{start}` (or `gsb serve --listen "
+        f"{base}`; GSB_AUTOSTART=1 starts one on this machine when needed), check the URL, "
+        f"or {back} to use the embedded engine.")
 
 
 class Session:
@@ -22,16 +67,31 @@ class Session:
 
     def __init__(self, url):
         self.url = url
+        self.remote = url.startswith(_REMOTE)
         handle = ctypes.c_void_p()
-        try:
-            _lib.check(_lib.lib.gsb_open(url.encode(), ctypes.byref(handle)))
-        except NotImplementedError as e:
-            if url.startswith(("tcp://", "unix://")):
-                raise ConnectionError(
-                    f"gsb: cannot use the server at {url}: {e}. Unset GSB_URL (or call "
-                    f"gsb.connect(None)) to use the embedded engine.") from None
-            raise
+        status = _lib.lib.gsb_open(url.encode(), ctypes.byref(handle))
+        if status == _lib.EIO and self.remote and _autostart.enabled():
+            # GSB_AUTOSTART=1: start a local gsbd if nothing answers there (raises
+            # AutostartError, a ConnectionError saying what it ran, when that fails)
+            _autostart.ensure_server(url)
+            status = _lib.lib.gsb_open(url.encode(), ctypes.byref(handle))
+        if status != _lib.OK:
+            message = (_lib.lib.gsb_errmsg() or b"").decode("utf-8", "replace")
+            if self.remote and status in (_lib.EIO, _lib.EPARAM, _lib.EUNSUPPORTED,
+                                          _lib.ENOTFOUND):
+                raise _connection_error(url, status, message) from None
+            raise _lib._exception_for(status, message)
         self.handle = handle
+
+    def info(self):
+        """gsb_session_info as a dict: the engine (embedded) or the server's /health
+        document plus the transport in use (remote)."""
+        out = ctypes.c_void_p()
+        _lib.check(_lib.bridge.gsb_session_info(self.handle, ctypes.byref(out)))
+        return json.loads(_lib.take_string(out))
+
+    def __repr__(self):
+        return f"<gsb session {self.url}>"
 
     def __del__(self, _close=_lib.lib.gsb_close):
         # _close is bound at definition: module globals may be gone at exit
@@ -49,7 +109,10 @@ def _device():
 
 
 def _url():
-    return _config["url"] or os.environ.get("GSB_URL") or f"local?device={_device()}"
+    url = _config["url"]
+    if url is None:
+        url = os.environ.get("GSB_URL")
+    return url or f"local?device={_device()}"
 
 
 def get_session():
@@ -71,11 +134,46 @@ def set_config(device=None):
 
 
 def get_config():
-    return {"device": _device(), "url": _config["url"] or os.environ.get("GSB_URL")}
+    url = _config["url"]
+    if url is None:
+        url = os.environ.get("GSB_URL")
+    return {"device": _device(), "url": url or None}
 
 
-def connect(url):
-    """Use the gsbd server at url for models created from now on (None: embedded)."""
-    _config["url"] = url
-    if url is not None:
-        get_session()
+def with_token_file(url, token_file):
+    """url with ?token_file=PATH (or &token_file=) appended."""
+    if token_file is None:
+        return url
+    if not url.startswith(_REMOTE):
+        raise ValueError(f"gsb: token_file is for gsbd URLs (tcp://, unix://), not {url!r}")
+    token_file = os.fspath(token_file)
+    if not os.path.isfile(token_file):
+        raise FileNotFoundError(f"gsb: token file {token_file!r} does not exist")
+    return f"{url}{'&' if '?' in url else '?'}token_file={os.path.abspath(token_file)}"
+
+
+def connect(url, token_file=None):
+    """Use the gsbd server at url ("tcp://host:port", "unix:///path") for models created
+    from now on; None goes back to the embedded engine (even when $GSB_URL is set).
+
+    token_file: a file whose first line is the server's token (for servers started
+    with --token-file).  The connection is made now (a new session each call), so a
+    wrong URL or token fails here with ConnectionError, and the previous session
+    stays in use.  Returns the session."""
+    global _current
+    if url is None:
+        with _lock:
+            _config["url"] = ""
+        return None
+    url = with_token_file(str(url), token_file)
+    with _lock:
+        # always a fresh session: after a server restart, connecting again is the fix
+        session = Session(url)  # raises before anything changes
+        _current = session
+        _config["url"] = url
+        return _current
+
+
+def session_info():
+    """The current session as a dict (see Session.info)."""
+    return get_session().info()
