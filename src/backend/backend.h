@@ -157,6 +157,9 @@ typedef struct gsb__backend_ops {
      * the system refuses (callers then go on with pageable memory). */
     int (*host_register)(const gsb__backend *be, void *p, size_t n);
     void (*host_unregister)(const gsb__backend *be, void *p);
+    /* *out = 0 when every element of float tensor t is finite, 1 when one is
+     * NaN, else 2 (an infinity): validation of data already on the device */
+    int (*nonfinite)(const gsb__backend *be, const gsb__tensor *t, int *out);
     /* the device's free and total memory in bytes */
     int (*mem_info)(const gsb__backend *be, size_t *free_bytes, size_t *total_bytes);
 } gsb__backend_ops;

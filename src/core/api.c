@@ -433,21 +433,6 @@ int gsb_model_call(gsb_model *m, const char *method, const gsb_array *const *inp
         return gsb__err(GSB_EINVAL, "invalid input list");
     if (m->session->remote)
         return gsb__remote_call(m, method, inputs, n_inputs, options_json, out);
-    /* data handles stand for the copy the session holds */
-    gsb_array resolved[GSB__MAX_INPUTS];
-    const gsb_array *in_list[GSB__MAX_INPUTS];
-    if (n_inputs <= GSB__MAX_INPUTS) {
-        for (int i = 0; i < n_inputs; i++) {
-            in_list[i] = inputs[i];
-            if (!gsb__is_data_ref(inputs[i]))
-                continue;
-            struct gsb_data *d;
-            GSB_TRY(gsb__data_resolve(m->session, inputs[i], &d));
-            resolved[i] = d->view;
-            in_list[i] = &resolved[i];
-        }
-        inputs = in_list;
-    }
     json_t *options;
     GSB_TRY(parse_json_object(options_json, &options));
     gsb__nlist results = {0};

@@ -1,7 +1,8 @@
 /*
  * data.c - data handles (core/data.h): gsb_data_put copies an array into the
- * session once (a local session keeps a contiguous host copy; a remote one
- * sends it to gsbd) and gsb_data_array names it in later calls.
+ * session once (a local session keeps a contiguous host copy, or a GPU copy
+ * when the data is big enough for the GPU; a remote one sends it to gsbd)
+ * and gsb_data_array names it in later calls.
  */
 #include "core/data.h"
 
@@ -26,42 +27,86 @@ static int check_array(const gsb_array *a)
     return GSB_OK;
 }
 
-/* A contiguous C-order copy of any layout, through the validator's packing
- * (no finiteness check here: the calls that use the data check it). */
-static int copy_local(const gsb_array *a, struct gsb_data *d)
+static int64_t rows_of(const gsb_array *a) { return a->ndim == 0 ? 1 : a->shape[0]; }
+static int64_t cols_of(const gsb_array *a) { return a->ndim == 2 ? a->shape[1] : 1; }
+
+/* Byte strides with 0 ("contiguous C order") made explicit. */
+static void strides_of(const gsb_array *a, int64_t *s0, int64_t *s1)
 {
-    int64_t rows = a->ndim == 0 ? 1 : a->shape[0];
-    int64_t cols = a->ndim == 2 ? a->shape[1] : 1;
+    int64_t isz = (int64_t)gsb_dtype_size(a->dtype);
+    *s0 = a->strides[0];
+    *s1 = a->strides[1];
+    if (a->ndim == 2 && *s0 == 0 && *s1 == 0) {
+        *s0 = cols_of(a) * isz;
+        *s1 = isz;
+    } else if (a->ndim == 1 && *s0 == 0) {
+        *s0 = isz;
+    }
+}
+
+static int is_c_contiguous(const gsb_array *a)
+{
+    int64_t s0, s1, isz = (int64_t)gsb_dtype_size(a->dtype);
+    strides_of(a, &s0, &s1);
+    if (a->ndim == 0)
+        return 1;
+    if (a->ndim == 1)
+        return s0 == isz || a->shape[0] <= 1;
+    return (s1 == isz || a->shape[1] <= 1) && (s0 == a->shape[1] * isz || a->shape[0] <= 1);
+}
+
+/* A contiguous C-order host copy of any layout.  Large copies use every
+ * core: fresh pages fault in parallel, which is most of a big copy's cost. */
+static int copy_to_host(const gsb_array *a, void **out)
+{
+    int64_t rows = rows_of(a), cols = cols_of(a);
     size_t isz = gsb_dtype_size(a->dtype);
     if (rows > 0 && cols > (int64_t)(SIZE_MAX / isz) / rows)
         return gsb__err(GSB_EINVAL, "gsb_data_put: array too large");
     size_t nbytes = (size_t)(rows * cols) * isz;
-    d->host = malloc(nbytes ? nbytes : 1);
-    if (!d->host)
+    char *dst = aligned_alloc(64, (nbytes + 63) / 64 * 64 + 64);
+    if (!dst)
         return gsb__err(GSB_ENOMEM, "cannot allocate %zu bytes for a data handle", nbytes);
-    int64_t s0 = a->strides[0], s1 = a->strides[1];
-    if (a->ndim == 2 && s0 == 0 && s1 == 0) {
-        s0 = cols * (int64_t)isz;
-        s1 = (int64_t)isz;
-    } else if (a->ndim == 1 && s0 == 0) {
-        s0 = (int64_t)isz;
-    }
-    char *dst = d->host;
     const char *src = a->data;
-    if (a->ndim == 0 || (a->ndim == 1 && s0 == (int64_t)isz) ||
-        (a->ndim == 2 && s1 == (int64_t)isz && s0 == cols * (int64_t)isz)) {
-        if (nbytes)
-            memcpy(dst, src, nbytes);
+    if (is_c_contiguous(a)) {
+        const size_t block = (size_t)4 << 20;
+        int64_t nblocks = (int64_t)((nbytes + block - 1) / block);
+#pragma omp parallel for schedule(static) if (nblocks > 4)
+        for (int64_t b = 0; b < nblocks; b++) {
+            size_t off = (size_t)b * block;
+            memcpy(dst + off, src + off, nbytes - off < block ? nbytes - off : block);
+        }
     } else {
+        int64_t s0, s1;
+        strides_of(a, &s0, &s1);
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 18))
         for (int64_t i = 0; i < rows; i++)
             for (int64_t j = 0; j < cols; j++)
-                memcpy(dst + (size_t)(i * cols + j) * isz,
-                       src + i * s0 + (a->ndim == 2 ? j * s1 : 0), isz);
+                memcpy(dst + (size_t)(i * cols + j) * isz, src + i * s0 + j * s1, isz);
     }
-    d->view = *a;
-    d->view.data = d->host;
-    d->view.strides[0] = d->view.strides[1] = 0;
+    *out = dst;
     return GSB_OK;
+}
+
+/* Local data big enough for the GPU goes there (device=auto's own rule). */
+static int wants_device(gsb_session *s, const gsb_array *a)
+{
+    return s->gpu && a->ndim == 2 && (a->dtype == GSB_F32 || a->dtype == GSB_F64) &&
+           gsb__session_backend(s, rows_of(a), cols_of(a)) == s->gpu;
+}
+
+static int put_local(gsb_session *s, const gsb_array *a, struct gsb_data *d)
+{
+    if (!wants_device(s, a))
+        return copy_to_host(a, &d->host);
+    void *packed = NULL;
+    if (!is_c_contiguous(a))
+        GSB_TRY(copy_to_host(a, &packed));
+    gsb__tensor hv = gsb__tensor_host_view(packed ? packed : a->data, a->dtype, rows_of(a),
+                                           cols_of(a));
+    int rc = gsb__tensor_to(s->gpu, &hv, &d->dev);
+    free(packed);
+    return rc;
 }
 
 int gsb_data_put(gsb_session *s, const gsb_array *a, gsb_data **out)
@@ -78,10 +123,11 @@ int gsb_data_put(gsb_session *s, const gsb_array *a, gsb_data **out)
         return gsb__err(GSB_ENOMEM, "out of memory");
     d->magic = GSB__DATA_MAGIC;
     d->session = s;
+    d->nonfinite = -1;
     d->view = *a;
     d->view.data = NULL;
     d->view.strides[0] = d->view.strides[1] = 0;
-    int rc = s->remote ? gsb__remote_data_put(s, a, d) : copy_local(a, d);
+    int rc = s->remote ? gsb__remote_data_put(s, a, d) : put_local(s, a, d);
     if (rc != GSB_OK) {
         free(d->host);
         free(d);
@@ -125,6 +171,7 @@ void gsb_data_free(gsb_data *d)
     if (s->remote)
         gsb__remote_data_free(s, d);
     d->magic = 0;
+    gsb__tensor_free(&d->dev);
     free(d->host);
     free(d);
 }
@@ -142,4 +189,77 @@ int gsb__data_resolve(gsb_session *s, const gsb_array *ref, struct gsb_data **ou
                         "another session");
     *out = d;
     return GSB_OK;
+}
+
+/* The host copy of GPU-resident data, made on first need (under the lock,
+ * since calls on several models may share one handle). */
+static int ensure_host(gsb_session *s, struct gsb_data *d)
+{
+    int rc = GSB_OK;
+    pthread_mutex_lock(&s->data_lock);
+    if (!d->host) {
+        size_t n = gsb__tensor_nbytes(&d->dev);
+        void *h = aligned_alloc(64, (n + 63) / 64 * 64 + 64);
+        rc = !h ? gsb__err(GSB_ENOMEM, "cannot allocate %zu bytes for a data handle", n)
+                : d->dev.be->ops->download(d->dev.be, &d->dev, h);
+        if (rc == GSB_OK)
+            d->host = h;
+        else
+            free(h);
+    }
+    pthread_mutex_unlock(&s->data_lock);
+    return rc;
+}
+
+/* NaN/inf check of GPU-resident data, once. */
+static int device_nonfinite(gsb_session *s, struct gsb_data *d, int *bad)
+{
+    pthread_mutex_lock(&s->data_lock);
+    int known = d->nonfinite;
+    pthread_mutex_unlock(&s->data_lock);
+    if (known < 0) {
+        const gsb__backend *be = d->dev.be;
+        if (be->ops->nonfinite) {
+            GSB_TRY(be->ops->nonfinite(be, &d->dev, &known));
+        } else {
+            GSB_TRY(ensure_host(s, d));
+            gsb__tensor hv = gsb__tensor_host_view(d->host, d->dev.dtype, d->dev.rows,
+                                                   d->dev.cols);
+            known = gsb__host_nonfinite(&hv);
+        }
+        pthread_mutex_lock(&s->data_lock);
+        d->nonfinite = known;
+        pthread_mutex_unlock(&s->data_lock);
+    }
+    *bad = known;
+    return GSB_OK;
+}
+
+int gsb__data_input(gsb_session *s, const gsb_array *ref, const gsb__validate_spec *spec,
+                    int device_ok, gsb__tensor *out)
+{
+    *out = GSB__TENSOR_NONE;
+    struct gsb_data *d;
+    GSB_TRY(gsb__data_resolve(s, ref, &d));
+    gsb_array host = d->view;
+    if (d->dev.data) {
+        gsb__validated_shape sh;
+        host.data = d->dev.data; /* shape checks only: never read on the host */
+        GSB_TRY(gsb__validate_shape(&host, spec, &sh));
+        if (device_ok && sh.dtype == d->dev.dtype && !spec->non_negative) {
+            int bad;
+            GSB_TRY(device_nonfinite(s, d, &bad));
+            if (bad)
+                return gsb__nonfinite_error(bad, spec->name, sh.dtype);
+            *out = d->dev;
+            out->owned = 0;
+            out->rows = sh.rows;
+            out->cols = sh.cols;
+            out->ndim = sh.ndim;
+            return GSB_OK;
+        }
+        GSB_TRY(ensure_host(s, d));
+    }
+    host.data = d->host;
+    return gsb__validate_array(&host, spec, out);
 }

@@ -4,19 +4,29 @@
  * strides[1] is GSB_DATA_REF_STRIDE and whose data is the gsb_data pointer;
  * it is only ever dereferenced after it is found in its session's live set,
  * so a stale or foreign reference is a clear error, never a crash.
+ *
+ * On a local session with a GPU, data large enough for the GPU (the same
+ * rule as device=auto) lives on the GPU only: gsb_data_put uploads it
+ * straight from the caller's memory (at full bus speed when that memory is
+ * pinned: gsbd's shared-memory segments, gsb_arena_alloc), it is checked for
+ * NaN/inf there, and methods whose X input is GSB__IN_DEVICE_OK use it with
+ * no transfer.  Any other use downloads a host copy once.
  */
 #ifndef GSB_CORE_DATA_H
 #define GSB_CORE_DATA_H
 
 #include "core/model.h"
+#include "core/validate.h"
 
 #define GSB__DATA_MAGIC 0x6773622d64617461ull /* "gsb-data" */
 
 struct gsb_data {
     uint64_t magic;
     gsb_session *session;
-    gsb_array view;        /* dtype, ndim, shape; data = host copy (local) */
-    void *host;            /* local: owned contiguous C-order copy */
+    gsb_array view;        /* dtype, ndim, shape (data: see host) */
+    void *host;            /* contiguous C-order host copy, or NULL */
+    gsb__tensor dev;       /* the GPU copy (local sessions), or none */
+    int nonfinite;         /* dev's check: -1 not yet, else gsb__host_nonfinite's answer */
     uint64_t remote_id;    /* remote: the server's handle */
     struct gsb_data *prev, *next; /* the session's live set */
 };
@@ -29,5 +39,14 @@ static inline int gsb__is_data_ref(const gsb_array *a)
 /* Find the gsb_data a reference names in session s (locks s->data_lock);
  * GSB_EINVAL when it is not a live handle of s. */
 int gsb__data_resolve(gsb_session *s, const gsb_array *ref, struct gsb_data **out);
+
+/*
+ * The validated tensor for a data reference used as a method input, as
+ * gsb__validate_array gives for an array: a borrowed device tensor when the
+ * data is on the GPU and device_ok, else a host tensor (the host copy is made
+ * once and kept).
+ */
+int gsb__data_input(gsb_session *s, const gsb_array *ref, const gsb__validate_spec *spec,
+                    int device_ok, gsb__tensor *out);
 
 #endif

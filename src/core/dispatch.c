@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/data.h"
 #include "core/model.h"
 #include "core/validate.h"
 
@@ -143,6 +144,17 @@ static int n_declared(const gsb__method_desc *md)
     return k;
 }
 
+/* One declared input: a data handle (core/data.h) or a caller array. */
+static int validate_input(gsb__model *m, const gsb__method_desc *md, int i,
+                          const gsb_array *a, const gsb__validate_spec *spec, gsb__tensor *out)
+{
+    if (!gsb__is_data_ref(a))
+        return gsb__validate_array(a, spec, out);
+    unsigned flags = md->inputs[i].flags;
+    int device_ok = (flags & GSB__IN_DEVICE_OK) && (flags & GSB__IN_KIND_MASK) == GSB__IN_X;
+    return gsb__data_input(m->session, a, spec, device_ok, out);
+}
+
 void gsb__inputs_free(gsb__tensor *in)
 {
     for (int i = 0; i < GSB__MAX_INPUTS; i++)
@@ -176,7 +188,7 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
     int64_t nrows = -1;
     if (xi >= 0 && given(inputs, n_inputs, xi)) {
         gsb__validate_spec spec = {"X", est, 0, 1, 0, 1, 0};
-        GSB_CHECK(gsb__validate_array(inputs[xi], &spec, &in[xi]));
+        GSB_CHECK(validate_input(m, md, xi, inputs[xi], &spec, &in[xi]));
         xdtype = in[xi].dtype;
         nrows = in[xi].rows;
         const gsb__tensor *nf = gsb__nlist_get(&m->attrs, "n_features_in_");
@@ -204,7 +216,7 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
         case GSB__IN_MATRIX: spec.dtype = xdtype; spec.want_2d = 1; break;
         default: spec.want_2d = 1; break;
         }
-        GSB_CHECK(gsb__validate_array(inputs[i], &spec, &in[i]));
+        GSB_CHECK(validate_input(m, md, i, inputs[i], &spec, &in[i]));
         if (kind == GSB__IN_MATRIX || nrows < 0)
             continue;
         if (in[i].rows != nrows) {

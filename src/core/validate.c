@@ -58,7 +58,7 @@ static int is_c_contiguous(const gsb_array *a)
 }
 
 /* 0: finite; 1: NaN; 2: infinity */
-static int nonfinite(const gsb__tensor *t)
+int gsb__host_nonfinite(const gsb__tensor *t)
 {
     if (!gsb__is_float(t->dtype))
         return 0;
@@ -94,9 +94,9 @@ static int check_array_sane(const gsb_array *a, const char *name)
     return GSB_OK;
 }
 
-int gsb__validate_array(const gsb_array *a, const gsb__validate_spec *spec, gsb__tensor *out)
+int gsb__validate_shape(const gsb_array *a, const gsb__validate_spec *spec,
+                        gsb__validated_shape *out)
 {
-    *out = GSB__TENSOR_NONE;
     const char *name = spec->name;
     GSB_TRY(check_array_sane(a, name));
 
@@ -152,6 +152,31 @@ int gsb__validate_array(const gsb_array *a, const gsb__validate_spec *spec, gsb_
     gsb_dtype dt = spec->dtype;
     if (dt == 0) /* keep float dtypes, ints become float64 */
         dt = gsb__is_float(a->dtype) ? a->dtype : GSB_F64;
+    out->rows = rows;
+    out->cols = cols;
+    out->ndim = ndim;
+    out->dtype = dt;
+    return GSB_OK;
+}
+
+int gsb__nonfinite_error(int bad, const char *name, gsb_dtype dt)
+{
+    if (bad == 1)
+        return gsb__err(GSB_EINVAL, "Input %s contains NaN.", name);
+    return gsb__err(GSB_EINVAL,
+                    "Input %s contains infinity or a value too large for dtype('%s').", name,
+                    gsb_dtype_name(dt));
+}
+
+int gsb__validate_array(const gsb_array *a, const gsb__validate_spec *spec, gsb__tensor *out)
+{
+    *out = GSB__TENSOR_NONE;
+    const char *name = spec->name;
+    gsb__validated_shape sh;
+    GSB_TRY(gsb__validate_shape(a, spec, &sh));
+    int64_t rows = sh.rows, cols = sh.cols;
+    int ndim = sh.ndim;
+    gsb_dtype dt = sh.dtype;
 
     if (a->dtype == dt && is_c_contiguous(a)) {
         *out = gsb__tensor_host_view(a->data, dt, rows, cols);
@@ -161,14 +186,10 @@ int gsb__validate_array(const gsb_array *a, const gsb__validate_spec *spec, gsb_
     }
     out->ndim = ndim;
 
-    int bad = nonfinite(out);
+    int bad = gsb__host_nonfinite(out);
     if (bad) {
         gsb__tensor_free(out);
-        if (bad == 1)
-            return gsb__err(GSB_EINVAL, "Input %s contains NaN.", name);
-        return gsb__err(GSB_EINVAL,
-                        "Input %s contains infinity or a value too large for dtype('%s').",
-                        name, gsb_dtype_name(dt));
+        return gsb__nonfinite_error(bad, name, dt);
     }
     if (spec->non_negative) {
         int64_t n = gsb__tensor_numel(out);

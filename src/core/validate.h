@@ -25,4 +25,19 @@ typedef struct gsb__validate_spec {
  */
 int gsb__validate_array(const gsb_array *a, const gsb__validate_spec *spec, gsb__tensor *out);
 
+/* The shape and dtype checks of gsb__validate_array alone (no data read):
+ * rows, cols, user-facing ndim and the dtype the data will have. */
+typedef struct gsb__validated_shape {
+    int64_t rows, cols;
+    int ndim;
+    gsb_dtype dtype;
+} gsb__validated_shape;
+int gsb__validate_shape(const gsb_array *a, const gsb__validate_spec *spec,
+                        gsb__validated_shape *out);
+
+/* 0 when every element of host tensor t is finite, 1 on a NaN, 2 on an infinity */
+int gsb__host_nonfinite(const gsb__tensor *t);
+/* scikit-learn's message for gsb__host_nonfinite's answer bad (1 or 2) */
+int gsb__nonfinite_error(int bad, const char *name, gsb_dtype dt);
+
 #endif
