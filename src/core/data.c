@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/hostmem.h"
 #include "net/remote.h"
 
 static int check_array(const gsb_array *a)
@@ -64,7 +65,7 @@ static int copy_to_host(const gsb_array *a, void **out)
     if (rows > 0 && cols > (int64_t)(SIZE_MAX / isz) / rows)
         return gsb__err(GSB_EINVAL, "gsb_data_put: array too large");
     size_t nbytes = (size_t)(rows * cols) * isz;
-    char *dst = aligned_alloc(64, (nbytes + 63) / 64 * 64 + 64);
+    char *dst = gsb__host_alloc(nbytes);
     if (!dst)
         return gsb__err(GSB_ENOMEM, "cannot allocate %zu bytes for a data handle", nbytes);
     const char *src = a->data;
@@ -105,7 +106,7 @@ static int put_local(gsb_session *s, const gsb_array *a, struct gsb_data *d)
     gsb__tensor hv = gsb__tensor_host_view(packed ? packed : a->data, a->dtype, rows_of(a),
                                            cols_of(a));
     int rc = gsb__tensor_to(s->gpu, &hv, &d->dev);
-    free(packed);
+    gsb__host_free(packed);
     return rc;
 }
 
@@ -129,7 +130,7 @@ int gsb_data_put(gsb_session *s, const gsb_array *a, gsb_data **out)
     d->view.strides[0] = d->view.strides[1] = 0;
     int rc = s->remote ? gsb__remote_data_put(s, a, d) : put_local(s, a, d);
     if (rc != GSB_OK) {
-        free(d->host);
+        gsb__host_free(d->host);
         free(d);
         return rc;
     }
@@ -172,7 +173,7 @@ void gsb_data_free(gsb_data *d)
         gsb__remote_data_free(s, d);
     d->magic = 0;
     gsb__tensor_free(&d->dev);
-    free(d->host);
+    gsb__host_free(d->host);
     free(d);
 }
 
@@ -199,13 +200,13 @@ static int ensure_host(gsb_session *s, struct gsb_data *d)
     pthread_mutex_lock(&s->data_lock);
     if (!d->host) {
         size_t n = gsb__tensor_nbytes(&d->dev);
-        void *h = aligned_alloc(64, (n + 63) / 64 * 64 + 64);
+        void *h = gsb__host_alloc(n);
         rc = !h ? gsb__err(GSB_ENOMEM, "cannot allocate %zu bytes for a data handle", n)
                 : d->dev.be->ops->download(d->dev.be, &d->dev, h);
         if (rc == GSB_OK)
             d->host = h;
         else
-            free(h);
+            gsb__host_free(h);
     }
     pthread_mutex_unlock(&s->data_lock);
     return rc;

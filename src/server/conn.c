@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/hostmem.h"
 #include "core/error.h"
 #include "server/server.h"
 
@@ -178,7 +179,7 @@ int gsb__conn_progress(void *data, const char *stage, int64_t iteration, double 
 static void req_clear(gsb__req *rq)
 {
     for (int i = 0; rq->bufs && i < rq->n; i++)
-        free(rq->bufs[i]);
+        gsb__host_free(rq->bufs[i]);
     for (int i = 0; i < rq->n_refs; i++)
         gsb__handle_put(rq->refs[i]);
     free(rq->bufs);
@@ -259,9 +260,8 @@ static int decode_arrays(gsb__conn *c, gsb__req *rq, int *fatal)
             if (rq->wa[i].at != GSB__AT_CHUNKS)
                 continue;
             size_t nb = (size_t)rq->wa[i].nbytes;
-            size_t alloc = (nb + 63) & ~(size_t)63;
-            if (posix_memalign(&rq->bufs[i], 64, alloc ? alloc : 64) != 0) {
-                rq->bufs[i] = NULL;
+            rq->bufs[i] = gsb__host_alloc(nb); /* huge pages when large: few faults */
+            if (!rq->bufs[i]) {
                 rc = gsb__err(GSB_ENOMEM, "cannot allocate %zu bytes for array %d of the request",
                               nb, i);
                 break;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "core/hostmem.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -53,7 +54,7 @@ static int cpu_alloc(const gsb__backend *be, gsb__tensor *t)
 {
     size_t bytes = gsb__tensor_nbytes(t);
     size_t rounded = (bytes + 63) / 64 * 64;
-    t->data = aligned_alloc(64, rounded ? rounded : 64);
+    t->data = gsb__host_alloc(rounded);
     if (!t->data)
         return gsb__err(GSB_ENOMEM, "out of host memory allocating %zu bytes", bytes);
     t->be = be;
@@ -64,7 +65,7 @@ static int cpu_alloc(const gsb__backend *be, gsb__tensor *t)
 static void cpu_release(const gsb__backend *be, gsb__tensor *t)
 {
     (void)be;
-    free(t->data);
+    gsb__host_free(t->data);
     t->data = NULL;
 }
 
