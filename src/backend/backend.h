@@ -129,7 +129,8 @@ typedef struct gsb__backend_ops {
     /* ---- family ops ---------------------------------------------------- */
     /* KMeans centre update: sums (k x d, GSB_F64) and counts (k, GSB_F64) of
      * the rows of X per label (n, GSB_I32), each row weighted by w (n, may
-     * be NULL) */
+     * be NULL); deterministic: the same inputs give bitwise the same sums and
+     * counts (KMeans's convergence test relies on it) */
     int (*segment_sum)(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *labels,
                        const gsb__tensor *w, gsb__tensor *sums, gsb__tensor *counts);
     /* LogisticRegression objective without the penalty: multinomial (K >= 3)

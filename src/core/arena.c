@@ -27,8 +27,10 @@ int gsb__arena_alloc(const gsb__backend *gpu, gsb__arena *a, size_t n, void **ou
     *out = NULL;
     gsb__arena_block *b = calloc(1, sizeof *b);
     void *p = NULL;
-    size_t rounded = (n + 63) & ~(size_t)63;
-    if (!b || rounded < n || posix_memalign(&p, 64, rounded ? rounded : 64) != 0) {
+    /* whole pages: the driver refuses to register a range that shares a page
+     * with another registered one */
+    size_t rounded = (n + 4095) & ~(size_t)4095;
+    if (!b || rounded < n || posix_memalign(&p, 4096, rounded ? rounded : 4096) != 0) {
         free(b);
         return gsb__err(GSB_ENOMEM, "cannot allocate %zu bytes of arena memory", n);
     }

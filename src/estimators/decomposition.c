@@ -1015,7 +1015,7 @@ static const char *const tsvd_algorithms[] = {"randomized", "arpack", NULL};
     {"random_state", GSB__P_INT | GSB__P_NONE, "null", 0, 4294967295.0, GSB__CLOSED_BOTH,   \
      NULL, "seed of the randomized solver (gsb's own stream, not numpy's)"}
 #define FIT_METHOD(fn)                                                                      \
-    {"fit", fn, {{"X", GSB__IN_X}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,          \
+    {"fit", fn, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,          \
      "fit the model (y is ignored)"}
 
 static const gsb__param_desc pca_params[] = {
@@ -1040,14 +1040,14 @@ static const gsb__param_desc pca_params[] = {
 static const gsb__method_desc pca_methods[] = {
     FIT_METHOD(pca_fit),
     {"fit_transform", pca_fit_transform,
-     {{"X", GSB__IN_X}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
      "fit, then return the projection X_new (U * S, or U * sqrt(n_samples - 1) whitened)"},
-    {"transform", pca_transform, {{"X", GSB__IN_X}}, 0, "project X: X_new"},
-    {"inverse_transform", pca_inverse_transform, {{"X", GSB__IN_X | GSB__IN_ANY_FEATURES}}, 0,
+    {"transform", pca_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "project X: X_new"},
+    {"inverse_transform", pca_inverse_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_ANY_FEATURES}}, 0,
      "map projections back to feature space: X_original"},
-    {"score_samples", pca_score_samples, {{"X", GSB__IN_X}}, 0,
+    {"score_samples", pca_score_samples, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "log-likelihood of each sample under the probabilistic PCA model: ll"},
-    {"score", pca_score, {{"X", GSB__IN_X}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 0,
+    {"score", pca_score, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 0,
      "mean log-likelihood of the samples: score"},
     {"get_covariance", pca_get_covariance, {{0}}, 0, "the model's data covariance: cov"},
     {"get_precision", pca_get_precision, {{0}}, 0,
@@ -1083,10 +1083,10 @@ static const gsb__param_desc tsvd_params[] = {
 static const gsb__method_desc tsvd_methods[] = {
     FIT_METHOD(tsvd_fit),
     {"fit_transform", tsvd_fit_transform,
-     {{"X", GSB__IN_X}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
      "fit, then return X_new = X @ components_.T"},
-    {"transform", tsvd_transform, {{"X", GSB__IN_X}}, 0, "X_new = X @ components_.T"},
-    {"inverse_transform", tsvd_inverse_transform, {{"X", GSB__IN_X | GSB__IN_ANY_FEATURES}}, 0,
+    {"transform", tsvd_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X_new = X @ components_.T"},
+    {"inverse_transform", tsvd_inverse_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_ANY_FEATURES}}, 0,
      "X_original = X @ components_"},
     {0}};
 

@@ -5,10 +5,13 @@
  * (label and squared distance of each row to its nearest centre, without an
  * n x k matrix) and segment_sum the M-step (weighted per-cluster sums and
  * counts).  The k x d centre update, the relocation of empty clusters and the
- * convergence tests are small and run on the host in double.  Each
- * iteration also brings the n labels and distances to the host (a memcpy on
- * the CPU backend): the label comparison, the inertia and the relocation
- * need them, and no op reduces them on the device yet.
+ * convergence tests are small and run on the host in double.  The n labels
+ * and distances stay on the backend: per iteration only the k x d sums, the
+ * k counts and the inertia (a col_moments of the distances) come to the
+ * host, and the k x d centres go back.  The labels come to the host once at
+ * the end of a run, and in the rare iterations that relocate empty
+ * clusters (which need the distances).  How the strict-convergence test
+ * (labels unchanged) gets by without them is explained above lloyd().
  *
  * Initialisation: greedy k-means++ (D^2 sampling with 2 + int(log(k)) local
  * trials, scored with the pairwise op over blocks of rows), 'random' (a
@@ -137,10 +140,12 @@ typedef struct km_data {
     double *ones;         /* owned unit weights when none were given */
     double *mean;         /* column means removed from X (d) */
     double tol;           /* tol scaled by the mean feature variance */
+    double wsum;          /* sum of the sample weights (n for unit weights) */
     gsb__tensor labels;   /* E-step outputs on be: (n) int32 ... */
     gsb__tensor mind;     /* ... and (n) squared distances, X's dtype */
-    void *stage;          /* host staging for mind (n elements of X's dtype) */
-    double *mindh;        /* host copy of mind in double (n) */
+    gsb__tensor wmean;    /* (1) float64: weighted mean of mind (the inertia / wsum) */
+    void *stage;          /* host staging for mind (n elements of X's dtype), on demand */
+    double *mindh;        /* host copy of mind in double (n), on demand */
 } km_data;
 
 static void km_free(km_data *km)
@@ -149,6 +154,7 @@ static void km_free(km_data *km)
     gsb__tensor_free(&km->w);
     gsb__tensor_free(&km->labels);
     gsb__tensor_free(&km->mind);
+    gsb__tensor_free(&km->wmean);
     free(km->ones);
     free(km->mean);
     free(km->stage);
@@ -227,9 +233,7 @@ static int km_setup(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw, in
     int rc = GSB_OK;
     km->mean = alloc_array((size_t)d, sizeof(double));
     var = alloc_array((size_t)d, sizeof(double));
-    km->stage = alloc_array((size_t)n, km->esize);
-    km->mindh = alloc_array((size_t)n, sizeof(double));
-    if (!km->mean || !var || !km->stage || !km->mindh) {
+    if (!km->mean || !var) {
         rc = gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
         goto done;
     }
@@ -262,8 +266,12 @@ static int km_setup(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw, in
             km->ones[i] = 1.0;
         km->wh = km->ones;
     }
+    km->wsum = 0;
+    for (int64_t i = 0; i < n; i++)
+        km->wsum += km->wh[i];
     GSB_CHECK(gsb__tensor_alloc(km->be, GSB_I32, n, 1, &km->labels));
     GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, n, 1, &km->mind));
+    GSB_CHECK(gsb__tensor_alloc(km->be, GSB_F64, 1, 1, &km->wmean));
 done:
     gsb__tensor_free(&xb);
     gsb__tensor_free(&mean_t);
@@ -274,16 +282,38 @@ done:
     return rc;
 }
 
-/* E-step against the centres C (on be): host labels, km->mindh, and the
- * weighted inertia. */
-static int km_estep(km_data *km, const gsb__tensor *C, int32_t *labels, double *inertia)
+/*
+ * E-step against the centres C (on be): labels and distances into km->labels
+ * and km->mind, where they stay, and the weighted inertia: the weighted mean
+ * of the distances (col_moments of mind as an n x 1 matrix, accumulated in
+ * double; one number crosses) times the weight total.  The weights are
+ * non-negative with a positive sum (the dispatcher and check_weights_nonzero
+ * see to it), so the mean is defined.
+ */
+static int km_estep(km_data *km, const gsb__tensor *C, double *inertia)
 {
-    const gsb__backend_ops *ops = km->be->ops;
-    GSB_TRY(ops->argmin_sqdist(km->be, &km->X, C, &km->labels, &km->mind));
-    GSB_TRY(ops->download(km->be, &km->labels, labels));
-    GSB_TRY(ops->download(km->be, &km->mind, km->stage));
+    const gsb__backend *be = km->be;
+    double mean;
+    GSB_TRY(be->ops->argmin_sqdist(be, &km->X, C, &km->labels, &km->mind));
+    GSB_TRY(be->ops->col_moments(be, &km->mind, km->w.data ? &km->w : NULL, &km->wmean, NULL));
+    GSB_TRY(be->ops->download(be, &km->wmean, &mean));
+    *inertia = mean * km->wsum;
+    return GSB_OK;
+}
+
+/* The last E-step's labels (into host labels) and distances (into
+ * km->mindh) on the host, for the relocation of empty clusters. */
+static int km_fetch_estep(km_data *km, int32_t *labels)
+{
+    if (!km->stage)
+        km->stage = alloc_array((size_t)km->n, km->esize);
+    if (!km->mindh)
+        km->mindh = alloc_array((size_t)km->n, sizeof(double));
+    if (!km->stage || !km->mindh)
+        return gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
+    GSB_TRY(km->be->ops->download(km->be, &km->labels, labels));
+    GSB_TRY(km->be->ops->download(km->be, &km->mind, km->stage));
     to_double(km->stage, km->dtype, km->n, km->mindh);
-    *inertia = weighted_sum(km->mindh, km->wh, km->n);
     return GSB_OK;
 }
 
@@ -451,14 +481,14 @@ done:
  * scikit-learn's empty-cluster relocation: each empty cluster takes one of
  * the points farthest from their centre (the farthest to the first empty
  * cluster), its weighted row moving from its old cluster's sum to the empty
- * one's.  Labels stay as they are until the next E-step.
+ * one's.  Labels stay as they are until the next E-step.  labels and
+ * km->mindh are the last E-step's (km_fetch_estep); n_empty counts the zero
+ * counts.
  */
-static int relocate_empty(const km_data *km, const int32_t *labels, double *sums,
-                          double *counts)
+static int relocate_empty(const km_data *km, const int32_t *labels, int64_t n_empty,
+                          double *sums, double *counts)
 {
-    int64_t k = km->k, d = km->d, n_empty = 0;
-    for (int64_t j = 0; j < k; j++)
-        n_empty += counts[j] == 0;
+    int64_t k = km->k, d = km->d;
     if (n_empty == 0)
         return GSB_OK;
     /* every point on its centre (more clusters than distinct points): nothing
@@ -558,6 +588,25 @@ typedef struct km_run {
  * it on strict convergence, where the centres normally did not move; they
  * can only have moved there through a relocation, and then its labels_ are
  * those of the previous centres while ours match cluster_centers_.)
+ *
+ * The labels stay on the backend, so "labels repeat" is decided without
+ * comparing them, except around relocations:
+ *  - segment_sum is a deterministic function of (X, labels, weights) on
+ *    every backend (fixed summation order), and so are the counts, the
+ *    averaging and the rounding to X's dtype.  When no cluster is empty in
+ *    this iteration, labels equal to the previous iteration's give bit for
+ *    bit the sums and counts of the previous M-step, which did not relocate
+ *    either (its counts, a function of the same labels, had no empty
+ *    cluster), so the new centres are bit for bit the current ones.  The
+ *    shift is then exactly 0 <= tol and the loop ends in the same iteration,
+ *    with unmoved centres (no final E-step), as the strict test would end
+ *    it.
+ *  - When a cluster is empty, the relocation needs the labels and
+ *    distances on the host anyway, and the centres may move even with
+ *    repeated labels (the farthest points depend on the distances): the
+ *    labels are compared there.  Equal labels give equal counts, so the
+ *    previous iteration had empty clusters too and its labels are on the
+ *    host; if it had none, the labels differ.
  */
 static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
 {
@@ -568,31 +617,44 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
     double *sums = alloc_array((size_t)(k * d), sizeof(double));
     double *counts = alloc_array((size_t)k, sizeof(double));
     double *fresh = alloc_array((size_t)(k * d), sizeof(double));
-    int32_t *labels_old = alloc_array((size_t)n, sizeof(int32_t));
+    int32_t *labels_old = NULL; /* the previous relocating iteration's labels */
     int rc = GSB_OK;
-    if (!sums || !counts || !fresh || !labels_old) {
+    if (!sums || !counts || !fresh) {
         rc = gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
         goto done;
     }
-    for (int64_t i = 0; i < n; i++)
-        labels_old[i] = -1;
     GSB_CHECK(gsb__tensor_alloc(be, km->dtype, k, d, &ct));
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, k, d, &sums_t));
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, k, 1, &counts_t));
     GSB_CHECK(upload_doubles(be, run->centres, &ct));
 
-    int current = 0; /* run->labels are the E-step of the centres now in ct */
+    int current = 0;    /* km->labels are the E-step of the centres now in ct */
+    int prev_empty = 0; /* the previous iteration had empty clusters (labels_old holds its labels) */
     int64_t it;
     for (it = 0; it < max_iter; it++) {
         double inertia;
-        GSB_CHECK(km_estep(km, &ct, run->labels, &inertia));
+        GSB_CHECK(km_estep(km, &ct, &inertia));
         run->inertia = inertia;
         GSB_CHECK(gsb__progress(c, "iteration", it, inertia));
         GSB_CHECK(be->ops->segment_sum(be, &km->X, &km->labels, km->w.data ? &km->w : NULL,
                                        &sums_t, &counts_t));
         GSB_CHECK(be->ops->download(be, &sums_t, sums));
         GSB_CHECK(be->ops->download(be, &counts_t, counts));
-        GSB_CHECK(relocate_empty(km, run->labels, sums, counts));
+        int64_t n_empty = 0;
+        for (int64_t j = 0; j < k; j++)
+            n_empty += counts[j] == 0;
+        int strict = 0;
+        if (n_empty > 0) {
+            GSB_CHECK(km_fetch_estep(km, run->labels));
+            if (!labels_old && !(labels_old = alloc_array((size_t)n, sizeof(int32_t)))) {
+                rc = gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
+                goto done;
+            }
+            strict = prev_empty && memcmp(run->labels, labels_old, (size_t)n * sizeof(int32_t)) == 0;
+            memcpy(labels_old, run->labels, (size_t)n * sizeof(int32_t));
+            GSB_CHECK(relocate_empty(km, run->labels, n_empty, sums, counts));
+        }
+        prev_empty = n_empty > 0;
 
         average_centres(sums, counts, k, d, fresh);
         round_to_dtype(km->dtype, fresh, k * d);
@@ -608,15 +670,16 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
             GSB_CHECK(upload_doubles(be, run->centres, &ct));
         current = !moved;
 
-        if (memcmp(run->labels, labels_old, (size_t)n * sizeof(int32_t)) == 0)
+        if (strict)
             break; /* strict convergence */
         if (shift2 <= km->tol)
-            break;
-        memcpy(labels_old, run->labels, (size_t)n * sizeof(int32_t));
+            break; /* includes strict convergence without empty clusters (above) */
     }
     run->n_iter = it < max_iter ? it + 1 : max_iter;
     if (!current)
-        GSB_CHECK(km_estep(km, &ct, run->labels, &run->inertia));
+        GSB_CHECK(km_estep(km, &ct, &run->inertia));
+    /* the labels of the final centres, once per run */
+    GSB_CHECK(be->ops->download(be, &km->labels, run->labels));
 done:
     gsb__tensor_free(&ct);
     gsb__tensor_free(&sums_t);
@@ -867,7 +930,7 @@ static int kmeans_fit_transform(gsb__ctx *c)
 
 #define KMEANS_FIT_INPUTS                                                               \
     {                                                                                   \
-        {"X", GSB__IN_X}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},                   \
+        {"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},                   \
             {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL},                      \
             {"init", GSB__IN_MATRIX | GSB__IN_OPTIONAL},                                \
     }
@@ -879,12 +942,12 @@ static const gsb__method_desc kmeans_methods[] = {
      "Fit, then return labels_ as 'labels'."},
     {"fit_transform", kmeans_fit_transform, KMEANS_FIT_INPUTS, 1,
      "Fit, then return the distances of X to the centres as 'X'."},
-    {"predict", kmeans_predict, {{"X", GSB__IN_X}}, 0,
+    {"predict", kmeans_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "Index of the closest centre of each sample, as 'labels' (int32)."},
-    {"transform", kmeans_transform, {{"X", GSB__IN_X}}, 0,
+    {"transform", kmeans_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "Euclidean distance of each sample to each centre, as 'X' (n_samples, n_clusters)."},
     {"score", kmeans_score,
-     {{"X", GSB__IN_X},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK},
       {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      0, "Opposite of the (weighted) inertia of X under the centres, as 'score'."},

@@ -12,7 +12,13 @@
  * norm for rank-deficient X; singular values below tol * max are cut, as
  * scipy.linalg.lstsq(cond=tol) does).  Ridge solves (X^T X + alpha I) w = X^T y
  * by Cholesky (posv), or the dual (X X^T + alpha I) d = y, w = X^T d when there
- * are more features than samples, or via the SVD for solver='svd'.  The
+ * are more features than samples, or via the SVD for solver='svd'.  For
+ * float32 data the Gram matrix and X^T y are formed in float32 (as
+ * scikit-learn does; the backends accumulate them carefully, see
+ * docs/CUDA.md) but the small p x p (or n x n) system is converted to
+ * float64 and solved there: the float32 Cholesky would add an error of
+ * cond(A) * eps32 of its own on top of the Gram matrix's rounding.  The
+ * solution is rounded back to float32 when stored.  The
  * iterative solvers scikit-learn offers ('sparse_cg', 'lsqr', 'sag', 'saga')
  * minimise the same objective; here they get the exact solution, which those
  * solvers approach within tol.
@@ -152,16 +158,15 @@ static void lin_free(lin_data *d)
 static int col_means(const gsb__backend *be, const gsb__tensor *T, const gsb__tensor *w,
                      double **out)
 {
-    gsb__tensor mean = GSB__TENSOR_NONE, var = GSB__TENSOR_NONE;
+    gsb__tensor mean = GSB__TENSOR_NONE;
     int rc;
     *out = NULL;
     GSB_CHECK(gsb__tensor_alloc(be, T->dtype, T->cols, 1, &mean));
-    GSB_CHECK(gsb__tensor_alloc(be, T->dtype, T->cols, 1, &var));
-    GSB_CHECK(be->ops->col_moments(be, T, w, &mean, &var));
+    /* no variance: col_moments then skips its second pass over T */
+    GSB_CHECK(be->ops->col_moments(be, T, w, &mean, NULL));
     rc = download_f64(&mean, out);
 done:
     gsb__tensor_free(&mean);
-    gsb__tensor_free(&var);
     return rc;
 }
 
@@ -616,9 +621,9 @@ done:
 
 static const gsb__method_desc lr_methods[] = {
     {"fit", lr_fit,
-     {{"X", GSB__IN_X}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "ordinary least squares (non-negative with positive=True)"},
-    {"predict", lin_predict, {{"X", GSB__IN_X}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
+    {"predict", lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
     {0}};
 
 static const gsb__attr_desc lr_attrs[] = {
@@ -807,6 +812,18 @@ done:
     return rc;
 }
 
+/* t (on be) replaced by its float64 copy; a float64 t is left as it is. */
+static int widen(const gsb__backend *be, gsb__tensor *t)
+{
+    if (t->dtype == GSB_F64)
+        return GSB_OK;
+    gsb__tensor w;
+    GSB_TRY(gsb__tensor_to_dtype(be, t, GSB_F64, &w));
+    gsb__tensor_free(t);
+    *t = w;
+    return GSB_OK;
+}
+
 /* m x m on the backend: alpha I for one shared alpha (the Gram matrix is
  * accumulated onto it), else uninitialised (overwritten with beta = 0). */
 static int gram_start(const gsb__backend *be, gsb_dtype dt, int64_t m, const double *alpha,
@@ -828,7 +845,8 @@ static int gram_start(const gsb__backend *be, gsb_dtype dt, int64_t m, const dou
  * w = X^T d, which only needs an n x n system; a singular dual system with
  * one alpha is solved by least squares, as scikit-learn's
  * _solve_cholesky_kernel does.  GSB_ENUMERIC when a system is singular
- * otherwise (the caller falls back to the SVD, as scikit-learn does).
+ * otherwise (the caller falls back to the SVD, as scikit-learn does).  The
+ * systems are solved in float64 whatever X's dtype (see the top).
  */
 static int ridge_cholesky(gsb__ctx *c, const lin_data *d, const double *alpha, int one_alpha,
                           double **coef)
@@ -837,7 +855,8 @@ static int ridge_cholesky(gsb__ctx *c, const lin_data *d, const double *alpha, i
     int64_t n = d->n, p = d->p, k = d->k;
     double beta = one_alpha ? 1.0 : 0.0;
     gsb__tensor A = GSB__TENSOR_NONE, R = GSB__TENSOR_NONE, sol = GSB__TENSOR_NONE;
-    gsb__tensor Bt = GSB__TENSOR_NONE, S = GSB__TENSOR_NONE;
+    gsb__tensor Bt = GSB__TENSOR_NONE, S = GSB__TENSOR_NONE, Y64 = GSB__TENSOR_NONE;
+    gsb__tensor dual = GSB__TENSOR_NONE;
     double *bt = NULL;
     int rc;
     *coef = NULL;
@@ -846,24 +865,31 @@ static int ridge_cholesky(gsb__ctx *c, const lin_data *d, const double *alpha, i
         GSB_CHECK(be->ops->syrk(be, 1.0, &d->X, beta, &A));
         GSB_CHECK(gsb__tensor_alloc(be, d->dtype, p, k, &R));
         GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &d->X, &d->Y, 0.0, &R));
+        GSB_CHECK(widen(be, &A));
+        GSB_CHECK(widen(be, &R));
         GSB_CHECK(shifted_solve(be, &A, &R, alpha, one_alpha, &sol));
         GSB_CHECK(download_f64(&sol, &bt));
     } else {
         GSB_CHECK(gram_start(be, d->dtype, n, alpha, one_alpha, &A));
         GSB_CHECK(be->ops->gemm(be, 0, 1, 1.0, &d->X, &d->X, beta, &A));
-        rc = shifted_solve(be, &A, &d->Y, alpha, one_alpha, &sol);
+        GSB_CHECK(widen(be, &A));
+        GSB_CHECK(gsb__tensor_to_dtype(be, &d->Y, GSB_F64, &Y64));
+        rc = shifted_solve(be, &A, &Y64, alpha, one_alpha, &sol);
         if (rc == GSB_ENUMERIC && one_alpha) {
             int64_t rank;
             gsb__err_clear();
-            GSB_CHECK(gsb__tensor_alloc(be, d->dtype, n, k, &sol));
-            GSB_CHECK(gsb__tensor_alloc(be, d->dtype, n, 1, &S));
-            GSB_CHECK(be->ops->lstsq(be, &A, &d->Y,
+            GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, n, k, &sol));
+            GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, n, 1, &S));
+            /* scikit-learn's lstsq cut-off is the eps of X's dtype */
+            GSB_CHECK(be->ops->lstsq(be, &A, &Y64,
                                      d->dtype == GSB_F32 ? FLT_EPSILON : DBL_EPSILON, &sol,
                                      &S, &rank));
         }
         GSB_CHECK(rc);
+        /* w = X^T d in X's dtype, as scikit-learn's X.T @ dual_coef */
+        GSB_CHECK(gsb__tensor_to_dtype(be, &sol, d->dtype, &dual));
         GSB_CHECK(gsb__tensor_alloc(be, d->dtype, p, k, &Bt));
-        GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &d->X, &sol, 0.0, &Bt));
+        GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &d->X, &dual, 0.0, &Bt));
         GSB_CHECK(download_f64(&Bt, &bt));
     }
     if (!(*coef = transpose(bt, p, k)))
@@ -874,6 +900,8 @@ done:
     gsb__tensor_free(&sol);
     gsb__tensor_free(&Bt);
     gsb__tensor_free(&S);
+    gsb__tensor_free(&Y64);
+    gsb__tensor_free(&dual);
     free(bt);
     return rc;
 }
@@ -914,9 +942,9 @@ done:
 
 static const gsb__method_desc ridge_methods[] = {
     {"fit", ridge_fit,
-     {{"X", GSB__IN_X}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "L2-regularised least squares"},
-    {"predict", lin_predict, {{"X", GSB__IN_X}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
+    {"predict", lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
     {0}};
 
 static const gsb__attr_desc ridge_attrs[] = {

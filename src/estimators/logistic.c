@@ -499,17 +499,17 @@ static int logistic_predict_log_proba(gsb__ctx *c) { return probabilities(c, 1);
 
 static const gsb__method_desc logistic_methods[] = {
     {"fit", logistic_fit,
-     {{"X", GSB__IN_X},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK},
       {"y", GSB__IN_LABELS},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "Fit by L-BFGS on scikit-learn's objective (y: class labels as float64)."},
-    {"predict", logistic_predict, {{"X", GSB__IN_X}}, 0,
+    {"predict", logistic_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "Class of each sample (argmax of the scores), as 'labels' (float64 class values)."},
-    {"predict_proba", logistic_predict_proba, {{"X", GSB__IN_X}}, 0,
+    {"predict_proba", logistic_predict_proba, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "Probability of each class (columns in classes_ order), as 'proba' (n, n_classes)."},
-    {"predict_log_proba", logistic_predict_log_proba, {{"X", GSB__IN_X}}, 0,
+    {"predict_log_proba", logistic_predict_log_proba, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "Logarithm of predict_proba, as 'log_proba'."},
-    {"decision_function", logistic_decision_function, {{"X", GSB__IN_X}}, 0,
+    {"decision_function", logistic_decision_function, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "X @ coef_.T + intercept_, as 'scores': (n,) for two classes, else (n, n_classes)."},
     {0}};
 

@@ -588,7 +588,7 @@ static int regressor_score(gsb__ctx *c)
 
 /* ---- descriptors --------------------------------------------------------- */
 
-#define IN_QUERY {"X", GSB__IN_X | GSB__IN_OPTIONAL}
+#define IN_QUERY {"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_OPTIONAL}
 #define KNEIGHBORS_METHOD                                                                  \
     {"kneighbors", neighbors_kneighbors, {IN_QUERY}, 0,                                    \
      "distances (X's dtype) and indices (int64) of the n_neighbors nearest training rows, "\
@@ -596,13 +596,13 @@ static int regressor_score(gsb__ctx *c)
      "return_distance"}
 
 static const gsb__method_desc nn_methods[] = {
-    {"fit", neighbors_fit, {{"X", GSB__IN_X}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
+    {"fit", neighbors_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
      "store the training rows (y is ignored)"},
     KNEIGHBORS_METHOD,
     {0}};
 
 static const gsb__method_desc classifier_methods[] = {
-    {"fit", classifier_fit, {{"X", GSB__IN_X}, {"y", GSB__IN_LABELS}}, 1,
+    {"fit", classifier_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_LABELS}}, 1,
      "store the training rows and their class labels (1-D)"},
     KNEIGHBORS_METHOD,
     {"predict", classifier_predict, {IN_QUERY}, 0,
@@ -615,7 +615,7 @@ static const gsb__method_desc classifier_methods[] = {
     {0}};
 
 static const gsb__method_desc regressor_methods[] = {
-    {"fit", regressor_fit, {{"X", GSB__IN_X}, {"y", GSB__IN_Y_LIKE_X}}, 1,
+    {"fit", regressor_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X}}, 1,
      "store the training rows and targets (1-D or 2-D)"},
     KNEIGHBORS_METHOD,
     {"predict", regressor_predict, {IN_QUERY}, 0,

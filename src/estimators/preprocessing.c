@@ -283,11 +283,11 @@ static int ss_inverse_transform(gsb__ctx *c) { return ss_apply(c, 1); }
 static const gsb__method_desc ss_methods[] = {
     /* y is accepted and ignored, so fit(X, y, sample_weight) lines up as in scikit-learn */
     {"fit", ss_fit,
-     {{"X", GSB__IN_X}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "compute the per-feature mean and standard deviation (y is ignored)"},
-    {"transform", ss_transform, {{"X", GSB__IN_X}}, 0, "standardize X (result \"X\")"},
-    {"inverse_transform", ss_inverse_transform, {{"X", GSB__IN_X}}, 0,
+    {"transform", ss_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "standardize X (result \"X\")"},
+    {"inverse_transform", ss_inverse_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "scale back to the original representation (result \"X\")"},
     {0}};
 
@@ -414,11 +414,11 @@ static int mm_inverse_transform(gsb__ctx *c)
 }
 
 static const gsb__method_desc mm_methods[] = {
-    {"fit", mm_fit, {{"X", GSB__IN_X}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
+    {"fit", mm_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
      "compute the per-feature minimum and maximum (y is ignored)"},
-    {"transform", mm_transform, {{"X", GSB__IN_X}}, 0,
+    {"transform", mm_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "scale X to feature_range (result \"X\")"},
-    {"inverse_transform", mm_inverse_transform, {{"X", GSB__IN_X}}, 0,
+    {"inverse_transform", mm_inverse_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "undo the scaling (result \"X\")"},
     {0}};
 

@@ -16,7 +16,7 @@
 static const gsb__backend *gpu, *cpu;
 
 /* 1 when the CUDA backend loaded; prints why not otherwise. */
-static int cuda_testing_init(void)
+static inline int cuda_testing_init(void)
 {
     cpu = gsb__cpu_backend();
     gpu = gsb__cuda_backend();
@@ -28,7 +28,7 @@ static int cuda_testing_init(void)
 }
 
 /* Host tensor of N(0, scale^2) values (or uniform ints in [0, scale) for int dtypes). */
-static gsb__tensor host_random(gsb_dtype dt, int64_t rows, int64_t cols, double scale)
+static inline gsb__tensor host_random(gsb_dtype dt, int64_t rows, int64_t cols, double scale)
 {
     gsb__tensor t;
     if (gsb__tensor_alloc(cpu, dt, rows, cols, &t) != GSB_OK)
@@ -40,7 +40,7 @@ static gsb__tensor host_random(gsb_dtype dt, int64_t rows, int64_t cols, double 
 }
 
 /* Host tensor filled with NaN (float) or -1 (int): the CPU twin's output. */
-static gsb__tensor host_poisoned(gsb_dtype dt, int64_t rows, int64_t cols)
+static inline gsb__tensor host_poisoned(gsb_dtype dt, int64_t rows, int64_t cols)
 {
     gsb__tensor t;
     if (gsb__tensor_alloc(cpu, dt, rows, cols, &t) != GSB_OK)
@@ -51,7 +51,7 @@ static gsb__tensor host_poisoned(gsb_dtype dt, int64_t rows, int64_t cols)
 }
 
 /* The same values on the GPU. */
-static gsb__tensor to_gpu(const gsb__tensor *h)
+static inline gsb__tensor to_gpu(const gsb__tensor *h)
 {
     gsb__tensor t;
     if (gsb__tensor_to(gpu, h, &t) != GSB_OK) {
@@ -62,7 +62,7 @@ static gsb__tensor to_gpu(const gsb__tensor *h)
 }
 
 /* A GPU tensor poisoned with NaN / -1. */
-static gsb__tensor gpu_poisoned(gsb_dtype dt, int64_t rows, int64_t cols)
+static inline gsb__tensor gpu_poisoned(gsb_dtype dt, int64_t rows, int64_t cols)
 {
     gsb__tensor h = host_poisoned(dt, rows, cols);
     gsb__tensor t = to_gpu(&h);
@@ -71,17 +71,21 @@ static gsb__tensor gpu_poisoned(gsb_dtype dt, int64_t rows, int64_t cols)
 }
 
 /*
- * max |gpu - ref| / max |ref| over all elements (ref is the CPU twin's
- * output, on the host); INFINITY when any element is NaN or the shapes differ.
+ * max |gpu - ref| / max(max |ref|, floor) over all elements (ref is the CPU
+ * twin's output, on the host); INFINITY when any element of either is NaN
+ * or the shapes differ.  floor is the scale of the quantity compared, for
+ * outputs that can be exactly 0 everywhere with nonzero inputs (cosine
+ * distances of parallel rows, ~1e-16 off on the GPU): the error is then
+ * measured against that scale instead of against 0.
  */
-static double compare(const gsb__tensor *g, const gsb__tensor *ref)
+static inline double compare_floor(const gsb__tensor *g, const gsb__tensor *ref, double floor)
 {
     if (g->rows != ref->rows || g->cols != ref->cols)
         return INFINITY;
     gsb__tensor h;
     if (gsb__tensor_to_host(g, &h) != GSB_OK)
         return INFINITY;
-    double num = 0, den = 1e-30;
+    double num = 0, den = floor > 1e-30 ? floor : 1e-30;
     for (int64_t i = 0; i < ref->rows * ref->cols; i++) {
         double a = gsb__tensor_get(&h, i), b = gsb__tensor_get(ref, i);
         if (isnan(a) || isnan(b)) {
@@ -95,12 +99,21 @@ static double compare(const gsb__tensor *g, const gsb__tensor *ref)
     return num / den;
 }
 
-/* Relative error bound per dtype for ops whose CPU twin sums in double. */
-static double tol_for(gsb_dtype dt) { return dt == GSB_F32 ? 1e-4 : 1e-10; }
+/* max |gpu - ref| / max |ref| (see compare_floor) */
+static inline double compare(const gsb__tensor *g, const gsb__tensor *ref)
+{
+    return compare_floor(g, ref, 0.0);
+}
 
-#define CHECK_MATCH(g, ref, tol)                                                    \
+/* Relative error bound per dtype for ops whose CPU twin sums in double. */
+static inline double tol_for(gsb_dtype dt) { return dt == GSB_F32 ? 1e-4 : 1e-10; }
+
+#define CHECK_MATCH(g, ref, tol) CHECK_MATCH_FLOOR(g, ref, tol, 0.0)
+
+/* CHECK_MATCH against max(max |ref|, floor) (see compare_floor) */
+#define CHECK_MATCH_FLOOR(g, ref, tol, floor)                                       \
     do {                                                                            \
-        double e_ = compare((g), (ref));                                            \
+        double e_ = compare_floor((g), (ref), (floor));                             \
         if (!(e_ <= (tol))) {                                                       \
             fprintf(stderr, "%s:%d: %s: %s vs CPU: relative error %g > %g\n",       \
                     __FILE__, __LINE__, testing_cur_name, #g, e_, (double)(tol));   \

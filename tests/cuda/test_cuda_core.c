@@ -1,8 +1,10 @@
 /*
- * test_cuda_core.c - the CUDA backend's core (cuda_backend.cu, cuda_linalg.cu):
- * opening, the memory ops (staged host copies across chunk boundaries, casts,
+ * test_cuda_core.c - the CUDA backend's core (cuda_backend.cu, cuda_copy.cu,
+ * cuda_linalg.cu): opening, the memory ops (staged host copies across chunk
+ * boundaries, copies from and to registered (pinned) host memory, casts,
  * fills, row slices, threads sharing the staging buffer), every dense linear
- * algebra op against its CPU twin in both float dtypes, and running out of
+ * algebra op against its CPU twin in both float dtypes (and float32 products
+ * over a long inner dimension against the exact product), and running out of
  * GPU memory.  GPU outputs start poisoned (NaN) so an unwritten element
  * fails.  Decompositions whose factors are defined only up to sign (eigh,
  * svd, orthonormalize) are checked by their defining identities rather than
@@ -131,6 +133,8 @@ static double *random_values(int64_t n)
     return v;
 }
 
+static void still_works(void);
+
 /* ---- opening ----------------------------------------------------------------- */
 
 static void test_open(void)
@@ -177,16 +181,74 @@ static void roundtrip(gsb_dtype dt, size_t bytes, unsigned seed)
 
 static void test_upload_download(void)
 {
-    /* the staging buffer is two 32 MiB halves: 50 MB takes both, 150 MB
-     * reuses each half twice; the odd sizes end mid-chunk */
+    /* staging (cuda_copy.cu): two 32 MiB buffers, chunks of a quarter of the
+     * copy between 2 MiB and 32 MiB, split among copy threads in parts of at
+     * least 1 MiB.  Below 2 MiB one chunk and one thread; 8 MiB + 4 four
+     * chunks and a short fifth; 50 MB four chunks of 12.5 MB; 150 MB reuses
+     * each buffer twice; the odd sizes end mid-chunk and mid-part */
     roundtrip(GSB_I32, 0, 1);
     roundtrip(GSB_I32, 4, 2);
     roundtrip(GSB_F32, 1000, 3);
     roundtrip(GSB_F64, 8 * 4097, 4);
+    roundtrip(GSB_I32, ((size_t)1 << 20) + 4, 9);
+    roundtrip(GSB_I32, ((size_t)2 << 20) - 4, 10);
+    roundtrip(GSB_F32, ((size_t)8 << 20) + 4, 11);
     roundtrip(GSB_I32, 50000000, 5);
     roundtrip(GSB_F64, (size_t)8 * 18874369, 6); /* 150 MB + 8 bytes */
-    roundtrip(GSB_I64, (size_t)32 << 20, 7);     /* exactly one half */
-    roundtrip(GSB_I64, (size_t)64 << 20, 8);     /* exactly the whole buffer */
+    roundtrip(GSB_I64, (size_t)32 << 20, 7);     /* exactly one buffer */
+    roundtrip(GSB_I64, (size_t)64 << 20, 8);     /* exactly both */
+}
+
+/* upload from and download into host memory at h (n bytes), compare with src */
+static int roundtrip_at(unsigned char *h, size_t n, unsigned seed)
+{
+    gsb__tensor g;
+    unsigned char *src = xmalloc(n);
+    pattern(src, n, seed);
+    memcpy(h, src, n);
+    int ok = gsb__tensor_alloc(gpu, GSB_I32, (int64_t)(n / 4), 1, &g) == GSB_OK &&
+             gpu->ops->upload(gpu, &g, h) == GSB_OK;
+    memset(h, 0x5A, n);
+    ok = ok && gpu->ops->download(gpu, &g, h) == GSB_OK && memcmp(h, src, n) == 0;
+    if (!ok)
+        fprintf(stderr, "round trip of %zu bytes at %p: %s\n", n, (void *)h, gsb_errmsg());
+    gsb__tensor_free(&g);
+    free(src);
+    return ok;
+}
+
+/* host_register: copies from and to the range go straight (cuda_copy.cu way
+ * 1); partly registered, unregistered again, registered twice and bogus
+ * calls all still copy correctly or fail cleanly */
+static void test_host_register(void)
+{
+    CHECK(gpu->ops->host_register != NULL && gpu->ops->host_unregister != NULL);
+    size_t n = ((size_t)48 << 20) + 4096;
+    unsigned char *mem = NULL;
+    CHECK(posix_memalign((void **)&mem, 4096, n + ((size_t)4 << 20)) == 0);
+    if (!mem)
+        return;
+    CHECK_OK(gpu->ops->host_register(gpu, mem, n));
+    CHECK(roundtrip_at(mem, n, 21));                       /* the whole range */
+    CHECK(roundtrip_at(mem + 4000, 3 << 20, 22));          /* inside, unaligned */
+    CHECK(roundtrip_at(mem + 8, 400, 23));                 /* small, inside */
+    CHECK(roundtrip_at(mem + n - (2 << 20), 4 << 20, 24)); /* runs past the end: staged */
+    /* the same range again: the driver refuses, the first registration stays */
+    CHECK(gpu->ops->host_register(gpu, mem, n) != GSB_OK);
+    CHECK(roundtrip_at(mem, n, 25));
+    CHECK_ERR(gpu->ops->host_register(gpu, NULL, 100), GSB_EINTERNAL, "no memory");
+    CHECK_OK(gpu->ops->host_register(gpu, mem, 0)); /* nothing to pin */
+    gpu->ops->host_unregister(gpu, mem + 64);        /* not a registered base: no-op */
+    CHECK(roundtrip_at(mem, n, 26));
+    gpu->ops->host_unregister(gpu, mem);
+    CHECK(roundtrip_at(mem, n, 27)); /* pageable again: staged */
+    gpu->ops->host_unregister(gpu, mem); /* twice: no-op */
+    /* registered again after unregistering */
+    CHECK_OK(gpu->ops->host_register(gpu, mem, n));
+    CHECK(roundtrip_at(mem + 4096, (size_t)16 << 20, 28));
+    gpu->ops->host_unregister(gpu, mem);
+    free(mem);
+    still_works();
 }
 
 /* an upload into a row range writes only those rows; a download of a range
@@ -495,6 +557,123 @@ static void test_syrk(void)
     CHECK_ERR(gpu->ops->syrk(gpu, 1, &gA, 0, &gC), GSB_EINTERNAL, "C has shape");
     gsb__tensor_free(&gA);
     gsb__tensor_free(&gC);
+}
+
+/*
+ * float32 over a long inner dimension (k >= 512 with a small C: cuda_linalg.cu
+ * sums chunks of 256 in float32 and the chunks in double): against the CPU
+ * twin, and against the exact product of the same float32 inputs (in
+ * double).  The chunked sum stays within 2e-6 of it (relative to max |C|);
+ * one float accumulator along k = 1e5 drifts to ~5e-6 on N(0, 1) data.
+ */
+static const double LONG_K_EXACT_TOL = 2e-6;
+
+static void gemm_long_case(int64_t m, int64_t n, int64_t k, int ta, int tb, double alpha,
+                           double beta, int exact)
+{
+    int before = case_begin();
+    gsb__tensor hA = ta ? host_random(GSB_F32, k, m, 1.0) : host_random(GSB_F32, m, k, 1.0);
+    gsb__tensor hB = tb ? host_random(GSB_F32, n, k, 1.0) : host_random(GSB_F32, k, n, 1.0);
+    gsb__tensor hC = host_random(GSB_F32, m, n, 1.0);
+    double *c0 = values(&hC);
+    gsb__tensor gA = to_gpu(&hA), gB = to_gpu(&hB);
+    gsb__tensor gC = beta == 0 ? gpu_poisoned(GSB_F32, m, n) : to_gpu(&hC);
+    CHECK_OK(gpu->ops->gemm(gpu, ta, tb, alpha, &gA, &gB, beta, &gC));
+    if (exact) {
+        double *a = values(&hA), *b = values(&hB), *g = values(&gC);
+        double *ref = xmalloc(sizeof(double) * (size_t)(m * n));
+        matmul(a, ta, b, tb, m, n, k, ref);
+        for (int64_t i = 0; i < m * n; i++)
+            ref[i] = alpha * ref[i] + (beta != 0 ? beta * c0[i] : 0.0);
+        double e = rel_diff(g, ref, m * n, 0.0);
+        if (!(e <= LONG_K_EXACT_TOL)) {
+            fprintf(stderr, "error %g against the exact product (tol %g)\n", e,
+                    LONG_K_EXACT_TOL);
+            testing_cur_failed = 1;
+        }
+        free(a);
+        free(b);
+        free(g);
+        free(ref);
+    }
+    CHECK_OK(cpu->ops->gemm(cpu, ta, tb, alpha, &hA, &hB, beta, &hC));
+    CHECK_MATCH(&gC, &hC, tol_for(GSB_F32));
+    free(c0);
+    gsb__tensor_free(&hA);
+    gsb__tensor_free(&hB);
+    gsb__tensor_free(&hC);
+    gsb__tensor_free(&gA);
+    gsb__tensor_free(&gB);
+    gsb__tensor_free(&gC);
+    CASE_END(before, "gemm float32 m=%lld n=%lld k=%lld ta=%d tb=%d alpha=%g beta=%g",
+             (long long)m, (long long)n, (long long)k, ta, tb, alpha, beta);
+}
+
+static void test_gemm_long_k(void)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            gemm_long_case(37, 29, 5000, ta, tb, 1.0, 0.0, 1); /* 19 chunks + 136 */
+            gemm_long_case(37, 29, 5000, ta, tb, -0.5, 2.0, 1);
+        }
+    gemm_long_case(64, 64, 100000, 1, 0, 1.0, 0.0, 1); /* a Gram matrix's shape */
+    gemm_long_case(300, 1, 70000, 1, 0, 1.0, 0.0, 1);  /* X^T y's */
+    gemm_long_case(10, 12, 512, 0, 0, 1.0, 0.0, 1);    /* the least k: two chunks */
+    gemm_long_case(10, 12, 511, 0, 0, 1.0, 0.0, 1);    /* one below: one SGEMM */
+    gemm_long_case(10, 12, 767, 1, 1, 1.0, 0.5, 1);
+    gemm_long_case(20, 20, 1000, 0, 0, 0.0, 0.5, 1);   /* alpha 0: C = beta C */
+    /* 2048 x 2048 partials of 16 MiB: batches of 4 chunks, then 1, then 220 */
+    gemm_long_case(2048, 2048, 1500, 0, 1, 1.0, 0.0, 0);
+}
+
+static void syrk_long_case(int64_t m, int64_t n, double alpha, double beta)
+{
+    int before = case_begin();
+    gsb__tensor hA = host_random(GSB_F32, m, n, 1.0);
+    double *sym = random_symmetric(n);
+    gsb__tensor hC = host_of(GSB_F32, n, n, sym);
+    double *c0 = values(&hC), *a = values(&hA);
+    gsb__tensor gA = to_gpu(&hA);
+    gsb__tensor gC = beta == 0 ? gpu_poisoned(GSB_F32, n, n) : to_gpu(&hC);
+    CHECK_OK(gpu->ops->syrk(gpu, alpha, &gA, beta, &gC));
+    double *ref = xmalloc(sizeof(double) * (size_t)(n * n)), *g = values(&gC);
+    matmul(a, 1, a, 0, n, n, m, ref);
+    for (int64_t i = 0; i < n * n; i++)
+        ref[i] = alpha * ref[i] + (beta != 0 ? beta * c0[i] : 0.0);
+    double e = rel_diff(g, ref, n * n, 0.0);
+    if (!(e <= LONG_K_EXACT_TOL)) {
+        fprintf(stderr, "error %g against the exact product (tol %g)\n", e, LONG_K_EXACT_TOL);
+        testing_cur_failed = 1;
+    }
+    for (int64_t i = 0; i < n; i++) /* both triangles, exactly symmetric */
+        for (int64_t j = 0; j < i; j++)
+            if (g[i * n + j] != g[j * n + i]) {
+                CHECK(g[i * n + j] == g[j * n + i]);
+                i = n;
+                break;
+            }
+    CHECK_OK(cpu->ops->syrk(cpu, alpha, &hA, beta, &hC));
+    CHECK_MATCH(&gC, &hC, tol_for(GSB_F32));
+    free(sym);
+    free(c0);
+    free(a);
+    free(ref);
+    free(g);
+    gsb__tensor_free(&hA);
+    gsb__tensor_free(&hC);
+    gsb__tensor_free(&gA);
+    gsb__tensor_free(&gC);
+    CASE_END(before, "syrk float32 m=%lld n=%lld alpha=%g beta=%g", (long long)m,
+             (long long)n, alpha, beta);
+}
+
+static void test_syrk_long_k(void)
+{
+    syrk_long_case(5000, 37, 1.0, 0.0);
+    syrk_long_case(20000, 100, 0.7, 0.3);
+    syrk_long_case(512, 3, 1.0, 0.0);
+    syrk_long_case(3000, 300, 1.0, 0.0);
+    syrk_long_case(1000, 1, -2.0, 1.0);
 }
 
 /* ---- eigh and posv --------------------------------------------------------------- */
@@ -908,6 +1087,7 @@ int main(void)
     testing_seed(20240611);
     RUN(test_open);
     RUN(test_upload_download);
+    RUN(test_host_register);
     RUN(test_row_slices);
     RUN(test_copy_casts);
     RUN(test_fill);
@@ -916,6 +1096,8 @@ int main(void)
     RUN(test_gemm_slices);
     RUN(test_gemm_errors);
     RUN(test_syrk);
+    RUN(test_gemm_long_k);
+    RUN(test_syrk_long_k);
     RUN(test_eigh);
     RUN(test_posv);
     RUN(test_posv_not_spd);

@@ -10,63 +10,118 @@
 
 static gsb_session *s;
 
-static void fit_predict(const char *est, const char *params, const gsb_array *X,
-                        const gsb_array *y, const char *method, double *out, int64_t n)
+/* Every output of method on model m as doubles, appended to out (cap values). */
+static int64_t call_all(gsb_model *m, const char *method, const gsb_array *const *in, int n_in,
+                        double *out, int64_t cap)
+{
+    gsb_result *r = NULL;
+    CHECK_OK(gsb_model_call(m, method, in, n_in, NULL, &r));
+    int64_t k = 0;
+    for (int i = 0; r && i < gsb_result_count(r); i++) {
+        const gsb_array *p = gsb_result_array(r, i);
+        int64_t cnt = p->ndim == 0 ? 1 : p->shape[0] * (p->ndim == 2 ? p->shape[1] : 1);
+        for (int64_t j = 0; j < cnt && k < cap; j++, k++)
+            out[k] = p->dtype == GSB_F32   ? ((float *)p->data)[j]
+                     : p->dtype == GSB_F64 ? ((double *)p->data)[j]
+                     : p->dtype == GSB_I32 ? ((int32_t *)p->data)[j]
+                                           : (double)((int64_t *)p->data)[j];
+    }
+    gsb_result_free(r);
+    return k;
+}
+
+/* fit on (X, y, w) then each method on X; everything into out. */
+static int64_t run_case(const char *est, const char *params, const gsb_array *X,
+                        const gsb_array *y, const gsb_array *w, const char *const *methods,
+                        double *out, int64_t cap)
 {
     gsb_model *m = NULL;
     CHECK_OK(gsb_model_create(s, est, params, &m));
-    CHECK_OK(gsb_model_fit(m, X, y));
-    gsb_result *r = NULL;
+    const gsb_array *fit_in[3] = {X, y, w};
+    CHECK_OK(gsb_model_call(m, "fit", fit_in, w ? 3 : y ? 2 : 1, NULL, NULL));
+    int64_t k = 0;
     const gsb_array *in[1] = {X};
-    CHECK_OK(gsb_model_call(m, method, in, 1, NULL, &r));
-    const gsb_array *p = r ? gsb_result_array(r, 0) : NULL;
-    CHECK(p != NULL);
-    for (int64_t i = 0; p && i < n; i++)
-        out[i] = p->dtype == GSB_F32 ? ((float *)p->data)[i]
-                 : p->dtype == GSB_F64 ? ((double *)p->data)[i]
-                 : p->dtype == GSB_I32 ? ((int32_t *)p->data)[i]
-                                       : (double)((int64_t *)p->data)[i];
-    gsb_result_free(r);
+    for (int i = 0; methods[i]; i++)
+        k += call_all(m, methods[i], in, 1, out + k, cap - k);
     gsb_model_free(m);
+    return k;
 }
 
 static void test_handle_equals_array(void)
 {
-    const int64_t n = 20000, d = 16;
+    const int64_t n = 20000, d = 16, cap = 4 * n * d;
     gsb_dtype dts[2] = {GSB_F32, GSB_F64};
+    static const char *const pred[] = {"predict", NULL}, *const trans[] = {"transform", NULL},
+                             *const both[] = {"transform", "inverse_transform", NULL},
+                             *const km[] = {"predict", "transform", "score", NULL},
+                             *const clf[] = {"predict", "predict_proba", NULL},
+                             *const knn[] = {"predict", "kneighbors", NULL};
+    struct {
+        const char *est, *params;
+        int y, w; /* y: 1 float targets, 2 class labels */
+        const char *const *methods;
+    } cases[] = {
+        {"LinearRegression", "{}", 1, 0, pred},
+        {"LinearRegression", "{}", 1, 1, pred},
+        {"Ridge", "{\"alpha\": 2.0}", 1, 1, pred},
+        {"LogisticRegression", "{}", 2, 0, clf},
+        {"KMeans", "{\"n_clusters\": 5, \"n_init\": 1, \"random_state\": 0}", 0, 0, km},
+        {"KMeans", "{\"n_clusters\": 5, \"n_init\": 1, \"random_state\": 0}", 0, 1, km},
+        {"StandardScaler", "{}", 0, 0, both},
+        {"StandardScaler", "{}", 0, 1, both},
+        {"MinMaxScaler", "{}", 0, 0, both},
+        {"PCA", "{\"n_components\": 4}", 0, 0, both},
+        {"TruncatedSVD", "{\"n_components\": 4, \"random_state\": 0}", 0, 0, trans},
+        {"KNeighborsClassifier", "{\"n_neighbors\": 3}", 2, 0, knn},
+        {"KNeighborsRegressor", "{\"n_neighbors\": 3}", 1, 0, knn},
+    };
+    double *want = calloc((size_t)cap, sizeof *want), *got = calloc((size_t)cap, sizeof *got);
     for (int k = 0; k < 2; k++) {
         gsb__tensor X = host_random(dts[k], n, d, 1.0), y = host_random(dts[k], n, 1, 1.0);
+        gsb__tensor lab = host_random(GSB_F64, n, 1, 3.0), w = host_random(GSB_F64, n, 1, 1.0);
+        for (int64_t i = 0; i < n; i++)
+            ((double *)w.data)[i] = fabs(((double *)w.data)[i]) + 0.1;
         gsb_array Xa = gsb_array_2d(X.data, dts[k], n, d), ya = gsb_array_1d(y.data, dts[k], n);
-        gsb_data *dx = NULL, *dy = NULL;
+        gsb_array la = gsb_array_1d(lab.data, GSB_F64, n), wa = gsb_array_1d(w.data, GSB_F64, n);
+        gsb_data *dx = NULL, *dy = NULL, *dl = NULL, *dw = NULL;
         CHECK_OK(gsb_data_put(s, &Xa, &dx));
         CHECK_OK(gsb_data_put(s, &ya, &dy));
-        gsb_array hx = gsb_data_array(dx), hy = gsb_data_array(dy);
-        double *want = calloc((size_t)(n * d), sizeof *want);
-        double *got = calloc((size_t)(n * d), sizeof *got);
-        const char *cases[][3] = {{"LinearRegression", "{}", "predict"},
-                                  {"KMeans", "{\"n_clusters\": 5, \"n_init\": 1, \"random_state\": 0}", "predict"},
-                                  {"StandardScaler", "{}", "transform"},
-                                  {"PCA", "{\"n_components\": 4}", "transform"}};
-        for (int c = 0; c < 4; c++) {
-            int sup = c == 0;
-            int64_t len = c >= 2 ? n * (c == 3 ? 4 : d) : n;
-            fit_predict(cases[c][0], cases[c][1], &Xa, sup ? &ya : NULL, cases[c][2], want, len);
-            fit_predict(cases[c][0], cases[c][1], &hx, sup ? &hy : NULL, cases[c][2], got, len);
+        CHECK_OK(gsb_data_put(s, &la, &dl));
+        CHECK_OK(gsb_data_put(s, &wa, &dw));
+        gsb_array hx = gsb_data_array(dx), hy = gsb_data_array(dy), hl = gsb_data_array(dl),
+                  hw = gsb_data_array(dw);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const gsb_array *y1 = cases[c].y == 1 ? &ya : cases[c].y == 2 ? &la : NULL;
+            const gsb_array *y2 = cases[c].y == 1 ? &hy : cases[c].y == 2 ? &hl : NULL;
+            if (cases[c].w && !y1) { /* unsupervised with weights: y is None */
+                y1 = NULL;
+                y2 = NULL;
+            }
+            int64_t a = run_case(cases[c].est, cases[c].params, &Xa, y1, cases[c].w ? &wa : NULL,
+                                 cases[c].methods, want, cap);
+            int64_t b = run_case(cases[c].est, cases[c].params, &hx, y2, cases[c].w ? &hw : NULL,
+                                 cases[c].methods, got, cap);
+            CHECK(a == b && a > 0);
             double err = 0;
-            for (int64_t i = 0; i < len; i++)
+            for (int64_t i = 0; i < a && i < b; i++)
                 err = fmax(err, fabs(got[i] - want[i]) / fmax(1.0, fabs(want[i])));
-            if (!(err <= (dts[k] == GSB_F32 ? 1e-4 : 1e-10)))
-                fprintf(stderr, "%s %s: handle vs array max rel err %g\n", cases[c][0],
-                        gsb_dtype_name(dts[k]), err);
-            CHECK(err <= (dts[k] == GSB_F32 ? 1e-4 : 1e-10));
+            double tol = dts[k] == GSB_F32 ? 1e-4 : 1e-10;
+            if (!(err <= tol))
+                fprintf(stderr, "%s (w=%d) %s: handle vs array max rel err %g\n",
+                        cases[c].est, cases[c].w, gsb_dtype_name(dts[k]), err);
+            CHECK(err <= tol);
         }
-        free(want);
-        free(got);
         gsb_data_free(dx);
         gsb_data_free(dy);
+        gsb_data_free(dl);
+        gsb_data_free(dw);
         gsb__tensor_free(&X);
         gsb__tensor_free(&y);
+        gsb__tensor_free(&lab);
+        gsb__tensor_free(&w);
     }
+    free(want);
+    free(got);
 }
 
 static void test_nonfinite_on_device(void)
@@ -117,11 +172,14 @@ static void test_arena_and_meminfo(void)
     gsb_data *dx = NULL;
     CHECK_OK(gsb_data_put(s, &Xa, &dx));
     gsb_array hx = gsb_data_array(dx);
-    double want[4], got[4];
-    fit_predict("StandardScaler", NULL, &Xa, NULL, "transform", want, 4);
-    fit_predict("StandardScaler", NULL, &hx, NULL, "transform", got, 4);
-    for (int i = 0; i < 4; i++)
+    static const char *const trans[] = {"transform", NULL};
+    double *want = calloc((size_t)(n * d), sizeof *want), *got = calloc((size_t)(n * d), sizeof *got);
+    CHECK(run_case("StandardScaler", NULL, &Xa, NULL, NULL, trans, want, n * d) == n * d);
+    CHECK(run_case("StandardScaler", NULL, &hx, NULL, NULL, trans, got, n * d) == n * d);
+    for (int64_t i = 0; i < n * d; i += 997)
         CHECK_CLOSE(got[i], want[i], 1e-5);
+    free(want);
+    free(got);
     gsb_data_free(dx);
     gsb_arena_free(s, x);
     if (gpu->ops->mem_info) {

@@ -9,13 +9,10 @@
  *    cudaMalloc each time.  When an allocation fails, the pool is trimmed
  *    once and the allocation retried; a second failure is GSB_ENOMEM and
  *    leaves the process usable.
- *  - host <-> device copies go through one pinned staging buffer, split in
- *    two halves so that the host memcpy of one chunk overlaps the DMA of
- *    the other (callers hand us pageable memory: copying it straight would
- *    make the driver stage it anyway, chunk by chunk and without overlap).
- *    Host memory that is already pinned (registered with CUDA) is copied
- *    straight.  Without a staging buffer (pinning refused) copies are
- *    plain pageable stream copies.
+ *  - host <-> device copies are cuda_copy.cu's: pinned memory (ranges
+ *    registered through host_register) is copied directly, pageable memory
+ *    through pinned staging buffers with several copy threads, the host
+ *    side of one chunk overlapping the DMA of the previous one.
  *
  * Threads: ops may come from any thread (a server, a threaded client).
  * Every entry of the ops table runs under one recursive lock with the
@@ -23,6 +20,8 @@
  * cuBLAS and cuSOLVER handles and the staging buffer are shared state, and
  * the GPU runs one stream in order anyway, so serialising costs nothing
  * there.  Recursive, because an op may call other ops through the table.
+ * host_register is the exception: pinning a large range takes a while and
+ * needs only the device and the range table, so it runs outside the lock.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -49,10 +48,6 @@ const gsb__host_api *gsb__cuda_host = NULL;
 
 namespace {
 
-/* Staging: 64 MiB, two halves of 32 MiB.  Large enough that the per-chunk
- * overhead (an event and a launch of the copy engine) is noise next to the
- * transfer; small enough to pin on any machine. */
-constexpr size_t STAGING_BYTES = (size_t)64 << 20;
 constexpr int THREADS = 256;
 /* what NVIDIA recommends for Hopper; plenty for older GPUs */
 constexpr size_t BLAS_WORKSPACE_BYTES = (size_t)32 << 20;
@@ -62,9 +57,6 @@ struct cuda_state {
     gsb__backend be;
     gsb__backend_ops ops;
     gsb__host_api host;
-    /* staged[h] is recorded after the last copy that touched staging half h;
-     * the host waits on it before reusing the half */
-    cudaEvent_t staged[2];
     /* cuBLAS' workspace, ours: left to itself cuBLAS would cudaMalloc it,
      * which can fail while our pool holds the memory it keeps for reuse */
     void *blas_ws;
@@ -336,36 +328,7 @@ static int cuda_upload(const gsb__backend *be, gsb__tensor *dst, const void *hos
         return GSB_OK;
     if (!host)
         return GSB_CUDA_ERR(GSB_EINTERNAL, "upload: no host data");
-    gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
-    char *d = (char *)dst->data;
-    const char *h = (const char *)host;
-
-    cudaPointerAttributes attr;
-    if (cudaPointerGetAttributes(&attr, host) != cudaSuccess) {
-        (void)cudaGetLastError();
-        attr.type = cudaMemoryTypeUnregistered;
-    }
-    if (attr.type == cudaMemoryTypeHost || !ctx->pinned_bytes) {
-        /* Pinned memory: the DMA reads it directly.  Pageable memory without
-         * a staging buffer: the driver stages it.  Either way wait, as the
-         * caller may reuse its memory as soon as we return.  (A stream copy,
-         * not cudaMemcpy: the legacy stream does not order with ours.) */
-        CUDA_TRY(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, ctx->stream));
-        CUDA_TRY(cudaStreamSynchronize(ctx->stream));
-        return GSB_OK;
-    }
-    size_t half = ctx->pinned_bytes / 2;
-    for (size_t off = 0, i = 0; off < bytes; off += half, i++) {
-        size_t len = bytes - off < half ? bytes - off : half;
-        char *stage = (char *)ctx->pinned + (i & 1) * half;
-        /* the DMA that last read this half (chunk i - 2, or an earlier call) is done */
-        CUDA_TRY(cudaEventSynchronize(g.staged[i & 1]));
-        memcpy(stage, h + off, len);
-        CUDA_TRY(cudaMemcpyAsync(d + off, stage, len, cudaMemcpyHostToDevice, ctx->stream));
-        CUDA_TRY(cudaEventRecord(g.staged[i & 1], ctx->stream));
-    }
-    /* every byte of the caller's memory has been copied into staging: no wait */
-    return GSB_OK;
+    return gsb__cuda_copy_h2d(be, dst->data, host, bytes);
 }
 
 static int cuda_download(const gsb__backend *be, const gsb__tensor *src, void *host)
@@ -376,39 +339,24 @@ static int cuda_download(const gsb__backend *be, const gsb__tensor *src, void *h
         return GSB_OK;
     if (!host)
         return GSB_CUDA_ERR(GSB_EINTERNAL, "download: no host buffer");
-    gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
-    const char *d = (const char *)src->data;
-    char *h = (char *)host;
+    return gsb__cuda_copy_d2h(be, host, src->data, bytes);
+}
 
-    cudaPointerAttributes attr;
-    if (cudaPointerGetAttributes(&attr, host) != cudaSuccess) {
-        (void)cudaGetLastError();
-        attr.type = cudaMemoryTypeUnregistered;
-    }
-    if (attr.type == cudaMemoryTypeHost || !ctx->pinned_bytes) {
-        CUDA_TRY(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, ctx->stream));
-        CUDA_TRY(cudaStreamSynchronize(ctx->stream));
-        return GSB_OK;
-    }
-    size_t half = ctx->pinned_bytes / 2;
-    size_t chunks = (bytes + half - 1) / half;
-    /* chunk i goes to half i & 1: DMA of chunk i + 1 runs while the host
-     * copies chunk i out.  Half (i + 1) & 1 was last read by the host's
-     * memcpy of chunk i - 1, finished before chunk i + 1 is queued. */
-    for (size_t i = 0; i <= chunks; i++) {
-        if (i < chunks) {
-            size_t off = i * half, len = bytes - off < half ? bytes - off : half;
-            char *stage = (char *)ctx->pinned + (i & 1) * half;
-            CUDA_TRY(cudaMemcpyAsync(stage, d + off, len, cudaMemcpyDeviceToHost, ctx->stream));
-            CUDA_TRY(cudaEventRecord(g.staged[i & 1], ctx->stream));
-        }
-        if (i > 0) {
-            size_t j = i - 1, off = j * half, len = bytes - off < half ? bytes - off : half;
-            CUDA_TRY(cudaEventSynchronize(g.staged[j & 1]));
-            memcpy(h + off, (const char *)ctx->pinned + (j & 1) * half, len);
-        }
-    }
-    return GSB_OK;
+/* Outside the op lock (see the top): the device made current, then the pin. */
+static int cuda_host_register(const gsb__backend *be, void *p, size_t n)
+{
+    (void)be;
+    PASS(bind_device());
+    return gsb__cuda_pin(p, n);
+}
+
+/* Under the op lock: no copy from or to the range can be running when it is unpinned. */
+static void cuda_host_unregister(const gsb__backend *be, void *p)
+{
+    (void)be;
+    op_scope scope;
+    if (scope.rc == GSB_OK)
+        gsb__cuda_unpin(p);
 }
 
 template <typename D>
@@ -516,11 +464,7 @@ static int pick_device(int count, int *device, char *why, size_t why_len)
 static void close_partial(void)
 {
     gsb__cuda_ctx *ctx = &g.ctx;
-    for (int h = 0; h < 2; h++)
-        if (g.staged[h])
-            cudaEventDestroy(g.staged[h]);
-    if (ctx->pinned)
-        cudaFreeHost(ctx->pinned);
+    gsb__cuda_copy_close();
     if (ctx->solver)
         cusolverDnDestroy(ctx->solver);
     if (ctx->blas)
@@ -531,7 +475,6 @@ static void close_partial(void)
         cudaStreamDestroy(ctx->stream);
     (void)cudaGetLastError();
     memset(ctx, 0, sizeof *ctx);
-    g.staged[0] = g.staged[1] = NULL;
     g.blas_ws = NULL;
 }
 
@@ -618,18 +561,10 @@ static int open_device(char *why, size_t why_len)
     OPEN_STEP(cudaMemPoolSetAttribute(ctx->pool, cudaMemPoolAttrReleaseThreshold, &keep),
               "configuring the memory pool");
 
-    e = cudaHostAlloc(&ctx->pinned, STAGING_BYTES, cudaHostAllocDefault);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        ctx->pinned = NULL;
-        ctx->pinned_bytes = 0;
-        fprintf(stderr, "gsb: cannot pin host memory (%s); using pageable copies\n",
-                cudaGetErrorString(e));
-    } else {
-        ctx->pinned_bytes = STAGING_BYTES;
-        for (int h = 0; h < 2; h++)
-            OPEN_STEP(cudaEventCreateWithFlags(&g.staged[h], cudaEventDisableTiming),
-                      "creating an event");
+    /* the staging buffers; pinning refused is not fatal (pageable copies) */
+    if (gsb__cuda_copy_open() != GSB_OK) {
+        say(why, why_len, "CUDA device %d: setting up host copies failed", ctx->device);
+        return GSB_EBACKEND;
     }
 #undef OPEN_STEP
     return GSB_OK;
@@ -662,6 +597,10 @@ static void bind_ops(gsb__backend_ops *o)
     o->logistic_loss_grad = guarded<gsb__cuda_logistic_loss_grad>::call;
     o->kernel = guarded<gsb__cuda_kernel>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;
+    o->host_register = cuda_host_register;
+    o->host_unregister = cuda_host_unregister;
+    o->nonfinite = guarded<gsb__cuda_nonfinite>::call;
+    o->mem_info = gsb__cuda_mem_info; /* no stream work: needs no op lock */
 }
 
 extern "C" __attribute__((visibility("default"))) int

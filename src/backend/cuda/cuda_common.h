@@ -20,12 +20,11 @@ typedef struct gsb__cuda_ctx {
     cublasHandle_t blas;
     cusolverDnHandle_t solver;
     cudaMemPool_t pool;          /* stream-ordered allocations: no cudaMalloc in hot loops */
-    void *pinned;                /* staging buffer for host <-> device copies */
-    size_t pinned_bytes;         /* 0 when pinning failed: pageable copies are used */
     int allow_tf32;              /* GSB_ALLOW_TF32=1: the user opted in */
     int fast_fp64;               /* FP64 throughput near FP32's (datacenter parts: compute
-                                    capability 6.0, 7.0, 8.0, 9.0, 10.0): float32 syrk,
-                                    gemm and posv then run in double (cuda_linalg.cu) */
+                                    capability 6.0, 7.0, 8.0, 9.0, 10.0); unused by the
+                                    ops at present (float32 Gram matrices are summed in
+                                    chunks on every GPU: cuda_linalg.cu) */
     int sm_count;
     char name[256];              /* "NVIDIA H200, 139 GiB" */
 } gsb__cuda_ctx;
@@ -50,6 +49,20 @@ int gsb__cuda_fail_solver(cusolverStatus_t s, const char *what, const char *file
 /* Scratch device memory from the pool, in stream order (free with gsb__cuda_free). */
 int gsb__cuda_alloc(const gsb__backend *be, size_t bytes, void **out);
 void gsb__cuda_free(const gsb__backend *be, void *p);
+
+/*
+ * cuda_copy.cu: host <-> device bytes (upload and download's engine) and
+ * pinned host ranges.  copy_open pins the staging buffers at open (refused:
+ * a log line, and copies go pageable); h2d returns once the host bytes may
+ * be reused, d2h once they have arrived.  Called under the op lock, except
+ * pin (host_register), which only touches the range table and the driver.
+ */
+int gsb__cuda_copy_open(void);
+void gsb__cuda_copy_close(void);
+int gsb__cuda_copy_h2d(const gsb__backend *be, void *dst, const void *src, size_t bytes);
+int gsb__cuda_copy_d2h(const gsb__backend *be, void *dst, const void *src, size_t bytes);
+int gsb__cuda_pin(void *p, size_t n);
+void gsb__cuda_unpin(void *p);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,21 @@
  * cuSOLVER's 64-bit (X) API is used where it exists (its workspace sizes do
  * not overflow int); orgqr exists only in the legacy int API.
  *
+ * float32 gemm and syrk over a long inner dimension (k >= ACC_MIN_K) with a
+ * small result (at most ACC_MAX_MN elements: Gram matrices, X^T y, U^T B)
+ * are summed in chunks.  A float32 GEMM keeps one float accumulator per
+ * element of C along all of k, so its error grows with k: X^T X over 5000
+ * rows lost enough digits that Ridge's float32 coef_ was 15x less accurate
+ * than scikit-learn's (OpenBLAS blocks k, which bounds the run of float
+ * additions).  Here a strided-batched SGEMM computes the product of each
+ * chunk of ACC_KC = 256 along k into its own float32 partial, a kernel adds
+ * the partials into a double accumulator in chunk order, and C gets
+ * alpha * acc + beta * C rounded to float32 once: float additions run over
+ * at most 256 terms, the rest is exact to double.  The same products, twice
+ * the flops of syrk (both triangles), and the partials' traffic: a few ms
+ * for X^T X of 1M x 256.  Large results (C of GEMM-benchmark size) and short
+ * k keep one SGEMM.  float64 is untouched.
+ *
  * Every op checks its arguments like the CPU twin (GSB_EINTERNAL on a
  * mismatch), works on ctx->stream, takes scratch from the pool, and syncs
  * the stream only to read a factorisation's info (or a rank) back.
@@ -41,6 +56,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <type_traits>
 
 #include "backend/cuda/cuda_common.h"
 
@@ -55,6 +72,13 @@ namespace {
 
 constexpr int THREADS = 256;
 constexpr int TILE = 32, TILE_ROWS = 8; /* transpose: 32 x 32 tiles, 32 x 8 threads */
+/* float32 products summed in chunks (see the top): the chunk along k, the
+ * least k that takes that path, the largest C, the bytes of float32
+ * partials per batched call */
+constexpr int64_t ACC_KC = 256;
+constexpr int64_t ACC_MIN_K = 2 * ACC_KC;
+constexpr int64_t ACC_MAX_MN = (int64_t)1 << 22;
+constexpr int64_t ACC_PART_BYTES = (int64_t)64 << 20;
 
 /* ---- argument checks (a mismatch is a bug in the caller) ------------------ */
 
@@ -299,6 +323,38 @@ template <typename T> __global__ void scale_kernel(int64_t n, T beta, T *p)
         p[i] = beta == T(0) ? T(0) : beta * p[i];
 }
 
+/* acc[e] = (first ? 0 : acc[e]) + sum over b < nb of part[b mn + e], in
+ * double, b ascending: a fixed order, so results repeat bit for bit */
+__global__ void acc_partials_kernel(int64_t mn, int64_t nb, const float *__restrict__ part,
+                                    double *__restrict__ acc, int first)
+{
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < mn;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        double s = first ? 0.0 : acc[e];
+        for (int64_t b = 0; b < nb; b++)
+            s += (double)part[b * mn + e];
+        acc[e] = s;
+    }
+}
+
+/* C[i ldc + j] = alpha acc[i n + j] + beta C[i ldc + j] in double, rounded
+ * once; C is not read when beta == 0 (BLAS); upper: only j >= i (syrk, whose
+ * mirror fills the rest: each element is read and written by one thread) */
+__global__ void acc_finish_kernel(int64_t m, int64_t n, const double *__restrict__ acc,
+                                  double alpha, double beta, float *C, int64_t ldc, int upper)
+{
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < m * n;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        int64_t i = idx / n, j = idx - i * n;
+        if (upper && j < i)
+            continue;
+        double v = alpha * acc[idx];
+        if (beta != 0.0)
+            v += beta * (double)C[i * ldc + j];
+        C[i * ldc + j] = (float)v;
+    }
+}
+
 /*
  * lstsq: row i of C (r x k) times 1 / s_i, or 0 when s_i <= tol * s_0
  * (s descending, so s_0 is the largest).  The comparison is made in
@@ -383,6 +439,74 @@ int gemm_rm(const gsb__backend *be, int ta, int tb, int64_t m, int64_t n, int64_
     return GSB_OK;
 }
 
+/* The chunked float32 path applies (see the top). */
+bool use_acc(int64_t m, int64_t n, int64_t k, double alpha)
+{
+    return m > 0 && n > 0 && k >= ACC_MIN_K && m * n <= ACC_MAX_MN && alpha != 0.0;
+}
+
+/*
+ * gemm_rm's float32 product summed in chunks of ACC_KC along k (use_acc
+ * holds).  Chunk c of op(A) is columns [c KC, (c + 1) KC) of the m x k
+ * operand: A + c KC for row-major m x k A (ta = 0), rows c KC.. of the
+ * k x m A (ta = 1); op(B)'s chunk is rows c KC.. of k x n B (tb = 0) or
+ * columns of n x k B (tb = 1).  So the full chunks are one strided batch
+ * per group (the partials of a group fit ACC_PART_BYTES), and the
+ * remainder, shorter than KC, one plain SGEMM.  upper: write C's upper
+ * triangle only (syrk).
+ */
+int gemm_f32_acc(const gsb__backend *be, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                 double alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                 double beta, float *C, int64_t ldc, int upper)
+{
+    const int64_t mn = m * n, nfull = k / ACC_KC, rem = k - nfull * ACC_KC;
+    int64_t group = ACC_PART_BYTES / (mn * (int64_t)sizeof(float));
+    group = group < 1 ? 1 : group > nfull ? nfull : group;
+    const long long sa = ta ? ACC_KC * lda : ACC_KC, sb = tb ? ACC_KC : ACC_KC * ldb;
+    dev_buf accb(be), partb(be);
+    PASS(accb.alloc_n<double>(mn));
+    PASS(partb.alloc_n<float>(group * mn));
+    double *acc = accb.as<double>();
+    float *part = partb.as<float>();
+    const float one = 1.0f, zero = 0.0f;
+    for (int64_t c0 = 0; c0 < nfull; c0 += group) {
+        const int64_t nb = min64(group, nfull - c0);
+        /* column-major, as gemm_rm: part_b^T (n x m, ld n) = op(B_b)^T op(A_b)^T */
+        CUBLAS_TRY(cublasSgemmStridedBatched(
+            gsb__cuda_ctx_of(be)->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+            ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)ACC_KC, &one, B + c0 * sb,
+            (int)ld(ldb), sb, A + c0 * sa, (int)ld(lda), sa, &zero, part, (int)n,
+            (long long)mn, (int)nb));
+        acc_partials_kernel<<<blocks_for(be, mn), THREADS, 0, stream_of(be)>>>(mn, nb, part, acc,
+                                                                                c0 == 0);
+        CUDA_LAUNCH_CHECK();
+    }
+    if (rem > 0) {
+        PASS(gemm_rm<float>(be, ta, tb, m, n, rem, 1.0, A + nfull * sa, lda, B + nfull * sb, ldb,
+                            0.0, part, n));
+        acc_partials_kernel<<<blocks_for(be, mn), THREADS, 0, stream_of(be)>>>(mn, 1, part, acc,
+                                                                                0);
+        CUDA_LAUNCH_CHECK();
+    }
+    acc_finish_kernel<<<blocks_for(be, mn), THREADS, 0, stream_of(be)>>>(m, n, acc, alpha, beta,
+                                                                          C, ldc, upper);
+    CUDA_LAUNCH_CHECK();
+    return GSB_OK;
+}
+
+/* gemm_rm, float32 through the chunked sum where it applies */
+template <typename T>
+int gemm_best(const gsb__backend *be, int ta, int tb, int64_t m, int64_t n, int64_t k,
+              double alpha, const T *A, int64_t lda, const T *B, int64_t ldb, double beta, T *C,
+              int64_t ldc)
+{
+    if constexpr (std::is_same_v<T, float>) {
+        if (use_acc(m, n, k, alpha))
+            return gemm_f32_acc(be, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, 0);
+    }
+    return gemm_rm<T>(be, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 template <typename T>
 int syrk_t(const gsb__backend *be, double alpha, const gsb__tensor *A, double beta,
            gsb__tensor *C)
@@ -391,13 +515,22 @@ int syrk_t(const gsb__backend *be, double alpha, const gsb__tensor *A, double be
     T *c = (T *)C->data;
     if (m == 0) {
         PASS(scale(be, n * n, beta, c));
-    } else {
-        const T a = (T)alpha, b = (T)beta;
-        /* column-major At (n x m, ld n): C = At At^T, lower (= row-major upper) */
-        CUBLAS_TRY(la<T>::syrk(gsb__cuda_ctx_of(be)->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
-                               (int)n, (int)m, &a, (const T *)A->data, (int)ld(n), &b, c,
-                               (int)ld(n)));
+        return mirror_upper(be, n, c);
     }
+    if constexpr (std::is_same_v<T, float>) {
+        if (use_acc(n, n, m, alpha)) {
+            /* C = A^T A: op(A) = A^T (A is the k x m operand, k = rows), op(B) = A;
+             * the upper triangle, then the mirror */
+            const float *a = (const float *)A->data;
+            PASS(gemm_f32_acc(be, 1, 0, n, n, m, alpha, a, n, a, n, beta, c, n, 1));
+            return mirror_upper(be, n, c);
+        }
+    }
+    const T a = (T)alpha, b = (T)beta;
+    /* column-major At (n x m, ld n): C = At At^T, lower (= row-major upper) */
+    CUBLAS_TRY(la<T>::syrk(gsb__cuda_ctx_of(be)->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
+                           (int)n, (int)m, &a, (const T *)A->data, (int)ld(n), &b, c,
+                           (int)ld(n)));
     return mirror_upper(be, n, c);
 }
 
@@ -576,8 +709,9 @@ int lstsq_t(const gsb__backend *be, const gsb__tensor *A, const gsb__tensor *B, 
     PASS(svd_raw<T>(be, m, n, (const T *)A->data, k > 0 ? u.as<T>() : nullptr, sv,
                     k > 0 ? vt.as<T>() : nullptr));
     if (k > 0) {
-        PASS(gemm_rm<T>(be, 1, 0, r, k, m, 1.0, u.as<T>(), r, (const T *)B->data, k, 0.0,
-                        c.as<T>(), k));
+        /* U^T B runs along all m rows: the chunked float32 sum where it applies */
+        PASS(gemm_best<T>(be, 1, 0, r, k, m, 1.0, u.as<T>(), r, (const T *)B->data, k, 0.0,
+                          c.as<T>(), k));
         pinv_scale_rows_kernel<T><<<blocks_for(be, r * k), THREADS, 0, stream_of(be)>>>(
             r, k, sv, tol, c.as<T>());
         CUDA_LAUNCH_CHECK();
@@ -663,10 +797,10 @@ extern "C" int gsb__cuda_gemm(const gsb__backend *be, int trans_a, int trans_b, 
     if (m * n > 0 && (C->data == A->data || C->data == B->data))
         return GSB_CUDA_ERR(GSB_EINTERNAL, "gemm: C must not share memory with A or B");
     if (A->dtype == GSB_F32)
-        return gemm_rm<float>(be, trans_a, trans_b, m, n, k, alpha, (const float *)A->data,
-                              A->cols, (const float *)B->data, B->cols, beta,
-                              (float *)C->data, n);
-    return gemm_rm<double>(be, trans_a, trans_b, m, n, k, alpha, (const double *)A->data,
+        return gemm_best<float>(be, trans_a, trans_b, m, n, k, alpha, (const float *)A->data,
+                                A->cols, (const float *)B->data, B->cols, beta,
+                                (float *)C->data, n);
+    return gemm_best<double>(be, trans_a, trans_b, m, n, k, alpha, (const double *)A->data,
                            A->cols, (const double *)B->data, B->cols, beta, (double *)C->data,
                            n);
 }

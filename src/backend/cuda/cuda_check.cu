@@ -1,0 +1,70 @@
+/*
+ * cuda_check.cu - nonfinite (NaN/inf scan of data already on the GPU: the
+ * engine validates data handles there instead of scanning on the host) and
+ * mem_info.  Twins: gsb__host_nonfinite in core/validate.c; mem_info has
+ * no CPU meaning.
+ */
+#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_ops.h"
+
+namespace {
+
+const int CHECK_BLOCK = 256;
+
+/* flags |= 1 on a NaN, 2 on an infinity; a warp votes before one atomic. */
+template <typename T>
+__global__ void nonfinite_kernel(const T *x, int64_t count, int *flags)
+{
+    int mine = 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        T v = x[i];
+        if (!isfinite(v))
+            mine |= isnan(v) ? 1 : 2;
+    }
+    for (int off = 16; off; off >>= 1) /* __reduce_or_sync needs sm_80; PTX targets sm_75 */
+        mine |= __shfl_xor_sync(0xffffffffu, mine, off);
+    if (mine && (threadIdx.x & 31) == 0)
+        atomicOr(flags, mine);
+}
+
+} // namespace
+
+extern "C" int gsb__cuda_nonfinite(const gsb__backend *be, const gsb__tensor *t, int *out)
+{
+    *out = 0;
+    if (t->dtype != GSB_F32 && t->dtype != GSB_F64)
+        return GSB_OK; /* integers are always finite */
+    const int64_t count = t->rows * t->cols;
+    if (count == 0)
+        return GSB_OK;
+    gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
+    int *flags = NULL;
+    int rc = gsb__cuda_alloc(be, sizeof(int), (void **)&flags);
+    if (rc != GSB_OK)
+        return rc;
+    int host = 0;
+    int64_t blocks = (count + CHECK_BLOCK - 1) / CHECK_BLOCK;
+    unsigned grid = (unsigned)(blocks < 4096 ? blocks : 4096);
+    CUDA_CHECK(cudaMemsetAsync(flags, 0, sizeof(int), ctx->stream));
+    if (t->dtype == GSB_F32)
+        nonfinite_kernel<float><<<grid, CHECK_BLOCK, 0, ctx->stream>>>((const float *)t->data,
+                                                                       count, flags);
+    else
+        nonfinite_kernel<double><<<grid, CHECK_BLOCK, 0, ctx->stream>>>(
+            (const double *)t->data, count, flags);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpyAsync(&host, flags, sizeof(int), cudaMemcpyDeviceToHost, ctx->stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    *out = (host & 1) ? 1 : host ? 2 : 0;
+done:
+    gsb__cuda_free(be, flags);
+    return rc;
+}
+
+extern "C" int gsb__cuda_mem_info(const gsb__backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)be;
+    CUDA_TRY(cudaMemGetInfo(free_bytes, total_bytes));
+    return GSB_OK;
+}
