@@ -103,7 +103,7 @@ typedef struct gsb_session gsb_session;
  * "tcp://host:port" or "unix:///path/to/socket", optionally with
  * "?token_file=PATH" (else $GSB_TOKEN, else $GSB_TOKEN_FILE) for a server that
  * requires a token, and "max_inline=BYTES" (arrays above it travel in chunks;
- * default 64 MiB), joined with '&'.  Every function below works the same on either kind.
+ * default 1 MiB, at most 64 MiB), joined with '&'.  Every function below works the same on either kind.
  * The session is thread-safe.
  */
 GSB_API int gsb_open(const char *url, gsb_session **out);

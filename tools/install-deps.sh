@@ -3,7 +3,7 @@
 # Skips apt-get when everything is already there, so repeated runs are fast.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev liblapacke-dev libjansson-dev
-      libsqlite3-dev)
+      libsqlite3-dev systemd util-linux python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

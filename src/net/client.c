@@ -175,8 +175,8 @@ static int parse_url(gsb__remote *r, const char *url)
             if (errno || *end || nl != len - 11 || v == 0)
                 rc = gsb__err(GSB_EINVAL, "max_inline in the session URL %s must be a positive "
                               "number of bytes", r->url);
-            else if (v < r->max_inline)
-                r->max_inline = v;
+            else
+                r->max_inline = v; /* the WELCOME's bound caps it later */
         } else if (len > 0) {
             rc = gsb__err(GSB_EINVAL, "unknown option '%.*s' in the session URL %s: a tcp:// or "
                           "unix:// URL takes ?token_file=PATH (and max_inline=BYTES)", (int)len,
@@ -866,7 +866,7 @@ int gsb__remote_open(const char *url, struct gsb__remote **out)
         return gsb__err(GSB_ENOMEM, "cannot create a lock");
     }
     atomic_init(&r->next_req, 1);
-    r->max_inline = GSB__WIRE_MAX_INLINE;
+    r->max_inline = GSB__WIRE_INLINE_PREFERRED;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     r->copy_threads = ncpu < 1 ? 1 : ncpu > COPY_THREADS_MAX ? COPY_THREADS_MAX : (int)ncpu;
 

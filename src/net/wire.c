@@ -9,6 +9,7 @@
  * system call, and large arrays travel as CHUNK frames whose payload is read
  * straight into the caller's buffers.
  */
+#include "core/hostmem.h"
 #include "net/wire.h"
 
 #include <errno.h>
@@ -160,7 +161,7 @@ void gsb__frame_clear(gsb__frame *f)
     if (!f)
         return;
     json_decref(f->head);
-    free(f->body);
+    gsb__host_free(f->body);
     if (f->fd >= 0)
         close(f->fd);
     frame_init(f);
@@ -188,7 +189,7 @@ static int parse_head(const uint8_t *buf, size_t len, json_t **out)
  * the header limits, so the rounding cannot overflow). */
 static uint8_t *body_alloc(uint64_t len)
 {
-    return aligned_alloc(GSB__WIRE_ALIGN, (size_t)align_up(len));
+    return gsb__host_alloc((size_t)align_up(len)); /* 64-byte aligned; huge pages when large */
 }
 
 int gsb__frame_parse(const gsb__frame_hdr *hdr, const uint8_t *payload, gsb__frame *out)

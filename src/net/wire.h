@@ -28,6 +28,10 @@
 #define GSB__WIRE_MAX_INLINE ((uint64_t)64 << 20)  /* inline section of one frame */
 #define GSB__WIRE_MAX_CHUNK ((uint64_t)64 << 20)   /* payload of one CHUNK */
 #define GSB__WIRE_CHUNK_SEND ((size_t)8 << 20)     /* what senders use */
+/* What senders place inline at most: larger arrays go as chunks, which the
+ * receiver reads straight into their final buffer (an inline array is read
+ * into the frame's buffer and copied once more). */
+#define GSB__WIRE_INLINE_PREFERRED ((uint64_t)1 << 20)
 #define GSB__WIRE_ALIGN 64                         /* inline and shm offsets */
 #define GSB__WIRE_U8 100                           /* wire-only dtype: uint8 (blobs) */
 

@@ -345,7 +345,7 @@ static int handle_request(gsb__conn *c, gsb__frame *f)
     uint64_t t0 = now_us();
     gsb__req rq = {0};
     gsb__reply rp = {0};
-    gsb__outmsg_init(&rp.out, GSB__WIRE_MAX_INLINE);
+    gsb__outmsg_init(&rp.out, GSB__WIRE_INLINE_PREFERRED);
     rq.id = f->hdr.req_id;
     rq.head = f->head;
     rq.frame = f;

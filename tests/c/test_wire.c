@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/hostmem.h"
 #include "core/data.h"
 #include "net/wire.h"
 #include "testing.h"
@@ -386,7 +387,7 @@ static void test_inline_bounds(void)
     gsb__frame f;
     memset(&f, 0, sizeof f);
     f.fd = -1;
-    f.body = aligned_alloc(64, 256);
+    f.body = gsb__host_alloc(256);
     f.body_len = 256;
     for (int i = 0; i < 256; i++)
         f.body[i] = (uint8_t)i;
@@ -458,7 +459,7 @@ static gsb__frame frame_of(const gsb__outmsg *m)
     memset(&f, 0, sizeof f);
     f.fd = -1;
     f.body_len = (size_t)m->inline_len;
-    f.body = aligned_alloc(64, f.body_len ? (f.body_len + 63) / 64 * 64 : 64);
+    f.body = gsb__host_alloc(f.body_len); /* released by gsb__frame_clear */
     size_t off = 0;
     for (int i = 0; i < m->n_inline; i++) {
         memcpy(f.body + off, m->parts[i].iov_base, m->parts[i].iov_len);

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# test-wheel.sh - the wheel as a user gets it: a fresh virtual environment,
+# `pip install` of the gsb wheel and the cuml shim's wheel (numpy and
+# scikit-learn come from the package index as for anyone), then, from a
+# directory outside the source tree:
+#   - gsb loads the libgsb.so inside the installed package (and the CUDA
+#     plugin beside it where the wheel has one), and its version is the wheel's;
+#   - examples/quickstart.py (the original project's quick start) runs;
+#   - the `gsbd` console script serves: GSB_AUTOSTART's ensure_server starts it
+#     on a Unix socket, a model fitted through it matches the embedded one.
+#
+#   tools/test-wheel.sh [--no-build] [build-wheel.sh options...]
+#     --no-build  test the wheels already in dist/ (else tools/build-wheel.sh
+#                 builds them first, with the options given)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+build=1
+args=()
+for a in "$@"; do
+  if [ "$a" = --no-build ]; then build=0; else args+=("$a"); fi
+done
+[ $build = 1 ] && tools/build-wheel.sh "${args[@]}"
+wheel=$(ls dist/gsb-*.whl 2>/dev/null | head -1)
+shim=$(ls dist/gsb_cuml_shim-*.whl 2>/dev/null | head -1)
+[ -n "$wheel" ] && [ -n "$shim" ] || { echo "test-wheel: no wheels in dist/ (run tools/build-wheel.sh)" >&2; exit 1; }
+
+venv=build/wheel-venv
+rm -rf "$venv"
+python3 -m venv "$venv"
+venv=$(cd "$venv" && pwd)
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+echo "== pip install $wheel $shim into a fresh venv"
+"$venv/bin/python" -m pip install -q "$wheel" "$shim"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"  # nothing of the source tree on sys.path
+# the installed package alone: no library path or server from this shell
+unset GSB_LIBRARY GSB_URL GSB_AUTOSTART GSB_AUTOSTART_CMD PYTHONPATH
+export GSB_DATA_DIR=$work/data PATH="$venv/bin:$PATH"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+
+echo "== the installed package"
+WHEEL="$repo/$wheel" python - <<'EOF'
+import os, sys, zipfile
+import gsb, gsb._lib as lib
+pkg = os.path.dirname(gsb.__file__)
+where = os.path.realpath(lib.lib._name)
+assert sys.prefix in pkg, f"gsb imported from {pkg}, not the venv {sys.prefix}"
+assert where == os.path.realpath(os.path.join(pkg, "libgsb.so")), \
+    f"libgsb loaded from {where}, not from the package {pkg}"
+name = os.path.basename(os.environ["WHEEL"])
+assert name.startswith(f"gsb-{gsb.__version__}-"), f"version {gsb.__version__} vs wheel {name}"
+in_wheel = set(zipfile.ZipFile(os.environ["WHEEL"]).namelist())
+if "gsb/libgsb-cuda.so" in in_wheel:
+    assert os.path.exists(os.path.join(pkg, "libgsb-cuda.so"))
+info = gsb.info()
+print(f"gsb {gsb.__version__} from {pkg}; library {where}; "
+      f"backends compiled {info['backends_compiled']}, available {info['backends_available']}; "
+      f"{len(info['estimators'])} estimators")
+EOF
+
+# every library libgsb needs resolves (a --repair wheel: from gsb.libs/ inside it)
+lib=$(python -c "import gsb._lib as l, os; print(os.path.realpath(l.lib._name))")
+if ldd "$lib" | grep -q "not found"; then
+  ldd "$lib"; echo "test-wheel: $lib needs libraries that are not there" >&2; exit 1
+fi
+ldd "$lib" | grep -q "gsb.libs/" && echo "libgsb's dependencies come from the wheel (gsb.libs/)"
+
+echo "== examples/quickstart.py"
+python "$repo/examples/quickstart.py" > "$work/quickstart.out" 2>&1 || {
+  cat "$work/quickstart.out"; echo "test-wheel: quickstart.py failed" >&2; exit 1; }
+tail -n 25 "$work/quickstart.out"
+
+echo "== gsbd (console script) through GSB_AUTOSTART"
+command -v gsbd >/dev/null || { echo "test-wheel: the wheel installed no gsbd command" >&2; exit 1; }
+python - <<'EOF'
+import os
+import numpy as np
+import gsb
+from gsb import _autostart
+from gsb.preprocessing import StandardScaler
+url = f"unix://{os.environ['GSB_DATA_DIR']}/gsbd.sock"
+cmd = _autostart.server_command(url)
+assert cmd[0].endswith("/gsbd"), cmd
+try:
+    health = _autostart.ensure_server(url, timeout=60)
+    assert health["status"] == "ok" and health["version"] == gsb.__version__, health
+    X = np.random.default_rng(1).normal(size=(200, 6))
+    gsb.connect(url)
+    remote = StandardScaler().fit_transform(X)
+    gsb.connect(None)
+    local = StandardScaler().fit_transform(X)
+    assert np.array_equal(remote, local)
+    print(f"gsbd {health['version']} ({health['backend']}) answered at {url}; "
+          f"remote == embedded")
+finally:
+    gsb.connect(None)
+    _autostart.stop_started()
+EOF
+echo "test-wheel: ok ($wheel)"
