@@ -110,15 +110,9 @@ static int put_local(gsb_session *s, const gsb_array *a, struct gsb_data *d)
     return rc;
 }
 
-int gsb_data_put(gsb_session *s, const gsb_array *a, gsb_data **out)
+/* A handle of s for a's dtype and shape, not yet live. */
+static int data_new(gsb_session *s, const gsb_array *a, struct gsb_data **out)
 {
-    gsb__err_clear();
-    if (!s || !a || !out)
-        return gsb__err(GSB_EINVAL, "gsb_data_put: session, array and out must not be NULL");
-    *out = NULL;
-    if (gsb__is_data_ref(a))
-        return gsb__err(GSB_EINVAL, "gsb_data_put: the array is already a data handle");
-    GSB_TRY(check_array(a));
     struct gsb_data *d = calloc(1, sizeof *d);
     if (!d)
         return gsb__err(GSB_ENOMEM, "out of memory");
@@ -128,20 +122,96 @@ int gsb_data_put(gsb_session *s, const gsb_array *a, gsb_data **out)
     d->view = *a;
     d->view.data = NULL;
     d->view.strides[0] = d->view.strides[1] = 0;
+    *out = d;
+    return GSB_OK;
+}
+
+int gsb_data_put(gsb_session *s, const gsb_array *a, gsb_data **out)
+{
+    gsb__err_clear();
+    if (!s || !a || !out)
+        return gsb__err(GSB_EINVAL, "gsb_data_put: session, array and out must not be NULL");
+    *out = NULL;
+    if (gsb__is_data_ref(a))
+        return gsb__err(GSB_EINVAL, "gsb_data_put: the array is already a data handle");
+    GSB_TRY(check_array(a));
+    struct gsb_data *d;
+    GSB_TRY(data_new(s, a, &d));
     int rc = s->remote ? gsb__remote_data_put(s, a, d) : put_local(s, a, d);
     if (rc != GSB_OK) {
         gsb__host_free(d->host);
         free(d);
         return rc;
     }
+    gsb__data_stream_commit(d);
+    *out = d;
+    return GSB_OK;
+}
+
+void gsb__data_stream_commit(struct gsb_data *d)
+{
+    gsb_session *s = d->session;
     pthread_mutex_lock(&s->data_lock);
     d->next = s->data_head;
     if (s->data_head)
         s->data_head->prev = d;
     s->data_head = d;
     pthread_mutex_unlock(&s->data_lock);
+}
+
+void gsb__data_stream_abort(struct gsb_data *d)
+{
+    if (!d)
+        return;
+    gsb__tensor_free(&d->dev);
+    gsb__host_free(d->host);
+    free(d);
+}
+
+int gsb__data_stream_open(gsb_session *s, const gsb_array *shape, struct gsb_data **out,
+                          void **host_dst)
+{
+    *out = NULL;
+    *host_dst = NULL;
+    gsb_array a = *shape;
+    a.data = (void *)1; /* shape only: never read */
+    GSB_TRY(check_array(&a));
+    struct gsb_data *d;
+    GSB_TRY(data_new(s, &a, &d));
+    int64_t rows = rows_of(&a), cols = cols_of(&a);
+    size_t isz = gsb_dtype_size(a.dtype);
+    int rc = GSB_OK;
+    if (rows > 0 && cols > (int64_t)(SIZE_MAX / isz) / rows)
+        rc = gsb__err(GSB_EINVAL, "data handle too large");
+    else if (wants_device(s, &a))
+        rc = gsb__tensor_alloc(s->gpu, a.dtype, rows, cols, &d->dev);
+    else if (!(d->host = gsb__host_alloc((size_t)(rows * cols) * isz)))
+        rc = gsb__err(GSB_ENOMEM, "cannot allocate %zu bytes for a data handle",
+                      (size_t)(rows * cols) * isz);
+    if (rc != GSB_OK) {
+        gsb__data_stream_abort(d);
+        return rc;
+    }
+    *host_dst = d->host;
     *out = d;
     return GSB_OK;
+}
+
+int gsb__data_stream_upload(struct gsb_data *d, uint64_t offset, const void *src, size_t len)
+{
+    size_t isz = gsb_dtype_size(d->dev.dtype);
+    uint64_t total = gsb__tensor_nbytes(&d->dev);
+    if (!d->dev.data || offset % isz || len % isz || offset > total || len > total - offset)
+        return gsb__err(GSB_EINTERNAL, "data stream: bytes %llu..%llu do not fit the handle",
+                        (unsigned long long)offset, (unsigned long long)(offset + len));
+    if (len == 0)
+        return GSB_OK;
+    gsb__tensor v = d->dev; /* a 1 x count view of the bytes' elements */
+    v.data = (char *)d->dev.data + offset;
+    v.rows = 1;
+    v.cols = (int64_t)(len / isz);
+    v.owned = 0;
+    return v.be->ops->upload(v.be, &v, src);
 }
 
 gsb_array gsb_data_array(const gsb_data *d)

@@ -49,4 +49,18 @@ int gsb__data_resolve(gsb_session *s, const gsb_array *ref, struct gsb_data **ou
 int gsb__data_input(gsb_session *s, const gsb_array *ref, const gsb__validate_spec *spec,
                     int device_ok, gsb__tensor *out);
 
+/*
+ * A data handle filled by its caller in order (gsbd's data.put streamed over
+ * TCP): storage for shape's dtype and shape (shape->data unused), on the GPU
+ * when put would put it there.  Host storage: *host_dst is the whole array's
+ * memory to fill.  GPU storage: *host_dst is NULL and the bytes go up with
+ * gsb__data_stream_upload (whole elements, in any order).  commit makes the
+ * handle live (a gsb_data of s); abort frees it.
+ */
+int gsb__data_stream_open(gsb_session *s, const gsb_array *shape, struct gsb_data **out,
+                          void **host_dst);
+int gsb__data_stream_upload(struct gsb_data *d, uint64_t offset, const void *src, size_t len);
+void gsb__data_stream_commit(struct gsb_data *d);
+void gsb__data_stream_abort(struct gsb_data *d);
+
 #endif

@@ -1112,6 +1112,54 @@ done:
     return GSB_OK;
 }
 
+/* A CHUNK header of request req_id with 0 < length <= left. */
+static int read_chunk_hdr(int sock, uint64_t req_id, uint64_t left, uint64_t *length)
+{
+    uint8_t hb[GSB__WIRE_HDR_SIZE];
+    gsb__frame_hdr h;
+    GSB_TRY(read_full(sock, hb, sizeof hb, 1));
+    GSB_TRY(gsb__hdr_decode(hb, &h));
+    if (h.type != GSB__F_CHUNK)
+        return gsb__err(GSB_EINVAL, "bad frame: expected a CHUNK frame, got %s",
+                        type_name(h.type));
+    if (h.req_id != req_id)
+        return gsb__err(GSB_EINVAL, "bad frame: CHUNK of request %llu while receiving request "
+                        "%llu", (unsigned long long)h.req_id, (unsigned long long)req_id);
+    if (h.length == 0 || h.length > left)
+        return gsb__err(GSB_EINVAL, "bad frame: CHUNK of %llu bytes when %llu bytes of chunked "
+                        "arrays remain", (unsigned long long)h.length,
+                        (unsigned long long)left);
+    *length = h.length;
+    return GSB_OK;
+}
+
+void gsb__chunk_reader_init(gsb__chunk_reader *r, int sock, uint64_t req_id, uint64_t total)
+{
+    r->sock = sock;
+    r->req_id = req_id;
+    r->left_total = total;
+    r->left_frame = 0;
+}
+
+int gsb__chunk_read(gsb__chunk_reader *r, void *dst, size_t len)
+{
+    if (len > r->left_total)
+        return gsb__err(GSB_EINTERNAL, "chunk_read: %zu bytes asked, %llu left", len,
+                        (unsigned long long)r->left_total);
+    uint8_t *p = dst;
+    while (len > 0) {
+        if (r->left_frame == 0)
+            GSB_TRY(read_chunk_hdr(r->sock, r->req_id, r->left_total, &r->left_frame));
+        size_t take = len < r->left_frame ? len : (size_t)r->left_frame;
+        GSB_TRY(read_full(r->sock, p, take, 1));
+        p += take;
+        len -= take;
+        r->left_frame -= take;
+        r->left_total -= take;
+    }
+    return GSB_OK;
+}
+
 int gsb__wire_recv_chunks(int sock, uint64_t req_id, const struct iovec *dst, int n)
 {
     if (n < 0 || (n > 0 && !dst))
@@ -1128,27 +1176,8 @@ int gsb__wire_recv_chunks(int sock, uint64_t req_id, const struct iovec *dst, in
     int rc = GSB_OK, di = 0;
     size_t doff = 0;
     while (total > 0) {
-        uint8_t hb[GSB__WIRE_HDR_SIZE];
         gsb__frame_hdr h;
-        GSB_CHECK(read_full(sock, hb, sizeof hb, 1));
-        GSB_CHECK(gsb__hdr_decode(hb, &h));
-        if (h.type != GSB__F_CHUNK) {
-            rc = gsb__err(GSB_EINVAL, "bad frame: expected a CHUNK frame, got %s",
-                          type_name(h.type));
-            goto done;
-        }
-        if (h.req_id != req_id) {
-            rc = gsb__err(GSB_EINVAL, "bad frame: CHUNK of request %llu while receiving "
-                          "request %llu", (unsigned long long)h.req_id,
-                          (unsigned long long)req_id);
-            goto done;
-        }
-        if (h.length == 0 || h.length > total) {
-            rc = gsb__err(GSB_EINVAL, "bad frame: CHUNK of %llu bytes when %llu bytes of "
-                          "chunked arrays remain", (unsigned long long)h.length,
-                          (unsigned long long)total);
-            goto done;
-        }
+        GSB_CHECK(read_chunk_hdr(sock, req_id, total, &h.length));
         /* slice the destination buffers for this frame's payload */
         int k = 0;
         uint64_t need = h.length;

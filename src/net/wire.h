@@ -168,6 +168,22 @@ int gsb__wire_recv(int sock, gsb__frame *out, uint64_t max_inline, int timeout_m
  */
 int gsb__wire_recv_chunks(int sock, uint64_t req_id, const struct iovec *dst, int n);
 
+/*
+ * The same bytes read piecewise, in pieces of any size (a CHUNK frame may
+ * straddle two pieces): for receivers that stream a large array through a
+ * small buffer (gsbd's data.put over TCP, into pinned staging memory).
+ * total is the byte count of all the chunked arrays of the request.
+ */
+typedef struct gsb__chunk_reader {
+    int sock;
+    uint64_t req_id;
+    uint64_t left_total; /* bytes not yet read */
+    uint64_t left_frame; /* payload bytes of the current CHUNK not yet read */
+} gsb__chunk_reader;
+void gsb__chunk_reader_init(gsb__chunk_reader *r, int sock, uint64_t req_id, uint64_t total);
+/* Exactly len bytes (len <= what is left) into dst. */
+int gsb__chunk_read(gsb__chunk_reader *r, void *dst, size_t len);
+
 /* ---- sockets ------------------------------------------------------------- */
 
 /* "tcp://host:port" or "unix:///path" (also "unix:relative/path"). */

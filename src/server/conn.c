@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/data.h"
 #include "core/hostmem.h"
 #include "core/error.h"
 #include "server/server.h"
@@ -178,6 +179,7 @@ int gsb__conn_progress(void *data, const char *stage, int64_t iteration, double 
 
 static void req_clear(gsb__req *rq)
 {
+    gsb__data_stream_abort(rq->streamed); /* NULL once an op took it */
     for (int i = 0; rq->bufs && i < rq->n; i++)
         gsb__host_free(rq->bufs[i]);
     for (int i = 0; i < rq->n_refs; i++)
@@ -187,6 +189,49 @@ static void req_clear(gsb__req *rq)
     free(rq->wa);
     free(rq->arr);
     free(rq->ptrs);
+}
+
+/* Pinned staging for streamed puts: a multiple of the senders' chunk size. */
+#define STAGE_BYTES ((size_t)64 << 20)
+
+/*
+ * data.put of one chunked array: its bytes go into the handle as they arrive,
+ * never into a request buffer.  A handle on the GPU is filled through a
+ * pinned staging buffer (DMA from it at bus speed); a host one is received
+ * into directly.  Only C-ordered bytes (a Fortran-ordered matrix takes the
+ * general path, which transposes).
+ */
+static int stream_data_put(gsb__conn *c, gsb__req *rq)
+{
+    const gsb__wire_array *w = &rq->wa[0];
+    gsb_array shape = gsb__wire_as_array(w, NULL);
+    shape.strides[0] = shape.strides[1] = 0;
+    void *host = NULL;
+    gsb_data *d = NULL;
+    GSB_TRY(gsb__data_stream_open(c->srv->local, &shape, &d, &host));
+    gsb__chunk_reader rd;
+    gsb__chunk_reader_init(&rd, c->fd, rq->id, w->nbytes);
+    int rc = GSB_OK;
+    if (host) {
+        rc = gsb__chunk_read(&rd, host, (size_t)w->nbytes);
+    } else {
+        if (!c->stage)
+            rc = gsb_arena_alloc(c->srv->local, STAGE_BYTES, &c->stage);
+        size_t isz = gsb__wire_itemsize(w->dtype);
+        size_t piece = STAGE_BYTES / isz * isz;
+        for (uint64_t off = 0; rc == GSB_OK && off < w->nbytes; off += piece) {
+            size_t len = w->nbytes - off < piece ? (size_t)(w->nbytes - off) : piece;
+            rc = gsb__chunk_read(&rd, c->stage, len);
+            if (rc == GSB_OK)
+                rc = gsb__data_stream_upload(d, off, c->stage, len);
+        }
+    }
+    if (rc != GSB_OK) {
+        gsb__data_stream_abort(d);
+        return rc;
+    }
+    rq->streamed = d;
+    return GSB_OK;
 }
 
 /*
@@ -248,7 +293,20 @@ static int decode_arrays(gsb__conn *c, gsb__req *rq, int *fatal)
                         (unsigned long long)(limit >> 20));
     }
 
-    /* 2. the chunks, straight into their arrays' buffers */
+    /* 2. the chunks, straight into their arrays' buffers (data.put: into the
+     * data handle itself, through pinned staging when it lives on the GPU) */
+    const gsb__wire_array *w0 = &rq->wa[0];
+    if (rq->op == GSB__OP_DATA_PUT && n == 1 && w0->at == GSB__AT_CHUNKS &&
+        w0->dtype != GSB__WIRE_U8 &&
+        !(w0->fortran && w0->ndim == 2 && w0->shape[0] > 1 && w0->shape[1] > 1)) {
+        int rc = stream_data_put(c, rq);
+        if (rc != GSB_OK) {
+            *fatal = 1;
+            return rc;
+        }
+        rq->bytes_in += chunk_total;
+        return GSB_OK;
+    }
     if (n_chunked > 0) {
         struct iovec *iov = calloc((size_t)n_chunked, sizeof *iov);
         if (!iov) {
@@ -683,6 +741,9 @@ void *gsb__conn_main(void *arg)
               "conn=%llu kind=%s vanished=%d seconds=%.3f", (unsigned long long)c->id,
               kind == 1 ? "protocol" : kind == 2 ? "http" : "none", c->vanished,
               gsb__now_s() - t0);
+    if (c->stage)
+        gsb_arena_free(srv->local, c->stage);
+    c->stage = NULL;
     gsb__server_conn_done(srv, c);
     return NULL;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/data.h"
 #include "core/error.h"
 #include "server/server.h"
 
@@ -378,10 +379,15 @@ static int op_store_list(gsb__conn *c, gsb__req *rq, gsb__reply *rp)
 
 static int op_data_put(gsb__conn *c, gsb__req *rq, gsb__reply *rp)
 {
-    GSB_TRY(one_array(rq));
-    GSB_TRY(check_engine_arrays(rq));
-    gsb_data *d;
-    GSB_TRY(gsb_data_put(c->srv->local, &rq->arr[0], &d));
+    gsb_data *d = rq->streamed; /* streamed in by the decoder (conn.c) */
+    if (d) {
+        rq->streamed = NULL;
+        gsb__data_stream_commit(d);
+    } else {
+        GSB_TRY(one_array(rq));
+        GSB_TRY(check_engine_arrays(rq));
+        GSB_TRY(gsb_data_put(c->srv->local, &rq->arr[0], &d));
+    }
     gsb__handle *h = gsb__handle_new(GSB__H_DATA);
     if (!h) {
         gsb_data_free(d);

@@ -239,6 +239,7 @@ struct gsb__conn {
     int broken;                /* a protocol violation seen during a call: close after */
     int vanished;              /* EOF or error seen during a call */
     int linger;                /* closing after an ERROR: drain what the client still sends */
+    void *stage;               /* pinned staging for data.put streamed to the GPU, or NULL */
     gsb__conn *next, *prev;
 };
 
@@ -264,6 +265,7 @@ typedef struct gsb__req {
     void **bufs;               /* chunked arrays' buffers (owned) */
     gsb__handle **refs;        /* data/shm handles held for this request */
     int n_refs;
+    gsb_data *streamed;        /* data.put: the handle its chunks were streamed into */
     uint64_t bytes_in;
 } gsb__req;
 

@@ -529,6 +529,54 @@ static void test_store(void)
 
 /* ---- transfer routes ------------------------------------------------------------------ */
 
+/* Data handles above the inline size stream into the server's handle (TCP:
+ * CHUNK frames read piecewise; C and Fortran order, float32 and float64). */
+static void test_data_streamed(void)
+{
+    const int64_t n = 150000, d = 6; /* 3.6-7.2 MB: well past 1 MiB inline */
+    double *x = malloc(sizeof(double) * (size_t)(n * d));
+    float *xf = malloc(sizeof(float) * (size_t)(n * d));
+    if (!x || !xf) {
+        CHECK(0);
+        free(x);
+        free(xf);
+        return;
+    }
+    for (int64_t i = 0; i < n * d; i++) {
+        x[i] = sin(0.001 * (double)i) * (double)(i % 7) + 0.25 * (double)(i % d);
+        xf[i] = (float)x[i];
+    }
+    gsb_array arrays[3] = {gsb_array_2d(x, GSB_F64, n, d), gsb_array_2d(xf, GSB_F32, n, d),
+                           gsb_array_2d(x, GSB_F64, d, n)};
+    /* the third: the same memory read as a Fortran-ordered n x d matrix */
+    arrays[2].shape[0] = n;
+    arrays[2].shape[1] = d;
+    arrays[2].strides[0] = sizeof(double);
+    arrays[2].strides[1] = sizeof(double) * n;
+    for (int a = 0; a < 3; a++) {
+        tr want = {0}, got = {0};
+        gsb_model *m = NULL;
+        CHECK_OK(gsb_model_create(LOCAL, "StandardScaler", NULL, &m));
+        call1(&want, m, "fit_transform", &arrays[a]);
+        gsb_model_free(m);
+        gsb_data *h = NULL;
+        CHECK_OK(gsb_data_put(TCP, &arrays[a], &h));
+        if (!h)
+            continue;
+        gsb_array ref = gsb_data_array(h);
+        CHECK_OK(gsb_model_create(TCP, "StandardScaler", NULL, &m));
+        call1(&got, m, "fit_transform", &ref);
+        CHECK(tr_same(&want, &got, a == 0 ? "streamed f64" : a == 1 ? "streamed f32"
+                                                            : "streamed fortran"));
+        gsb_model_free(m);
+        gsb_data_free(h);
+        tr_free(&want);
+        tr_free(&got);
+    }
+    free(x);
+    free(xf);
+}
+
 static void test_data_handles(void)
 {
     gsb_array Xa = gsb_array_2d(X, GSB_F64, N, D), yc = gsb_array_1d(YCLS, GSB_F64, N);
@@ -1394,6 +1442,7 @@ int main(void)
     RUN(test_export_import);
     RUN(test_store);
     RUN(test_data_handles);
+    RUN(test_data_streamed);
     RUN(test_arena_allocator);
     RUN(test_arena_unix);
     RUN(test_chunks_tcp);

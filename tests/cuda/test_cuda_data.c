@@ -70,7 +70,7 @@ static void test_handle_equals_array(void)
         {"StandardScaler", "{}", 0, 0, both},
         {"StandardScaler", "{}", 0, 1, both},
         {"MinMaxScaler", "{}", 0, 0, both},
-        {"PCA", "{\"n_components\": 4}", 0, 0, both},
+        {"PCA", "{\"n_components\": 4}", 0, 0, trans},
         {"TruncatedSVD", "{\"n_components\": 4, \"random_state\": 0}", 0, 0, trans},
         {"KNeighborsClassifier", "{\"n_neighbors\": 3}", 2, 0, knn},
         {"KNeighborsRegressor", "{\"n_neighbors\": 3}", 1, 0, knn},
@@ -79,8 +79,10 @@ static void test_handle_equals_array(void)
     for (int k = 0; k < 2; k++) {
         gsb__tensor X = host_random(dts[k], n, d, 1.0), y = host_random(dts[k], n, 1, 1.0);
         gsb__tensor lab = host_random(GSB_F64, n, 1, 3.0), w = host_random(GSB_F64, n, 1, 1.0);
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = 0; i < n; i++) {
             ((double *)w.data)[i] = fabs(((double *)w.data)[i]) + 0.1;
+            ((double *)lab.data)[i] = (double)(i % 3); /* three classes */
+        }
         gsb_array Xa = gsb_array_2d(X.data, dts[k], n, d), ya = gsb_array_1d(y.data, dts[k], n);
         gsb_array la = gsb_array_1d(lab.data, GSB_F64, n), wa = gsb_array_1d(w.data, GSB_F64, n);
         gsb_data *dx = NULL, *dy = NULL, *dl = NULL, *dw = NULL;

@@ -184,12 +184,18 @@ def test_verbose_prints_progress(blobs, capsys):
 def test_ctrl_c_cancels_fit_cleanly():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(200_000, 16)).astype(np.float32)
+    # on the CPU: a GPU can converge (labels unchanged) before the signal comes
+    device = gsb.get_config()["device"]
     km = KMeans(n_clusters=64, n_init=1, max_iter=100_000, tol=0.0, random_state=0)
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    gsb.set_config(device="cpu")  # the engine model is made at fit, on the CPU
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        km.fit(X)
-    timer.cancel()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            km.fit(X)
+    finally:
+        timer.cancel()  # never let a late SIGINT escape into the rest of the run
+        gsb.set_config(device=device)
     assert not hasattr(km, "cluster_centers_")
     km.set_params(max_iter=5).fit(X[:1000])  # still usable
     assert km.cluster_centers_.shape == (64, 16)
