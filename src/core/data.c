@@ -135,7 +135,7 @@ int gsb_data_put(gsb_session *s, const gsb_array *a, gsb_data **out)
     if (gsb__is_data_ref(a))
         return gsb__err(GSB_EINVAL, "gsb_data_put: the array is already a data handle");
     GSB_TRY(check_array(a));
-    struct gsb_data *d;
+    struct gsb_data *d = NULL;
     GSB_TRY(data_new(s, a, &d));
     int rc = s->remote ? gsb__remote_data_put(s, a, d) : put_local(s, a, d);
     if (rc != GSB_OK) {
@@ -176,7 +176,7 @@ int gsb__data_stream_open(gsb_session *s, const gsb_array *shape, struct gsb_dat
     gsb_array a = *shape;
     a.data = (void *)1; /* shape only: never read */
     GSB_TRY(check_array(&a));
-    struct gsb_data *d;
+    struct gsb_data *d = NULL;
     GSB_TRY(data_new(s, &a, &d));
     int64_t rows = rows_of(&a), cols = cols_of(&a);
     size_t isz = gsb_dtype_size(a.dtype);
@@ -310,7 +310,7 @@ int gsb__data_input(gsb_session *s, const gsb_array *ref, const gsb__validate_sp
                     int device_ok, gsb__tensor *out)
 {
     *out = GSB__TENSOR_NONE;
-    struct gsb_data *d;
+    struct gsb_data *d = NULL;
     GSB_TRY(gsb__data_resolve(s, ref, &d));
     gsb_array host = d->view;
     if (d->dev.data) {
