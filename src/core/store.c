@@ -18,6 +18,7 @@
 #include <pwd.h>
 #include <sqlite3.h>
 #include <stdint.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,7 +277,15 @@ static int configure(gsb__store *st)
      * journal, which is as durable with synchronous=FULL, so that is accepted. */
     sqlite3_stmt *s;
     GSB_TRY(prep(st, what, "PRAGMA journal_mode = WAL", NULL, &s));
-    int rc = sqlite3_step(s) == SQLITE_ROW ? GSB_OK : db_err(st, what);
+    /* switching a new database to WAL can answer SQLITE_BUSY at once, without
+     * the busy handler, while another process does the same: retry */
+    int step = sqlite3_step(s);
+    for (int waited = 0; step == SQLITE_BUSY && waited < GSB__STORE_BUSY_MS; waited += 10) {
+        sqlite3_reset(s);
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        step = sqlite3_step(s);
+    }
+    int rc = step == SQLITE_ROW ? GSB_OK : db_err(st, what);
     sqlite3_finalize(s);
     GSB_TRY(rc);
     /* FULL: the WAL is synced at every commit, so a saved model survives a
