@@ -301,7 +301,9 @@ def test_starts_real_gsbd(tmp_path, kind):
         remote = StandardScaler().fit_transform(X)
         gsb.connect(None)
         local = StandardScaler().fit_transform(X)
-        np.testing.assert_array_equal(remote, local)
+        # the started gsbd picks its own device (auto); bit-identity for one
+        # backend is test_remote's business, so this allows the last bits
+        np.testing.assert_allclose(remote, local, rtol=1e-12, atol=1e-14)
     finally:
         gsb.connect(None)
     # SIGTERM: gsbd drains and exits cleanly
