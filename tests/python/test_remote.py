@@ -485,7 +485,11 @@ def test_autostart_starts_a_server(tmp_path, monkeypatch):
         gc.collect()
         _autostart.stop_started()
     monkeypatch.delenv("GSB_AUTOSTART")
-    same(got, LinearRegression().fit(X, y).predict(X), "autostarted gsbd vs embedded")
+    # the started gsbd picks its own device (auto): the same numbers to the last
+    # bits only when it is the embedded engine's backend, which `same` checks in
+    # the tests with an explicit device
+    np.testing.assert_allclose(got, LinearRegression().fit(X, y).predict(X), rtol=1e-10,
+                               atol=1e-12)
 
 
 def _gsbd_command():
