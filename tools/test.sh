@@ -2,7 +2,8 @@
 # test.sh - the whole test suite: installs what it needs, builds gsb twice
 # (release, and AddressSanitizer + UndefinedBehaviorSanitizer), runs every C
 # test in both builds (the bridge's server, client, wire fuzz driver among
-# them), checks `gsb service` under systemd, builds the sdist and wheel and
+# them), runs the Windows client (cross-compiled with mingw-w64) under Wine
+# against a Linux gsbd, checks `gsb service` under systemd, builds the sdist and wheel and
 # runs the quick start from a fresh venv, then pip-installs the Python
 # package and runs the Python suite (parity with scikit-learn, estimator
 # checks, API, remote sessions through gsbd) against it.
@@ -22,6 +23,9 @@ cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DGSB_SANITIZE=ON >/dev/null
 cmake --build build-san -j"$jobs"
 (cd build-san && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -LE gpu -j"$jobs")
+
+echo "== Windows client: gsb.dll/gsb.exe (mingw-w64) under Wine against this build's gsbd"
+tests/windows/run-wine-test.sh build build/wine-test
 
 echo "== gsb service under a real systemd user manager (skips where it cannot run)"
 tests/service/systemd_live.sh build

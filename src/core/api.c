@@ -97,6 +97,11 @@ int gsb_open(const char *url, gsb_session **out)
         device = "auto";
     if (url && (strncmp(url, "tcp://", 6) == 0 || strncmp(url, "unix://", 7) == 0))
         return open_remote(url, out);
+#ifdef GSB_CLIENT_ONLY
+    /* no engine in this build (src/client/client_only.c) */
+    return gsb__err(GSB_EUNSUPPORTED, "cannot open '%s': this is the Windows client build of "
+                    "libgsb: open a tcp:// session to a gsbd", url && *url ? url : "local");
+#endif
     if (url && *url) {
         if (strncmp(url, "local", 5) != 0 || (url[5] != '\0' && url[5] != '?'))
             return gsb__err(GSB_EINVAL,

@@ -30,7 +30,13 @@ int gsb__arena_alloc(const gsb__backend *gpu, gsb__arena *a, size_t n, void **ou
     /* whole pages: the driver refuses to register a range that shares a page
      * with another registered one */
     size_t rounded = (n + 4095) & ~(size_t)4095;
+#ifdef _WIN32
+    if (b && rounded >= n)
+        p = _aligned_malloc(rounded ? rounded : 4096, 4096);
+    if (!p) {
+#else
     if (!b || rounded < n || posix_memalign(&p, 4096, rounded ? rounded : 4096) != 0) {
+#endif
         free(b);
         return gsb__err(GSB_ENOMEM, "cannot allocate %zu bytes of arena memory", n);
     }
@@ -52,7 +58,11 @@ static void block_release(const gsb__backend *gpu, gsb__arena_block *b)
 {
     if (b->registered && gpu && gpu->ops->host_unregister)
         gpu->ops->host_unregister(gpu, b->p);
+#ifdef _WIN32
+    _aligned_free(b->p);
+#else
     free(b->p);
+#endif
     free(b);
 }
 

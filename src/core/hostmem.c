@@ -5,7 +5,12 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#ifdef _WIN32
+#include <malloc.h>
+#include <windows.h>
+#else
 #include <sys/mman.h>
+#endif
 
 #define HDR 64 /* keeps the data 64-byte aligned */
 #define MAGIC_HEAP 0x67736268656170ull /* "gsbheap" */
@@ -24,16 +29,26 @@ void *gsb__host_alloc(size_t n)
     char *base;
     block_hdr h;
     if (total >= GSB__HOSTMEM_BIG) {
+#ifdef _WIN32
+        base = VirtualAlloc(NULL, total, MEM_COMMIT | MEM_RESERVE, PAGE_READWRITE);
+        if (!base)
+            return NULL;
+#else
         base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (base == MAP_FAILED)
             return NULL;
+#endif
 #ifdef MADV_HUGEPAGE
         (void)madvise(base, total, MADV_HUGEPAGE); /* advice: fine to be refused */
 #endif
         h.magic = MAGIC_MAP;
         h.map_len = total;
     } else {
+#ifdef _WIN32
+        base = _aligned_malloc(total, 64);
+#else
         base = aligned_alloc(64, total);
+#endif
         if (!base)
             return NULL;
         h.magic = MAGIC_HEAP;
@@ -52,10 +67,19 @@ void gsb__host_free(void *p)
     if (h->magic == MAGIC_MAP) {
         size_t len = h->map_len;
         h->magic = 0;
+#ifdef _WIN32
+        (void)len;
+        VirtualFree(base, 0, MEM_RELEASE);
+#else
         munmap(base, len);
+#endif
     } else if (h->magic == MAGIC_HEAP) {
         h->magic = 0;
+#ifdef _WIN32
+        _aligned_free(base);
+#else
         free(base);
+#endif
     } else {
         abort(); /* not a gsb__host_alloc block: a bug that must not go unnoticed */
     }

@@ -13,8 +13,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#ifndef _WIN32
 #include <sys/mman.h>
 #include <unistd.h>
+#endif
 
 #include "core/error.h"
 
@@ -48,6 +50,15 @@ struct gsb__rarena {
     block *blocks; /* sorted by ptr */
     int n_blocks, cap_blocks;
 };
+
+/* private (unshared) blocks: the CRT of Windows has no aligned_alloc */
+#ifdef _WIN32
+#define priv_alloc(align, n) _aligned_malloc((n), (align))
+#define priv_free _aligned_free
+#else
+#define priv_alloc aligned_alloc
+#define priv_free free
+#endif
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -94,11 +105,13 @@ void gsb__rarena_destroy(gsb__rarena *a)
         return;
     for (int i = 0; i < a->n_blocks; i++)
         if (a->blocks[i].seg < 0)
-            free(a->blocks[i].ptr);
+            priv_free(a->blocks[i].ptr);
     for (int i = 0; i < a->n_segs; i++) {
         if (a->detach)
             a->detach(a->ctx, a->segs[i].id);
+#ifndef _WIN32
         munmap(a->segs[i].base, a->segs[i].size);
+#endif
         free(a->segs[i].free_list);
     }
     free(a->segs);
@@ -183,6 +196,11 @@ static int seg_new(gsb__rarena *a, size_t len, int *out_index)
     if (size < GSB__RARENA_MIN_SEGMENT)
         size = GSB__RARENA_MIN_SEGMENT;
     GSB_TRY(grow((void **)&a->segs, &a->cap_segs, a->n_segs + 1, sizeof(segment)));
+#ifdef _WIN32
+    (void)out_index;
+    return gsb__err(GSB_EUNSUPPORTED, "shared-memory segments are not offered by the Windows "
+                    "client");
+#else
     /* sealable: gsbd seals the segment against shrinking, so no one can make
      * its mapped pages vanish under it (SIGBUS) */
     int fd = memfd_create("gsb-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -222,6 +240,7 @@ static int seg_new(gsb__rarena *a, size_t len, int *out_index)
     a->segs[a->n_segs] = s;
     *out_index = a->n_segs++;
     return GSB_OK;
+#endif
 }
 
 int gsb__rarena_alloc(gsb__rarena *a, size_t nbytes, void **out)
@@ -233,11 +252,11 @@ int gsb__rarena_alloc(gsb__rarena *a, size_t nbytes, void **out)
     pthread_mutex_lock(&a->lock);
     int rc = GSB_OK;
     if (!a->shared) {
-        char *p = aligned_alloc(GSB__RARENA_ALIGN, len);
+        char *p = priv_alloc(GSB__RARENA_ALIGN, len);
         if (!p) {
             rc = gsb__err(GSB_ENOMEM, "out of host memory allocating %zu bytes", nbytes);
         } else if ((rc = block_insert(a, p, len, -1)) != GSB_OK) {
-            free(p);
+            priv_free(p);
         } else {
             *out = p;
         }
@@ -284,7 +303,7 @@ int gsb__rarena_free(gsb__rarena *a, void *p)
         else
             seg_give(s, (size_t)(b.ptr - s->base), b.len);
     } else {
-        free(b.ptr);
+        priv_free(b.ptr);
     }
     if (ok) {
         memmove(&a->blocks[at], &a->blocks[at + 1], (size_t)(a->n_blocks - at - 1) * sizeof(block));

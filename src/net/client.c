@@ -22,7 +22,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -285,7 +284,7 @@ static int connect_new(gsb__remote *r, const char *join, int *out_fd, json_t **w
         *welcome = json_incref(f.head);
     gsb__frame_clear(&f);
     if (rc != GSB_OK) {
-        close(fd);
+        gsb__sock_close(fd);
         return rc;
     }
     *out_fd = fd;
@@ -297,7 +296,7 @@ static int connect_new(gsb__remote *r, const char *join, int *out_fd, json_t **w
 static int idle_healthy(int fd)
 {
     struct pollfd p = {fd, POLLIN, 0};
-    return poll(&p, 1, 0) == 0;
+    return gsb__poll(&p, 1, 0) == 0;
 }
 
 static int conn_get(gsb__remote *r, int *fd)
@@ -312,7 +311,7 @@ static int conn_get(gsb__remote *r, int *fd)
             *fd = c;
             return GSB_OK;
         }
-        close(c);
+        gsb__sock_close(c);
     }
     return connect_new(r, r->session, fd, NULL);
 }
@@ -330,7 +329,7 @@ static void conn_put(gsb__remote *r, int fd, int healthy)
         pthread_mutex_unlock(&r->pool_lock);
     }
     if (fd >= 0)
-        close(fd);
+        gsb__sock_close(fd);
 }
 
 /* ---- one request ----------------------------------------------------------- */
@@ -847,7 +846,7 @@ static void remote_free(gsb__remote *r)
         return;
     gsb__rarena_destroy(r->arena);
     for (int i = 0; i < r->n_idle; i++)
-        close(r->idle[i]);
+        gsb__sock_close(r->idle[i]);
     pthread_mutex_destroy(&r->pool_lock);
     free(r->url);
     free(r->token);
@@ -867,7 +866,13 @@ int gsb__remote_open(const char *url, struct gsb__remote **out)
     }
     atomic_init(&r->next_req, 1);
     r->max_inline = GSB__WIRE_INLINE_PREFERRED;
+#ifdef _WIN32
+    SYSTEM_INFO si;
+    GetSystemInfo(&si);
+    long ncpu = (long)si.dwNumberOfProcessors;
+#else
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+#endif
     r->copy_threads = ncpu < 1 ? 1 : ncpu > COPY_THREADS_MAX ? COPY_THREADS_MAX : (int)ncpu;
 
     int rc = parse_url(r, url);
@@ -898,7 +903,7 @@ int gsb__remote_open(const char *url, struct gsb__remote **out)
     }
     json_decref(welcome);
     if (fd >= 0)
-        close(fd);
+        gsb__sock_close(fd);
     if (rc != GSB_OK) {
         remote_free(r);
         return rc;
@@ -1096,7 +1101,9 @@ static int may_fit(const gsb__model *m, const char *method)
     const gsb__method_desc *md = gsb__method_find(m->est, method);
     if (md)
         return md->is_fit;
-    return strcmp(method, "fit_transform") == 0 || strcmp(method, "fit_predict") == 0;
+    /* an estimator known by name only (the client-only build): the usual names */
+    return strcmp(method, "fit") == 0 || strcmp(method, "partial_fit") == 0 ||
+           strcmp(method, "fit_transform") == 0 || strcmp(method, "fit_predict") == 0;
 }
 
 int gsb__remote_call(gsb__model *m, const char *method, const gsb_array *const *inputs,

@@ -11,20 +11,22 @@
 #include "net/wire.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#ifndef _WIN32
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <arpa/inet.h>
 #include <unistd.h>
+#endif
 
 #include "core/error.h"
 
@@ -147,6 +149,8 @@ int gsb__url_is_local(const gsb__sockaddr_url *u)
 }
 
 /* ---- connecting ------------------------------------------------------------- */
+
+#ifndef _WIN32
 
 static int unix_addr(const gsb__sockaddr_url *u, struct sockaddr_un *sa)
 {
@@ -455,3 +459,121 @@ int gsb__sock_listen(const char *url, int *out_fd, char **bound_url)
     *out_fd = fd;
     return GSB_OK;
 }
+#else /* _WIN32: the client-only build connects over TCP; it never listens */
+
+#include <pthread.h>
+
+static pthread_once_t wsa_once = PTHREAD_ONCE_INIT;
+static int wsa_status = -1;
+
+static void wsa_start(void)
+{
+    WSADATA wd;
+    wsa_status = WSAStartup(MAKEWORD(2, 2), &wd);
+}
+
+int gsb__net_init(void)
+{
+    pthread_once(&wsa_once, wsa_start);
+    if (wsa_status != 0)
+        return gsb__err(GSB_EIO, "cannot start Winsock 2.2 (WSAStartup error %d)", wsa_status);
+    return GSB_OK;
+}
+
+const char *gsb__net_strerror(int err, char *buf, size_t n)
+{
+    DWORD len = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL,
+                               (DWORD)err, 0, buf, (DWORD)n, NULL);
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
+        buf[--len] = '\0';
+    if (len == 0)
+        snprintf(buf, n, "Winsock error %d", err);
+    return buf;
+}
+
+static int connect_err(const char *url, int err)
+{
+    size_t len = strcspn(url, "?");
+    const char *hint = err == WSAECONNREFUSED ? "is gsbd running? (connection refused)"
+                       : err == WSAETIMEDOUT  ? "timed out (is the host reachable and gsbd "
+                                                "running? a firewall?)"
+                       : err == WSAEHOSTUNREACH || err == WSAENETUNREACH
+                           ? "the host is unreachable"
+                           : NULL;
+    char buf[256];
+    return gsb__err(GSB_EIO, "cannot connect to %.*s: %s", (int)len, url,
+                    hint ? hint : gsb__net_strerror(err, buf, sizeof buf));
+}
+
+static int set_opt(SOCKET fd, int level, int opt, int v, const char *name)
+{
+    if (setsockopt(fd, level, opt, (const char *)&v, sizeof v) != 0) {
+        char buf[256];
+        return gsb__err(GSB_EIO, "setsockopt(%s) failed: %s", name,
+                        gsb__net_strerror(WSAGetLastError(), buf, sizeof buf));
+    }
+    return GSB_OK;
+}
+
+int gsb__sock_connect(const char *url, int *out_fd)
+{
+    *out_fd = -1;
+    GSB_TRY(gsb__net_init());
+    gsb__sockaddr_url u;
+    GSB_TRY(gsb__url_parse(url, &u));
+    if (u.is_unix)
+        return gsb__err(GSB_EUNSUPPORTED, "cannot connect to %.*s: the Windows client of gsb "
+                        "speaks TCP only; use tcp://host:port (e.g. tcp://127.0.0.1:7878 for "
+                        "a gsbd in WSL2)", (int)strcspn(url, "?"), url);
+    char port[8];
+    snprintf(port, sizeof port, "%d", u.port);
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    int g = getaddrinfo(u.host, port, &hints, &res);
+    if (g != 0) {
+        char buf[256];
+        return gsb__err(GSB_EIO, "cannot connect to %.*s: cannot resolve host '%s': %s",
+                        (int)strcspn(url, "?"), url, u.host,
+                        gsb__net_strerror(g, buf, sizeof buf));
+    }
+    int last_err = WSAECONNREFUSED;
+    SOCKET fd = INVALID_SOCKET;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        if (fd == INVALID_SOCKET) {
+            last_err = WSAGetLastError();
+            continue;
+        }
+        if (connect(fd, ai->ai_addr, (int)ai->ai_addrlen) == 0)
+            break;
+        last_err = WSAGetLastError();
+        closesocket(fd);
+        fd = INVALID_SOCKET;
+    }
+    freeaddrinfo(res);
+    if (fd == INVALID_SOCKET)
+        return connect_err(url, last_err);
+    int rc = set_opt(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
+    if (rc == GSB_OK)
+        rc = set_opt(fd, SOL_SOCKET, SO_SNDBUF, SOCK_BUF_BYTES, "SO_SNDBUF");
+    if (rc == GSB_OK)
+        rc = set_opt(fd, SOL_SOCKET, SO_RCVBUF, SOCK_BUF_BYTES, "SO_RCVBUF");
+    if (rc != GSB_OK) {
+        closesocket(fd);
+        return rc;
+    }
+    *out_fd = (int)fd; /* kernel handles fit in 32 bits (see compat.h) */
+    return GSB_OK;
+}
+
+int gsb__sock_listen(const char *url, int *out_fd, char **bound_url)
+{
+    *out_fd = -1;
+    *bound_url = NULL;
+    return gsb__err(GSB_EUNSUPPORTED, "cannot listen on %s: this is the Windows client build of "
+                    "libgsb: run gsbd on Linux or in WSL2", url);
+}
+#endif

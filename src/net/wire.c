@@ -14,13 +14,15 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#ifndef _WIN32
+#include <poll.h>
+#include <sys/socket.h>
+#endif
 
 #include "core/error.h"
 
@@ -710,6 +712,17 @@ int gsb__outmsg_add_placed(gsb__outmsg *m, const gsb__wire_array *a)
 
 /* ---- sending ---------------------------------------------------------------- */
 
+#ifdef _WIN32
+static int io_err(const char *what, int err)
+{
+    if (err == WSAECONNRESET || err == WSAECONNABORTED || err == WSAESHUTDOWN)
+        return gsb__err(GSB_EIO, "%s failed: connection closed by the peer", what);
+    if (err == WSAETIMEDOUT)
+        return gsb__err(GSB_EIO, "%s failed: timed out", what);
+    char buf[256];
+    return gsb__err(GSB_EIO, "%s failed: %s", what, gsb__net_strerror(err, buf, sizeof buf));
+}
+#else
 static int io_err(const char *what, int err)
 {
     if (err == EPIPE || err == ECONNRESET)
@@ -718,6 +731,7 @@ static int io_err(const char *what, int err)
         return gsb__err(GSB_EIO, "%s failed: timed out", what);
     return gsb__err(GSB_EIO, "%s failed: %s", what, strerror(err));
 }
+#endif
 
 /* Drop n bytes from the front of iov[0..*cnt), moving *iov past finished parts. */
 static void iov_advance(struct iovec **iov, int *cnt, size_t n)
@@ -733,6 +747,39 @@ static void iov_advance(struct iovec **iov, int *cnt, size_t n)
     }
 }
 
+#ifdef _WIN32
+/* Write all of iov (which is consumed) by WSASend's gather I/O; Windows
+ * cannot pass descriptors, so pass_fd must be -1 (no shm on Windows). */
+static int send_all(int sock, struct iovec *iov, int cnt, int pass_fd)
+{
+    if (pass_fd >= 0)
+        return gsb__err(GSB_EUNSUPPORTED, "file descriptors cannot travel on Windows sockets");
+    WSABUF wb[64];
+    for (;;) {
+        while (cnt > 0 && iov->iov_len == 0) {
+            iov++;
+            cnt--;
+        }
+        if (cnt == 0)
+            return GSB_OK;
+        DWORD k = 0;
+        for (int i = 0; i < cnt && k < 64; i++) {
+            size_t len = iov[i].iov_len;
+            wb[k].buf = (CHAR *)iov[i].iov_base;
+            wb[k].len = (ULONG)(len > ((size_t)1 << 30) ? (size_t)1 << 30 : len);
+            k++;
+            if (len > ((size_t)1 << 30))
+                break; /* a partial part must be the last one of this call */
+        }
+        DWORD w = 0;
+        if (WSASend((SOCKET)(size_t)sock, wb, k, &w, 0, NULL, NULL) != 0)
+            return io_err("send", WSAGetLastError());
+        if (w == 0)
+            return gsb__err(GSB_EIO, "send failed: the socket accepted no bytes");
+        iov_advance(&iov, &cnt, (size_t)w);
+    }
+}
+#else
 /* Write all of iov (which is consumed), in as few sendmsg calls as the kernel
  * allows; pass_fd rides with the first byte. */
 static int send_all(int sock, struct iovec *iov, int cnt, int pass_fd)
@@ -778,6 +825,7 @@ static int send_all(int sock, struct iovec *iov, int cnt, int pass_fd)
         return gsb__err(GSB_EINTERNAL, "a file descriptor cannot travel without bytes");
     return GSB_OK;
 }
+#endif
 
 static int send_hdr_check(uint16_t type, uint64_t req_id, uint64_t length, uint32_t head_len,
                           uint8_t out[GSB__WIRE_HDR_SIZE])
@@ -915,9 +963,13 @@ int gsb__wire_send_empty(int sock, uint16_t type, uint64_t req_id)
 
 static int64_t now_ms(void)
 {
+#ifdef _WIN32
+    return (int64_t)GetTickCount64();
+#else
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+#endif
 }
 
 /* Wait until sock has a byte (or EOF/error) to read; GSB_ECANCELLED on timeout. */
@@ -929,7 +981,7 @@ static int wait_readable(int sock, int timeout_ms)
         if (left < 0)
             left = 0;
         struct pollfd p = {sock, POLLIN, 0};
-        int r = poll(&p, 1, (int)left);
+        int r = gsb__poll(&p, 1, (int)left);
         if (r > 0) {
             if (p.revents & POLLNVAL)
                 return gsb__err(GSB_EIO, "receive failed: not an open socket");
@@ -938,8 +990,9 @@ static int wait_readable(int sock, int timeout_ms)
         if (r == 0)
             return gsb__err(GSB_ECANCELLED, "timed out after %d ms waiting for a frame",
                             timeout_ms);
-        if (errno != EINTR)
-            return io_err("poll", errno);
+        int err = gsb__sock_errno();
+        if (err != EINTR)
+            return io_err("poll", err);
     }
 }
 
@@ -956,12 +1009,19 @@ static int read_full(int sock, void *buf, size_t len, size_t got)
 {
     uint8_t *p = buf;
     while (len > 0) {
+#ifdef _WIN32
+        int r = recv((SOCKET)(size_t)sock, (char *)p, len > INT_MAX ? INT_MAX : (int)len,
+                     MSG_WAITALL);
+        if (r < 0)
+            return io_err("receive", WSAGetLastError());
+#else
         ssize_t r = recv(sock, p, len, MSG_WAITALL);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
             return io_err("receive", errno);
         }
+#endif
         if (r == 0)
             return closed_err(got);
         p += r;
@@ -972,6 +1032,15 @@ static int read_full(int sock, void *buf, size_t len, size_t got)
 }
 
 /* Scatter-read exactly the bytes of iov[0..cnt) (consumed). */
+#ifdef _WIN32
+static int read_iov_full(int sock, struct iovec *iov, int cnt)
+{
+    for (int i = 0; i < cnt; i++)
+        if (iov[i].iov_len > 0)
+            GSB_TRY(read_full(sock, iov[i].iov_base, iov[i].iov_len, 1));
+    return GSB_OK;
+}
+#else
 static int read_iov_full(int sock, struct iovec *iov, int cnt)
 {
     for (;;) {
@@ -996,10 +1065,18 @@ static int read_iov_full(int sock, struct iovec *iov, int cnt)
         iov_advance(&iov, &cnt, (size_t)r);
     }
 }
+#endif
 
 /* Read the 32 header bytes with recvmsg so a descriptor passed with them is
  * caught (received close-on-exec).  At most one fd per frame: extras, and a
  * truncated control message, close everything received and fail. */
+#ifdef _WIN32
+static int read_hdr(int sock, uint8_t hb[GSB__WIRE_HDR_SIZE], int *out_fd)
+{
+    *out_fd = -1; /* no descriptors travel on Windows */
+    return read_full(sock, hb, GSB__WIRE_HDR_SIZE, 0);
+}
+#else
 static int read_hdr(int sock, uint8_t hb[GSB__WIRE_HDR_SIZE], int *out_fd)
 {
     *out_fd = -1;
@@ -1056,6 +1133,7 @@ done:
     }
     return rc;
 }
+#endif
 
 int gsb__wire_recv(int sock, gsb__frame *out, uint64_t max_inline, int timeout_ms)
 {

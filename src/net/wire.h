@@ -17,7 +17,7 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/uio.h>
+#include "net/compat.h" /* struct iovec, sockets on POSIX and Windows */
 
 #include "gsb.h"
 
