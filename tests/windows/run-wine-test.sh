@@ -110,4 +110,15 @@ if ! diff -u "$tmp/linux.txt" "$tmp/wine.txt" >&2; then
     echo "wine test: the Windows client's numbers differ from the Linux client's" >&2; exit 1
 fi
 echo "wine test: $(grep -c . "$tmp/linux.txt") lines identical ($(grep -o '(' "$tmp/linux.txt" | wc -l) floats bit for bit)"
+# the Windows wheel: the Python package with this gsb.dll; check it is whole
+whl=$(python3 "$root/tools/make-windows-wheel.py" "$wb/gsb.dll" "$work/dist")
+python3 - "$whl" <<'PY' || { echo "wine test: the Windows wheel is incomplete" >&2; exit 1; }
+import sys, zipfile
+names = set(zipfile.ZipFile(sys.argv[1]).namelist())
+need = {"gsb/__init__.py", "gsb/_lib.py", "gsb/gsb.dll", "gsb/scripts/windows/gsb-wsl.ps1"}
+missing = need - names
+assert not missing, missing
+assert any(n.endswith(".dist-info/RECORD") for n in names)
+PY
+echo "wine test: Windows wheel $whl"
 echo "wine test: ok"
