@@ -238,19 +238,23 @@ static int km_setup(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw, in
         goto done;
     }
     GSB_CHECK(gsb__tensor_to(km->be, X, &xb));
-    /* mean and variance in X's dtype, as numpy computes them for scikit-learn */
+    /* mean and variance in X's dtype, as numpy computes them for scikit-learn;
+     * the variance only scales tol, so tol == 0 skips its pass over X */
+    double tol = gsb__param_float(c->params, "tol"), mean_var = 0;
     GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, d, 1, &mean_t));
-    GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, d, 1, &var_t));
-    GSB_CHECK(ops->col_moments(km->be, &xb, NULL, &mean_t, &var_t));
+    if (tol != 0)
+        GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, d, 1, &var_t));
+    GSB_CHECK(ops->col_moments(km->be, &xb, NULL, &mean_t, tol != 0 ? &var_t : NULL));
     GSB_CHECK(download_doubles(km->be, &mean_t, km->mean));
-    GSB_CHECK(download_doubles(km->be, &var_t, var));
+    if (tol != 0)
+        GSB_CHECK(download_doubles(km->be, &var_t, var));
     GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, n, d, &km->X));
     GSB_CHECK(ops->col_affine(km->be, &xb, &mean_t, NULL, NULL, &km->X));
 
     /* scikit-learn's _tolerance: tol * mean(var(X, axis=0)), exactly 0 for tol == 0 */
-    double tol = gsb__param_float(c->params, "tol"), mean_var = 0;
-    for (int64_t j = 0; j < d; j++)
-        mean_var += var[j];
+    if (tol != 0)
+        for (int64_t j = 0; j < d; j++)
+            mean_var += var[j];
     km->tol = tol == 0 ? 0 : tol * (mean_var / (double)d);
 
     if (sw) {

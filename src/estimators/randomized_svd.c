@@ -13,6 +13,10 @@
  * iterations) and 'QR' only keep the iterates well conditioned; both span the
  * same subspace, so both run as the backend's QR here (no LU op exists).
  * 'none' does no normalisation, exactly as scikit-learn.
+ *
+ * When the basis is as wide as A (size == an) the sketch and the power
+ * iterations are skipped: the basis is then range(A) itself, taken by one QR
+ * of A (see gsb__rsvd_compute).
  */
 #include "estimators/randomized_svd.h"
 
@@ -112,19 +116,50 @@ int gsb__rsvd_compute(gsb__ctx *c, const gsb__tensor *M, const gsb__rsvd_opts *o
     double *ub = NULL;
     int rc;
     GSB_CHECK(gsb__tensor_alloc(be, M->dtype, am, size, &Y));
-    GSB_CHECK(gsb__tensor_alloc(be, M->dtype, an, size, &Z));
-    GSB_CHECK(ops->rand_normal(be, &Z, o->seed));
-    /* A @ Z is gemm(op(M) = M or M^T); A^T @ Y the other way round */
-    for (int64_t it = 0; it < o->n_iter; it++) {
+    if (size == an) {
+        /*
+         * Full-width sketch (n_components + n_oversamples >= columns of A, as
+         * for 5000 x 20 with 16 components): A Z spans all of range(A) for any
+         * nonsingular an x an Z, and the power iterations A (A^T A)^q Z span
+         * it too, so in exact arithmetic the basis is orth(A) whatever Z and
+         * n_iter are, and B = Q^T A has exactly A's SVD.  Taking Z = I gets
+         * that basis from one QR of A itself: no 2 n_iter gemms and QRs, and
+         * no rounding from an ill-conditioned Gaussian Z or from power
+         * iterates that squash A's small directions (the result is A's thin
+         * SVD to working precision, which is what scikit-learn's randomized
+         * solver approximates here).
+         */
+        if (!tr) {
+            GSB_CHECK(ops->copy(be, &Y, M));
+        } else {
+            double *eye = calloc((size_t)(an * an), sizeof *eye);
+            if (!eye) {
+                rc = gsb__err(GSB_ENOMEM, "out of host memory");
+                goto done;
+            }
+            for (int64_t i = 0; i < an; i++)
+                eye[i * an + i] = 1.0;
+            rc = gsb__tensor_from_f64(be, M->dtype, eye, an, an, &Z);
+            free(eye);
+            if (rc != GSB_OK)
+                goto done;
+            GSB_CHECK(ops->gemm(be, 1, 0, 1.0, M, &Z, 0.0, &Y)); /* Y = M^T = A */
+        }
+    } else {
+        GSB_CHECK(gsb__tensor_alloc(be, M->dtype, an, size, &Z));
+        GSB_CHECK(ops->rand_normal(be, &Z, o->seed));
+        /* A @ Z is gemm(op(M) = M or M^T); A^T @ Y the other way round */
+        for (int64_t it = 0; it < o->n_iter; it++) {
+            GSB_CHECK(ops->gemm(be, tr, 0, 1.0, M, &Z, 0.0, &Y));
+            if (o->normalize)
+                GSB_CHECK(ops->orthonormalize(be, &Y));
+            GSB_CHECK(ops->gemm(be, !tr, 0, 1.0, M, &Y, 0.0, &Z));
+            if (o->normalize)
+                GSB_CHECK(ops->orthonormalize(be, &Z));
+            GSB_CHECK(gsb__progress(c, "power iteration", it, 0.0));
+        }
         GSB_CHECK(ops->gemm(be, tr, 0, 1.0, M, &Z, 0.0, &Y));
-        if (o->normalize)
-            GSB_CHECK(ops->orthonormalize(be, &Y));
-        GSB_CHECK(ops->gemm(be, !tr, 0, 1.0, M, &Y, 0.0, &Z));
-        if (o->normalize)
-            GSB_CHECK(ops->orthonormalize(be, &Z));
-        GSB_CHECK(gsb__progress(c, "power iteration", it, 0.0));
     }
-    GSB_CHECK(ops->gemm(be, tr, 0, 1.0, M, &Z, 0.0, &Y));
     GSB_CHECK(ops->orthonormalize(be, &Y));
     gsb__tensor_free(&Z);
 

@@ -584,6 +584,81 @@ static void test_randomized_random_state(void)
     free(G);
 }
 
+/*
+ * n_components + n_oversamples >= the short side of X (5000 x 20 with 16
+ * components, the default oversampling): the randomized solver's basis then
+ * spans all of X's range and its answer is X's exact truncated SVD, so it
+ * matches 'arpack' (the exact thin SVD here) to rounding, whatever the seed,
+ * n_iter and normalizer; tall and wide X (wide: the work is on X^T), both
+ * dtypes, and a rank-deficient X (duplicated columns) whose range is smaller
+ * than the basis.
+ */
+static void test_randomized_full_width_is_exact(void)
+{
+    testing_seed(52);
+    const int64_t shapes[3][2] = {{300, 9}, {9, 300}, {200, 12}};
+    for (int sh = 0; sh < 3; sh++)
+        for (int f = 0; f < 2; f++) {
+            int64_t n = shapes[sh][0], d = shapes[sh][1], k = 4;
+            gsb_dtype dt = f ? GSB_F32 : GSB_F64;
+            double tol = f ? 2e-4 : 1e-9;
+            double *X = malloc((size_t)(n * d) * sizeof *X);
+            testing_fill_normal(X, n * d);
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < d; j++) {
+                    X[i * d + j] *= 1.0 + (double)j; /* distinct singular values */
+                    if (sh == 2 && j >= 8)           /* rank 8 < 12 columns */
+                        X[i * d + j] = X[i * d + j - 8];
+                }
+            void *x = as_dtype(X, n * d, dt);
+            gsb_array A = gsb_array_2d(x, dt, n, d);
+            gsb_model *ref = make("TruncatedSVD", "{\"n_components\": 4, \"algorithm\": \"arpack\"}");
+            CHECK_OK(gsb_model_fit(ref, &A, NULL));
+            vals rc = get_attr(ref, "components_"), rs = get_attr(ref, "singular_values_");
+            vals rt = call_x(ref, "transform", &A);
+            const char *params[3] = {
+                "{\"n_components\": 4, \"random_state\": 0}",
+                "{\"n_components\": 4, \"random_state\": 7, \"n_iter\": 0}",
+                "{\"n_components\": 4, \"random_state\": 1, \"n_iter\": 9, "
+                "\"power_iteration_normalizer\": \"none\"}"};
+            for (int p = 0; p < 3 && rc.n == k * d && rs.n == k && rt.n == n * k; p++) {
+                gsb_model *m = make("TruncatedSVD", params[p]);
+                vals t = call_x(m, "fit_transform", &A);
+                CHECK(t.rows == n && t.cols == k && t.dt == dt);
+                CHECK(close_all(&t, rt.v, n * k, tol * rs.v[0]));
+                vals_free(&t);
+                vals c = get_attr(m, "components_");
+                CHECK(c.rows == k && c.cols == d && c.dt == dt);
+                CHECK(close_all(&c, rc.v, k * d, tol * 10));
+                vals_free(&c);
+                vals s = get_attr(m, "singular_values_");
+                CHECK(close_all(&s, rs.v, k, tol));
+                for (int64_t j = 0; j < s.n && j < k; j++)
+                    CHECK(fabs(s.v[j] - rs.v[j]) <= tol * rs.v[0]);
+                vals_free(&s);
+                gsb_model_free(m);
+            }
+            /* PCA's randomized solver shares the path: it matches 'full' */
+            gsb_model *pf = make("PCA", "{\"n_components\": 4, \"svd_solver\": \"full\"}");
+            gsb_model *pr = make("PCA", "{\"n_components\": 4, \"svd_solver\": \"randomized\", "
+                                        "\"random_state\": 0}");
+            CHECK_OK(gsb_model_fit(pf, &A, NULL));
+            CHECK_OK(gsb_model_fit(pr, &A, NULL));
+            vals pfc = get_attr(pf, "components_");
+            if (pfc.n == k * d)
+                CHECK_VALS(get_attr(pr, "components_"), pfc.v, k * d, tol * 10);
+            vals_free(&pfc);
+            gsb_model_free(pf);
+            gsb_model_free(pr);
+            vals_free(&rc);
+            vals_free(&rs);
+            vals_free(&rt);
+            gsb_model_free(ref);
+            free(x);
+            free(X);
+        }
+}
+
 static int stop_at_second(void *data, const char *stage, int64_t it, double loss)
 {
     (void)stage;
@@ -843,6 +918,7 @@ int main(void)
     RUN(test_pca_covariance_precision_score);
     RUN(test_randomized_random_state);
     RUN(test_randomized_cancel);
+    RUN(test_randomized_full_width_is_exact);
     RUN(test_tsvd_known);
     RUN(test_tsvd_wide_and_inverse);
     RUN(test_mixed_dtypes);
