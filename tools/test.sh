@@ -25,7 +25,9 @@ cmake --build build-san -j"$jobs"
    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -LE gpu -j"$jobs")
 
 echo "== Windows client: gsb.dll/gsb.exe (mingw-w64) under Wine against this build's gsbd"
-tests/windows/run-wine-test.sh build build/wine-test
+# its work dir (jansson sources, a Wine prefix whose z: drive links to /) stays
+# out of the source tree, which the sdist below packs
+tests/windows/run-wine-test.sh build "${TMPDIR:-/tmp}/gsb-wine-test"
 
 echo "== gsb service under a real systemd user manager (skips where it cannot run)"
 tests/service/systemd_live.sh build

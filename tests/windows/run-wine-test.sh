@@ -8,7 +8,8 @@
 # libgsb and as `wine gsb.exe selftest`, and compares the two outputs byte
 # for byte (every number is printed as %.17g and as its IEEE bits).
 # Prints "wine test: ok" on success.  Needs root (or the packages already
-# installed) for apt-get; WORK_DIR (default LINUX_BUILD_DIR/wine-test) keeps
+# installed) for apt-get; WORK_DIR (default $TMPDIR/gsb-wine-test, outside the
+# source tree: its Wine prefix links z: to /) keeps
 # the jansson and mingw builds and the Wine prefix between runs.
 set -eu
 
@@ -16,7 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 [ $# -ge 1 ] || { echo "usage: $0 LINUX_BUILD_DIR [WORK_DIR]" >&2; exit 2; }
 lbuild=$(cd "$1" && pwd)
-work=${2:-$lbuild/wine-test}
+work=${2:-${TMPDIR:-/tmp}/gsb-wine-test}
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
 [ -x "$lbuild/gsbd" ] && [ -e "$lbuild/libgsb.so" ] || {
