@@ -82,6 +82,7 @@ static int open_remote(const char *url, gsb_session **out)
     pthread_mutex_init(&s->store_lock, NULL);
     pthread_mutex_init(&s->data_lock, NULL);
     gsb__arena_init(&s->arena);
+    atomic_init(&s->refs, 1);
     *out = s;
     return GSB_OK;
 }
@@ -133,16 +134,15 @@ int gsb_open(const char *url, gsb_session **out)
     pthread_mutex_init(&s->store_lock, NULL);
     pthread_mutex_init(&s->data_lock, NULL);
     gsb__arena_init(&s->arena);
+    atomic_init(&s->refs, 1);
     *out = s;
     return GSB_OK;
 }
 
-void gsb_close(gsb_session *s)
+void gsb__session_ref(gsb_session *s) { atomic_fetch_add(&s->refs, 1); }
+
+static void session_destroy(gsb_session *s)
 {
-    if (!s)
-        return;
-    while (s->data_head) /* handles the caller forgot: freed with the session */
-        gsb_data_free(s->data_head);
     if (s->remote)
         gsb__remote_close(s->remote);
     gsb__arena_release_all(s->gpu, &s->arena);
@@ -152,6 +152,18 @@ void gsb_close(gsb_session *s)
     pthread_mutex_destroy(&s->data_lock);
     free(s->data_dir);
     free(s);
+}
+
+void gsb__session_unref(gsb_session *s)
+{
+    if (atomic_fetch_sub(&s->refs, 1) == 1)
+        session_destroy(s);
+}
+
+void gsb_close(gsb_session *s)
+{
+    if (s)
+        gsb__session_unref(s);
 }
 
 int gsb_session_info(gsb_session *s, char **out_json)
@@ -213,6 +225,7 @@ int gsb__model_new(gsb_session *s, const gsb__estimator_desc *est, gsb__model **
     }
     pthread_mutex_init(&m->lock, NULL);
     atomic_init(&m->cancel, 0);
+    gsb__session_ref(s);
     *out = m;
     return GSB_OK;
 }
@@ -270,7 +283,9 @@ void gsb_model_free(gsb_model *m)
     json_decref(m->params);
     json_decref(m->meta);
     pthread_mutex_destroy(&m->lock);
+    gsb_session *s = m->session;
     free(m);
+    gsb__session_unref(s);
 }
 
 const char *gsb_model_estimator(const gsb_model *m) { return m ? m->est->name : NULL; }

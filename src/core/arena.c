@@ -98,17 +98,19 @@ int gsb_arena_alloc(gsb_session *s, size_t nbytes, void **out)
     if (!s || !out)
         return gsb__err(GSB_EINVAL, "gsb_arena_alloc: session and out must not be NULL");
     *out = NULL;
-    if (s->remote)
-        return gsb__remote_arena_alloc(s, nbytes, out);
-    return gsb__arena_alloc(s->gpu, &s->arena, nbytes, out);
+    int rc = s->remote ? gsb__remote_arena_alloc(s, nbytes, out)
+                       : gsb__arena_alloc(s->gpu, &s->arena, nbytes, out);
+    if (rc == GSB_OK)
+        gsb__session_ref(s); /* a block keeps its session */
+    return rc;
 }
 
 void gsb_arena_free(gsb_session *s, void *p)
 {
     if (!s || !p)
         return;
-    if (s->remote)
-        gsb__remote_arena_free(s, p);
-    else
-        gsb__arena_free(s->gpu, &s->arena, p);
+    int freed = s->remote ? gsb__remote_arena_free(s, p)
+                          : gsb__arena_free(s->gpu, &s->arena, p) == GSB_OK;
+    if (freed)
+        gsb__session_unref(s);
 }

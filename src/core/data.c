@@ -122,6 +122,7 @@ static int data_new(gsb_session *s, const gsb_array *a, struct gsb_data **out)
     d->view = *a;
     d->view.data = NULL;
     d->view.strides[0] = d->view.strides[1] = 0;
+    gsb__session_ref(s);
     *out = d;
     return GSB_OK;
 }
@@ -139,8 +140,7 @@ int gsb_data_put(gsb_session *s, const gsb_array *a, gsb_data **out)
     GSB_TRY(data_new(s, a, &d));
     int rc = s->remote ? gsb__remote_data_put(s, a, d) : put_local(s, a, d);
     if (rc != GSB_OK) {
-        gsb__host_free(d->host);
-        free(d);
+        gsb__data_stream_abort(d); /* frees d and its session reference */
         return rc;
     }
     gsb__data_stream_commit(d);
@@ -165,7 +165,9 @@ void gsb__data_stream_abort(struct gsb_data *d)
         return;
     gsb__tensor_free(&d->dev);
     gsb__host_free(d->host);
+    gsb_session *s = d->session;
     free(d);
+    gsb__session_unref(s);
 }
 
 int gsb__data_stream_open(gsb_session *s, const gsb_array *shape, struct gsb_data **out,
@@ -245,6 +247,7 @@ void gsb_data_free(gsb_data *d)
     gsb__tensor_free(&d->dev);
     gsb__host_free(d->host);
     free(d);
+    gsb__session_unref(s);
 }
 
 int gsb__data_resolve(gsb_session *s, const gsb_array *ref, struct gsb_data **out)

@@ -34,6 +34,7 @@ struct gsb_session {
     struct gsb_data *data_head;  /* live data handles (core/data.h) */
     pthread_mutex_t data_lock;
     gsb__arena arena;            /* local sessions' gsb_arena_alloc blocks */
+    atomic_int refs;             /* the caller's + one per model, data handle, arena block */
 };
 
 struct gsb_model {
@@ -58,6 +59,16 @@ typedef struct gsb_model gsb__model;
  * gain from it (see dispatch.c for the cost model).
  */
 const gsb__backend *gsb__session_backend(const gsb_session *s, int64_t rows, int64_t cols);
+
+/*
+ * Sessions are reference-counted: gsb_close drops the caller's reference and
+ * the session goes when its last model, data handle and arena block have
+ * been freed too.  So freeing those after gsb_close (a garbage collector's
+ * order at interpreter exit) is safe, and a model of a remote session can
+ * still tell the server it is gone.
+ */
+void gsb__session_ref(gsb_session *s);
+void gsb__session_unref(gsb_session *s);
 
 /* Allocate a model of est with default parameters. */
 int gsb__model_new(gsb_session *s, const gsb__estimator_desc *est, gsb__model **out);

@@ -1306,9 +1306,9 @@ int gsb__remote_arena_alloc(gsb_session *s, size_t nbytes, void **out)
     return gsb__rarena_alloc(s->remote->arena, nbytes, out);
 }
 
-void gsb__remote_arena_free(gsb_session *s, void *p)
+int gsb__remote_arena_free(gsb_session *s, void *p)
 {
-    gsb__rarena_free(s->remote->arena, p);
+    return gsb__rarena_free(s->remote->arena, p) == 1;
 }
 
 void gsb__remote_get_stats(const struct gsb__remote *r, gsb__remote_stats *out)

@@ -52,6 +52,7 @@ void gsb__remote_data_free(gsb_session *s, struct gsb_data *d);
 /* Unix sessions: memory in a shared segment the server maps (zero copies);
  * TCP: ordinary aligned memory. */
 int gsb__remote_arena_alloc(gsb_session *s, size_t nbytes, void **out);
-void gsb__remote_arena_free(gsb_session *s, void *p);
+/* 1 when p was a block of the session's arena (now freed), else 0 */
+int gsb__remote_arena_free(gsb_session *s, void *p);
 
 #endif

@@ -84,7 +84,8 @@ static void test_bad_handles(void)
     gsb_model *m = NULL;
     CHECK_OK(gsb_model_create(t, "LinearRegression", NULL, &m));
     CHECK_ERR(gsb_model_fit(m, &ref, &Y), GSB_EINVAL, "another session");
-    CHECK_ERR(gsb_data_put(s, &ref, &d), GSB_EINVAL, "already a data handle");
+    gsb_data *not_made = NULL;
+    CHECK_ERR(gsb_data_put(s, &ref, &not_made), GSB_EINVAL, "already a data handle");
     gsb_data *d2 = NULL;
     CHECK_OK(gsb_data_put(t, &X, &d2));
     gsb_array ref2 = gsb_data_array(d2);
@@ -97,9 +98,11 @@ static void test_bad_handles(void)
     CHECK_OK(gsb_data_put(t, &X, &d2));
     ref2 = gsb_data_array(d2);
     CHECK_ERR(gsb_model_fit(m, &ref2, &Y), GSB_EINVAL, "Input X contains NaN");
+    gsb_data_free(d2);
     gsb_model_free(m);
-    gsb_close(s); /* frees d, which the caller forgot */
+    gsb_close(s); /* d keeps s alive: freeing it after the close is safe ... */
     gsb_close(t);
+    gsb_data_free(d); /* ... and releases s */
 }
 
 static void test_arena(void)
@@ -124,8 +127,11 @@ static void test_arena(void)
     static char not_arena[16];
     gsb_arena_free(s, not_arena); /* not arena memory: ignored, no crash */
     gsb_arena_free(s, p);
-    /* q is released with the session */
-    gsb_close(s);
+    gsb_model *late = NULL;
+    CHECK_OK(gsb_model_create(s, "KMeans", NULL, &late));
+    gsb_close(s);         /* the caller's reference; q and late keep the session */
+    gsb_model_free(late); /* after the close, as a garbage collector may */
+    gsb_arena_free(s, q); /* the last reference: the session goes */
 }
 
 int main(void)
