@@ -107,6 +107,12 @@ typedef struct gsb_session gsb_session;
  * The session is thread-safe.
  */
 GSB_API int gsb_open(const char *url, gsb_session **out);
+/*
+ * Drops the caller's reference.  Models, data handles and arena blocks of the
+ * session keep it alive until they are freed too (in any order, before or
+ * after gsb_close); the session, its store and its connections go with the
+ * last of them.
+ */
 GSB_API void gsb_close(gsb_session *s);
 /*
  * JSON about the session: for "local", the engine (version, backends, device);
