@@ -39,7 +39,7 @@ gsb_array gsb_array_2d(void *data, gsb_dtype dtype, int64_t rows, int64_t cols)
             return gsb__err(GSB_EINVAL, "%s: %s must not be NULL", __func__, what); \
     } while (0)
 
-static int parse_json_object(const char *text, json_t **out)
+int gsb__json_parse_object(const char *text, json_t **out)
 {
     *out = NULL;
     if (!text || !*text) {
@@ -59,7 +59,7 @@ static int parse_json_object(const char *text, json_t **out)
     return GSB_OK;
 }
 
-static int dump_json(const json_t *v, char **out)
+int gsb__json_dump(const json_t *v, char **out)
 {
     *out = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     return *out ? GSB_OK : gsb__err(GSB_ENOMEM, "out of memory");
@@ -189,7 +189,7 @@ int gsb_session_info(gsb_session *s, char **out_json)
                                                        (json_int_t)total_b, "free",
                                                        (json_int_t)free_b));
     gsb__err_clear();
-    int rc = dump_json(o, out_json);
+    int rc = gsb__json_dump(o, out_json);
     json_decref(o);
     return rc;
 }
@@ -259,7 +259,7 @@ int gsb_model_create(gsb_session *s, const char *estimator, const char *params_j
     if (s->remote)
         return gsb__remote_model_create(s, est, params_json, out);
     json_t *update;
-    GSB_TRY(parse_json_object(params_json, &update));
+    GSB_TRY(gsb__json_parse_object(params_json, &update));
     gsb__model *m = NULL;
     int rc = gsb__model_new(s, est, &m);
     if (rc == GSB_OK) {
@@ -307,7 +307,7 @@ int gsb_model_set_params(gsb_model *m, const char *params_json)
     if (m->session->remote)
         return gsb__remote_set_params(m, params_json);
     json_t *update;
-    GSB_TRY(parse_json_object(params_json, &update));
+    GSB_TRY(gsb__json_parse_object(params_json, &update));
     pthread_mutex_lock(&m->lock);
     int rc = gsb__params_update(m->est, m->params, update);
     pthread_mutex_unlock(&m->lock);
@@ -322,7 +322,7 @@ int gsb_model_get_params(const gsb_model *m, char **out_json)
     if (m->session->remote)
         return gsb__remote_get_params((gsb__model *)m, out_json);
     pthread_mutex_lock((pthread_mutex_t *)&m->lock);
-    int rc = dump_json(m->params, out_json);
+    int rc = gsb__json_dump(m->params, out_json);
     pthread_mutex_unlock((pthread_mutex_t *)&m->lock);
     return rc;
 }
@@ -338,7 +338,7 @@ int gsb_model_set_meta(gsb_model *m, const char *json_object)
     if (m->session->remote)
         return gsb__remote_set_meta(m, json_object);
     json_t *meta;
-    GSB_TRY(parse_json_object(json_object, &meta));
+    GSB_TRY(gsb__json_parse_object(json_object, &meta));
     pthread_mutex_lock(&m->lock);
     json_decref(m->meta);
     m->meta = meta;
@@ -354,7 +354,7 @@ int gsb_model_get_meta(const gsb_model *m, char **out_json)
     if (mm->session->remote)
         return gsb__remote_get_meta(mm, out_json);
     pthread_mutex_lock(&mm->lock);
-    int rc = mm->meta ? dump_json(mm->meta, out_json)
+    int rc = mm->meta ? gsb__json_dump(mm->meta, out_json)
                       : ((*out_json = strdup("{}")) ? GSB_OK
                                                      : gsb__err(GSB_ENOMEM, "out of memory"));
     pthread_mutex_unlock(&mm->lock);
@@ -454,7 +454,7 @@ int gsb_model_call(gsb_model *m, const char *method, const gsb_array *const *inp
     if (m->session->remote)
         return gsb__remote_call(m, method, inputs, n_inputs, options_json, out);
     json_t *options;
-    GSB_TRY(parse_json_object(options_json, &options));
+    GSB_TRY(gsb__json_parse_object(options_json, &options));
     gsb__nlist results = {0};
     pthread_mutex_lock(&m->lock);
     int rc = gsb__dispatch(m, method, inputs, n_inputs, options, &results);
@@ -521,7 +521,7 @@ int gsb_model_list_attrs(const gsb_model *m, char **out_json)
         if (mm->attrs.names[i][0] != '_')
             json_array_append_new(arr, json_string(mm->attrs.names[i]));
     pthread_mutex_unlock(&mm->lock);
-    int rc = dump_json(arr, out_json);
+    int rc = gsb__json_dump(arr, out_json);
     json_decref(arr);
     return rc;
 }

@@ -31,33 +31,8 @@ static int check_array(const gsb_array *a)
 static int64_t rows_of(const gsb_array *a) { return a->ndim == 0 ? 1 : a->shape[0]; }
 static int64_t cols_of(const gsb_array *a) { return a->ndim == 2 ? a->shape[1] : 1; }
 
-/* Byte strides with 0 ("contiguous C order") made explicit. */
-static void strides_of(const gsb_array *a, int64_t *s0, int64_t *s1)
-{
-    int64_t isz = (int64_t)gsb_dtype_size(a->dtype);
-    *s0 = a->strides[0];
-    *s1 = a->strides[1];
-    if (a->ndim == 2 && *s0 == 0 && *s1 == 0) {
-        *s0 = cols_of(a) * isz;
-        *s1 = isz;
-    } else if (a->ndim == 1 && *s0 == 0) {
-        *s0 = isz;
-    }
-}
-
-static int is_c_contiguous(const gsb_array *a)
-{
-    int64_t s0, s1, isz = (int64_t)gsb_dtype_size(a->dtype);
-    strides_of(a, &s0, &s1);
-    if (a->ndim == 0)
-        return 1;
-    if (a->ndim == 1)
-        return s0 == isz || a->shape[0] <= 1;
-    return (s1 == isz || a->shape[1] <= 1) && (s0 == a->shape[1] * isz || a->shape[0] <= 1);
-}
-
-/* A contiguous C-order host copy of any layout.  Large copies use every
- * core: fresh pages fault in parallel, which is most of a big copy's cost. */
+/* A contiguous C-order host copy of any layout, on every core for large
+ * arrays (fresh pages then fault in parallel, most of a big copy's cost). */
 static int copy_to_host(const gsb_array *a, void **out)
 {
     int64_t rows = rows_of(a), cols = cols_of(a);
@@ -65,27 +40,22 @@ static int copy_to_host(const gsb_array *a, void **out)
     if (rows > 0 && cols > (int64_t)(SIZE_MAX / isz) / rows)
         return gsb__err(GSB_EINVAL, "gsb_data_put: array too large");
     size_t nbytes = (size_t)(rows * cols) * isz;
-    char *dst = gsb__host_alloc(nbytes);
-    if (!dst)
+    void *buf = gsb__host_alloc(nbytes);
+    if (!buf)
         return gsb__err(GSB_ENOMEM, "cannot allocate %zu bytes for a data handle", nbytes);
-    const char *src = a->data;
-    if (is_c_contiguous(a)) {
-        const size_t block = (size_t)4 << 20;
-        int64_t nblocks = (int64_t)((nbytes + block - 1) / block);
-#pragma omp parallel for schedule(static) if (nblocks > 4)
-        for (int64_t b = 0; b < nblocks; b++) {
-            size_t off = (size_t)b * block;
-            memcpy(dst + off, src + off, nbytes - off < block ? nbytes - off : block);
+    gsb__tensor dst = gsb__tensor_host_view(buf, a->dtype, rows, cols);
+    if (gsb__array_is_c_contiguous(a)) {
+        const gsb__backend *cpu = gsb__cpu_backend();
+        gsb__tensor src = gsb__tensor_host_view(a->data, a->dtype, rows, cols);
+        int rc = cpu->ops->copy(cpu, &dst, &src); /* a parallel memcpy */
+        if (rc != GSB_OK) {
+            gsb__host_free(buf);
+            return rc;
         }
     } else {
-        int64_t s0, s1;
-        strides_of(a, &s0, &s1);
-#pragma omp parallel for schedule(static) if (rows * cols > (1 << 18))
-        for (int64_t i = 0; i < rows; i++)
-            for (int64_t j = 0; j < cols; j++)
-                memcpy(dst + (size_t)(i * cols + j) * isz, src + i * s0 + j * s1, isz);
+        gsb__array_gather(a, rows, cols, &dst);
     }
-    *out = dst;
+    *out = buf;
     return GSB_OK;
 }
 
@@ -101,7 +71,7 @@ static int put_local(gsb_session *s, const gsb_array *a, struct gsb_data *d)
     if (!wants_device(s, a))
         return copy_to_host(a, &d->host);
     void *packed = NULL;
-    if (!is_c_contiguous(a))
+    if (!gsb__array_is_c_contiguous(a))
         GSB_TRY(copy_to_host(a, &packed));
     gsb__tensor hv = gsb__tensor_host_view(packed ? packed : a->data, a->dtype, rows_of(a),
                                            cols_of(a));

@@ -76,6 +76,12 @@ int gsb__model_new(gsb_session *s, const gsb__estimator_desc *est, gsb__model **
 /* A result that takes over list's tensors (host, owned); list is left empty. */
 int gsb__result_from(gsb__nlist *list, gsb_result **out);
 
+/* JSON text -> a new object ("" or NULL: {}), with the API's messages for bad
+ * text; and an object -> compact text (caller frees).  Local and remote
+ * sessions parse and print the same way. */
+int gsb__json_parse_object(const char *text, json_t **out);
+int gsb__json_dump(const json_t *v, char **out);
+
 /* Look up a registered estimator; clear errors for unknown or planned names. */
 int gsb__find_estimator(const char *name, const gsb__estimator_desc **out);
 

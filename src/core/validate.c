@@ -32,8 +32,7 @@ static double read_elem(const char *p, gsb_dtype dt)
     return 0;
 }
 
-/* Gather a (rows x cols) strided array into dst (contiguous, dst's dtype). */
-static void gather(const gsb_array *a, int64_t rows, int64_t cols, gsb__tensor *dst)
+void gsb__array_gather(const gsb_array *a, int64_t rows, int64_t cols, gsb__tensor *dst)
 {
     int64_t s0 = a->ndim >= 1 ? stride_of(a, 0) : 0;
     int64_t s1 = a->ndim == 2 ? stride_of(a, 1) : 0;
@@ -44,7 +43,7 @@ static void gather(const gsb_array *a, int64_t rows, int64_t cols, gsb__tensor *
             gsb__tensor_set(dst, i * cols + j, read_elem(base + i * s0 + j * s1, a->dtype));
 }
 
-static int is_c_contiguous(const gsb_array *a)
+int gsb__array_is_c_contiguous(const gsb_array *a)
 {
     if (a->strides[0] == 0 && a->strides[1] == 0)
         return 1;
@@ -178,11 +177,11 @@ int gsb__validate_array(const gsb_array *a, const gsb__validate_spec *spec, gsb_
     int ndim = sh.ndim;
     gsb_dtype dt = sh.dtype;
 
-    if (a->dtype == dt && is_c_contiguous(a)) {
+    if (a->dtype == dt && gsb__array_is_c_contiguous(a)) {
         *out = gsb__tensor_host_view(a->data, dt, rows, cols);
     } else {
         GSB_TRY(gsb__tensor_alloc(gsb__cpu_backend(), dt, rows, cols, out));
-        gather(a, rows, cols, out);
+        gsb__array_gather(a, rows, cols, out);
     }
     out->ndim = ndim;
 

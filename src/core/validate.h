@@ -35,6 +35,12 @@ typedef struct gsb__validated_shape {
 int gsb__validate_shape(const gsb_array *a, const gsb__validate_spec *spec,
                         gsb__validated_shape *out);
 
+/* a's bytes are contiguous in C order (strides {0, 0} or equivalent) */
+int gsb__array_is_c_contiguous(const gsb_array *a);
+/* Gather a (rows x cols, any strides) into host tensor dst (contiguous, dst's
+ * dtype; ints and floats convert); every core for large arrays. */
+void gsb__array_gather(const gsb_array *a, int64_t rows, int64_t cols, gsb__tensor *dst);
+
 /* 0 when every element of host tensor t is finite, 1 on a NaN, 2 on an infinity */
 int gsb__host_nonfinite(const gsb__tensor *t);
 /* scikit-learn's message for gsb__host_nonfinite's answer bad (1 or 2) */

@@ -70,33 +70,6 @@ struct gsb__remote {
  * the current one must copy it first. */
 static void errcopy(char buf[ERRCOPY]) { snprintf(buf, ERRCOPY, "%s", gsb_errmsg()); }
 
-/* The same parsing and messages as a local session (api.c). */
-static int parse_object(const char *text, json_t **out)
-{
-    *out = NULL;
-    if (!text || !*text) {
-        *out = json_object();
-        return *out ? GSB_OK : gsb__err(GSB_ENOMEM, "out of memory");
-    }
-    json_error_t jerr;
-    json_t *v = json_loads(text, 0, &jerr);
-    if (!v)
-        return gsb__err(GSB_EINVAL, "invalid JSON at line %d column %d: %s", jerr.line,
-                        jerr.column, jerr.text);
-    if (!json_is_object(v)) {
-        json_decref(v);
-        return gsb__err(GSB_EINVAL, "expected a JSON object");
-    }
-    *out = v;
-    return GSB_OK;
-}
-
-static int dump(const json_t *v, char **out)
-{
-    *out = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    return *out ? GSB_OK : gsb__err(GSB_ENOMEM, "out of memory");
-}
-
 static uint64_t next_id(gsb__remote *r) { return atomic_fetch_add(&r->next_req, 1); }
 
 static int protocol_error(const gsb__remote *r, const char *what)
@@ -938,7 +911,7 @@ int gsb__remote_info(struct gsb__remote *r, char **out_json)
          json_object_set_new(o, "url", json_string(r->url))))
         rc = gsb__err(GSB_ENOMEM, "out of memory");
     if (rc == GSB_OK)
-        rc = dump(o, out_json);
+        rc = gsb__json_dump(o, out_json);
     json_decref(o);
     rpc_end(&c, 1);
     return rc;
@@ -982,7 +955,7 @@ int gsb__remote_model_create(gsb_session *s, const gsb__estimator_desc *est,
 {
     *out = NULL;
     json_t *params;
-    GSB_TRY(parse_object(params_json, &params));
+    GSB_TRY(gsb__json_parse_object(params_json, &params));
     gsb__model *m;
     int rc = gsb__model_new(s, est, &m);
     if (rc != GSB_OK) {
@@ -1037,7 +1010,7 @@ static int model_json(gsb__model *m, const char *op, json_t *head, const char *k
     if (rc == GSB_OK) {
         if (out) {
             json_t *v = json_object_get(c.reply.head, key);
-            rc = v ? dump(v, out) : protocol_error(R(m), key);
+            rc = v ? gsb__json_dump(v, out) : protocol_error(R(m), key);
         }
         rpc_end(&c, 1);
     }
@@ -1054,7 +1027,7 @@ static int model_head_with(const gsb__model *m, const char *op, const char *key,
                            const char *json_text, json_t **out)
 {
     json_t *v;
-    GSB_TRY(parse_object(json_text, &v));
+    GSB_TRY(gsb__json_parse_object(json_text, &v));
     *out = model_head(m, op);
     if (!*out || json_object_set_new(*out, key, v) != 0) {
         json_decref(*out);
@@ -1113,7 +1086,7 @@ int gsb__remote_call(gsb__model *m, const char *method, const gsb_array *const *
         *out = NULL;
     gsb__remote *r = R(m);
     json_t *options;
-    GSB_TRY(parse_object(options_json, &options));
+    GSB_TRY(gsb__json_parse_object(options_json, &options));
     rpc c;
     rpc_init(&c, r, "model.call");
     gsb__outmsg msg;
@@ -1254,7 +1227,7 @@ int gsb__remote_list(gsb_session *s, char **out_json)
     rpc_init(&c, s->remote, "store.list");
     GSB_TRY(rpc_run(&c, json_pack("{s:s}", "op", "store.list"), NULL, NULL, -1, NULL, 0));
     json_t *v = json_object_get(c.reply.head, "models");
-    int rc = json_is_array(v) ? dump(v, out_json) : protocol_error(s->remote, "no models list");
+    int rc = json_is_array(v) ? gsb__json_dump(v, out_json) : protocol_error(s->remote, "no models list");
     rpc_end(&c, 1);
     return rc;
 }

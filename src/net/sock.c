@@ -230,6 +230,25 @@ static int connect_timed(int fd, const struct sockaddr *sa, socklen_t salen, int
     return err;
 }
 
+/* A blocking connect to a Unix socket path (a full backlog makes it wait, not
+ * fail): 0 and the descriptor, or the errno (-1 when no socket was made). */
+static int unix_connect(const struct sockaddr_un *sa, int *out_fd)
+{
+    *out_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*out_fd < 0)
+        return -1;
+    int r;
+    do
+        r = connect(*out_fd, (const struct sockaddr *)sa, sizeof *sa);
+    while (r != 0 && errno == EINTR);
+    if (r == 0)
+        return 0;
+    int err = errno;
+    close(*out_fd);
+    *out_fd = -1;
+    return err;
+}
+
 int gsb__sock_connect(const char *url, int *out_fd)
 {
     *out_fd = -1;
@@ -238,19 +257,11 @@ int gsb__sock_connect(const char *url, int *out_fd)
     if (u.is_unix) {
         struct sockaddr_un sa;
         unix_addr(&u, &sa);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
+        int fd, err = unix_connect(&sa, &fd);
+        if (err < 0)
             return gsb__err(GSB_EIO, "cannot create a socket: %s", strerror(errno));
-        /* blocking: a full backlog makes a Unix connect wait, not fail */
-        int r;
-        do
-            r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
-        while (r != 0 && errno == EINTR);
-        if (r != 0) {
-            int err = errno;
-            close(fd);
+        if (err > 0)
             return connect_err(url, err);
-        }
         int rc = set_buffers(fd);
         if (rc != GSB_OK) {
             close(fd);
@@ -324,16 +335,12 @@ static int listen_unix(const char *url, const gsb__sockaddr_url *u, int *out_fd,
                             "(not replaced)", (int)strcspn(url, "?"), url, u->path);
         /* a socket file: live if someone answers on it, stale (left by a
          * server that died) if the connection is refused */
-        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (probe < 0)
+        int probe, err = unix_connect(&sa, &probe);
+        if (err < 0)
             return gsb__err(GSB_EIO, "cannot create a socket: %s", strerror(errno));
-        int r;
-        do
-            r = connect(probe, (struct sockaddr *)&sa, sizeof sa);
-        while (r != 0 && errno == EINTR);
-        int err = errno;
-        close(probe);
-        if (r == 0)
+        if (probe >= 0)
+            close(probe);
+        if (err == 0)
             return gsb__err(GSB_EIO, "cannot listen on %.*s: already in use (a server answers "
                             "on %s)", (int)strcspn(url, "?"), url, u->path);
         if (err != ECONNREFUSED)
