@@ -67,15 +67,19 @@ SRC
 fi
 
 # ---- gsb.dll and gsb.exe --------------------------------------------------------
-wb=$work/mingw
+# Per checkout: CMake refuses a build dir configured from another source tree,
+# and several clones (CI, a fresh-clone check) may share one WORK_DIR.
+tree=$work/tree-$(printf '%s' "$root" | cksum | cut -d' ' -f1)
+mkdir -p "$tree"
+wb=$tree/mingw
 cmake -S "$root/windows" -B "$wb" -DCMAKE_TOOLCHAIN_FILE="$root/windows/mingw-w64.cmake" \
-    -DJANSSON_ROOT="$jroot" -DCMAKE_BUILD_TYPE=Release >"$work/mingw.log" 2>&1 &&
-cmake --build "$wb" -j2 >>"$work/mingw.log" 2>&1 || {
-    tail -30 "$work/mingw.log" >&2; echo "wine test: the mingw build failed" >&2; exit 1; }
+    -DJANSSON_ROOT="$jroot" -DCMAKE_BUILD_TYPE=Release >"$tree/mingw.log" 2>&1 &&
+cmake --build "$wb" -j2 >>"$tree/mingw.log" 2>&1 || {
+    tail -30 "$tree/mingw.log" >&2; echo "wine test: the mingw build failed" >&2; exit 1; }
 
 # ---- the native twin of the self-test -------------------------------------------
 cc -std=c11 -O1 -Wall -Wextra -Werror -DGSB_SELFTEST_MAIN -I"$root/include" -I"$here" \
-    "$here/selftest.c" -o "$work/selftest-linux" -L"$lbuild" -lgsb -Wl,-rpath,"$lbuild"
+    "$here/selftest.c" -o "$tree/selftest-linux" -L"$lbuild" -lgsb -Wl,-rpath,"$lbuild"
 
 # ---- a gsbd on a free loopback port -----------------------------------------------
 tmp=$(mktemp -d)
@@ -91,13 +95,13 @@ url=tcp://127.0.0.1:$port
     >"$tmp/gsbd.out" 2>&1 &
 gsbd_pid=$!
 i=0
-until "$work/selftest-linux" "$url" >/dev/null 2>&1 || [ $i -ge 100 ]; do
+until "$tree/selftest-linux" "$url" >/dev/null 2>&1 || [ $i -ge 100 ]; do
     kill -0 "$gsbd_pid" 2>/dev/null || { cat "$tmp/gsbd.out" >&2; echo "wine test: gsbd died" >&2; exit 1; }
     sleep 0.1; i=$((i + 1))
 done
 
 # ---- run both, compare ----------------------------------------------------------
-"$work/selftest-linux" "$url" >"$tmp/linux.txt" 2>&1 || {
+"$tree/selftest-linux" "$url" >"$tmp/linux.txt" 2>&1 || {
     cat "$tmp/linux.txt" >&2; echo "wine test: the native self-test failed" >&2; exit 1; }
 export WINEPREFIX="$work/wineprefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 [ -d "$WINEPREFIX" ] || wineboot -i >"$work/wineboot.log" 2>&1 || true
@@ -112,7 +116,7 @@ if ! diff -u "$tmp/linux.txt" "$tmp/wine.txt" >&2; then
 fi
 echo "wine test: $(grep -c . "$tmp/linux.txt") lines identical ($(grep -o '(' "$tmp/linux.txt" | wc -l) floats bit for bit)"
 # the Windows wheel: the Python package with this gsb.dll; check it is whole
-whl=$(python3 "$root/tools/make-windows-wheel.py" "$wb/gsb.dll" "$work/dist")
+whl=$(python3 "$root/tools/make-windows-wheel.py" "$wb/gsb.dll" "$tree/dist")
 python3 - "$whl" <<'PY' || { echo "wine test: the Windows wheel is incomplete" >&2; exit 1; }
 import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
