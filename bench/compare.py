@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 import sklearn
-from sklearn import cluster, decomposition, linear_model, neighbors, preprocessing
+from sklearn import cluster, decomposition, linear_model, neighbors, preprocessing, svm
 
 # name, gsb estimator, gsb params, sklearn factory, n, d, target, n_query, method
 FULL = [
@@ -72,11 +72,25 @@ GPU = [
      1_000_000, 256, "none", 0, "transform", 5),
 ]
 
+# Estimators timed only at the small size: their fits grow faster than n
+# (kernel SVMs) or their large-size twin above already covers the op.
+SMALL_ONLY = [
+    ("SVC(rbf) binary", "SVC", {}, svm.SVC, 5000, 20, "bin", 0, "predict"),
+    ("SVC(rbf) 8 classes", "SVC", {}, svm.SVC, 5000, 20, "multi", 0, "predict"),
+    ("SVR(rbf)", "SVR", {}, svm.SVR, 5000, 20, "reg", 0, "predict"),
+    ("NearestNeighbors k=5", "NearestNeighbors", {}, neighbors.NearestNeighbors,
+     5000, 20, "none", 1000, "kneighbors"),
+    ("KNeighborsRegressor k=5", "KNeighborsRegressor", {}, neighbors.KNeighborsRegressor,
+     5000, 20, "reg", 1000, "predict"),
+]
+
 # at 5000 x 20, gsb (device=auto) may take at most 1.2x scikit-learn's time
 SMALL = [(name.split(" ")[0] + " 5000 x 20", est, params, factory, 5000, 20, target,
           min(nq, 1000), method, round(1 / 1.2, 2))
          for (name, est, params, factory, n, d, target, nq, method) in FULL
-         if "randomized" not in name]
+         if "randomized" not in name] + [
+    (name + " 5000 x 20", est, params, factory, n, d, target, nq, method, round(1 / 1.2, 2))
+    for (name, est, params, factory, n, d, target, nq, method) in SMALL_ONLY]
 
 
 def make_data(n, d, target, dtype, rng):
@@ -151,8 +165,12 @@ def main():
             sk_fit, sk_pred = time_sklearn(case, dtype, sk_repeats, rng)
             g_fit, g_pred = time_gsb(case, dtype, args.repeats, args.bench)
             target = ""
-            if len(case) > 9:  # the targets are on the fit (the main cost)
-                target = f">= {case[9]}x: {'met' if sk_fit / g_fit >= case[9] else 'MISSED'}"
+            if len(case) > 9:
+                # speed-up targets (> 1) are on the fit, the main cost; the
+                # small-data rule (< 1: at most 1.2x scikit-learn's time) holds
+                # for the fit and the prediction alike
+                ratios = [sk_fit / g_fit] + ([sk_pred / g_pred] if case[9] < 1 else [])
+                target = f">= {case[9]}x: {'met' if min(ratios) >= case[9] else 'MISSED'}"
             print(f"| {case[0]} | {dtype_name} | {sk_fit:.1f} | {g_fit:.1f} | "
                   f"{sk_fit / g_fit:.2f}x | {sk_pred:.1f} | {g_pred:.1f} | "
                   f"{sk_pred / g_pred:.2f}x | {target} |", flush=True)
