@@ -133,6 +133,25 @@ typedef struct gsb__backend_ops {
      * counts (KMeans's convergence test relies on it) */
     int (*segment_sum)(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *labels,
                        const gsb__tensor *w, gsb__tensor *sums, gsb__tensor *counts);
+    /* Greedy k-means++ (scikit-learn's _kmeans_plusplus), `steps` centres a
+     * call, so the caller can report progress and cancel between calls.
+     *   X (n x d, n >= 1), w (n, GSB_F64, may be NULL: all ones);
+     *   closest (n, GSB_F64): each row's squared distance to its nearest
+     *   centre chosen so far, and *pot the potential as tracked.
+     *   first >= 0: start afresh with row `first` as the only centre
+     *   (closest = its distances, *pot = sum_i w_i closest_i: outputs only);
+     *   first < 0: continue from closest and *pot.
+     * Step s draws `trials` (>= 1) candidates: candidate t is the first row i
+     * with cumsum(w * closest)[i] >= u[s * trials + t] * *pot, clamped to
+     * n - 1 (u: steps * trials numbers in [0, 1), host); its potential is
+     * sum_i w_i min(closest_i, D_i), D_i = sum_j (x_ij - c_j)^2 in double.
+     * The first of the lowest potentials wins: chosen[s] (host) = its row,
+     * closest = min(closest, D), *pot = its potential.  The sums may
+     * associate differently per backend (so a draw within rounding of a
+     * boundary may pick a neighbouring row) but repeat bitwise on each. */
+    int (*kmeanspp)(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *w,
+                    int64_t first, const double *u, int64_t steps, int64_t trials,
+                    gsb__tensor *closest, double *pot, int64_t *chosen);
     /* LogisticRegression objective without the penalty: multinomial (K >= 3)
      * or binary (K == 1 column, sigmoid) log-loss.
      *   X (n x d), y (n, GSB_I32 class index; binary: 0/1), w (n, may be NULL),
@@ -177,7 +196,7 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 1
+#define GSB__BACKEND_ABI 2 /* 2: kmeanspp */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

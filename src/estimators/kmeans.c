@@ -14,7 +14,7 @@
  * (labels unchanged) gets by without them is explained above lloyd().
  *
  * Initialisation: greedy k-means++ (D^2 sampling with 2 + int(log(k)) local
- * trials, scored with the pairwise op over blocks of rows), 'random' (a
+ * trials, in the backend's kmeanspp op), 'random' (a
  * weighted draw without replacement) or an explicit array, the optional fit
  * input "init", which overrides the 'init' parameter as an array would in
  * scikit-learn.  Random numbers come from core/rng.h: a given random_state is
@@ -97,14 +97,6 @@ static void round_to_dtype(gsb_dtype dt, double *v, int64_t n)
     if (dt == GSB_F32)
         for (int64_t i = 0; i < n; i++)
             v[i] = (float)v[i];
-}
-
-static double weighted_sum(const double *v, const double *w, int64_t n)
-{
-    double s = 0;
-    for (int64_t i = 0; i < n; i++)
-        s += w[i] * v[i];
-    return s;
 }
 
 /* numpy's searchsorted on a nondecreasing array: first i with a[i] >= v
@@ -323,107 +315,64 @@ static int km_fetch_estep(km_data *km, int32_t *labels)
 
 /* ---- initialisation ---------------------------------------------------- */
 
-/*
- * Squared distances from every row of the centred X to the m rows of Y (host
- * doubles), into D (n x m host doubles).  The pairwise op runs on blocks of
- * rows so the backend never holds more than about 4M distances at once.
- */
-static int distances_to(const km_data *km, const double *Y, int64_t m, double *D)
-{
-    const gsb__backend *be = km->be;
-    int64_t block = (INT64_C(1) << 22) / m;
-    if (block < 1)
-        block = 1;
-    if (block > km->n)
-        block = km->n;
-    gsb__tensor yt = GSB__TENSOR_NONE, dt = GSB__TENSOR_NONE;
-    int rc = GSB_OK;
-    GSB_CHECK(gsb__tensor_alloc(be, km->dtype, m, km->d, &yt));
-    GSB_CHECK(upload_doubles(be, Y, &yt));
-    GSB_CHECK(gsb__tensor_alloc(be, km->dtype, block, m, &dt));
-    for (int64_t r0 = 0; r0 < km->n; r0 += block) {
-        int64_t rows = km->n - r0 < block ? km->n - r0 : block;
-        gsb__tensor xv = row_view(&km->X, r0, rows);
-        gsb__tensor dv = row_view(&dt, 0, rows);
-        GSB_CHECK(be->ops->pairwise(be, &xv, &yt, GSB__METRIC_SQEUCLIDEAN, &dv));
-        GSB_CHECK(download_doubles(be, &dv, D + r0 * m));
-    }
-done:
-    gsb__tensor_free(&yt);
-    gsb__tensor_free(&dt);
-    return rc;
-}
+/* Most row x column x candidate work per kmeanspp call: between calls the
+ * fit reports progress and notices a cancel (about 0.1 s of CPU work, a few
+ * GPU steps per synchronisation). */
+#define KPP_CALL_WORK ((int64_t)1 << 31)
 
 /*
  * Greedy k-means++ (scikit-learn's _kmeans_plusplus): the first centre is a
  * row drawn with probability w_i / sum(w); each next one is the best, by the
  * weighted potential sum_i w_i min(D^2_i, d(x_i, cand)^2), of n_local_trials
- * rows drawn with probability proportional to w_i D^2_i.
+ * rows drawn with probability proportional to w_i D^2_i.  The steps run in
+ * the backend's kmeanspp op, on the centred X where it lives (on the GPU the
+ * n distances never come to the host); this draws the random numbers, in
+ * the order the steps use them, and reports progress between calls.
  */
 static int init_kmeanspp(gsb__ctx *c, km_data *km, gsb__rng *rng, double *C)
 {
+    const gsb__backend *be = km->be;
     int64_t n = km->n, d = km->d, k = km->k;
     int64_t trials = 2 + (int64_t)log((double)k);
-    double *closest = alloc_array((size_t)n, sizeof(double));
+    int64_t per_call = KPP_CALL_WORK / (n * (d > 0 ? d : 1) * trials);
+    per_call = per_call < 1 ? 1 : (per_call > k - 1 ? k - 1 : per_call);
     double *cum = alloc_array((size_t)n, sizeof(double));
-    double *D = alloc_array((size_t)(n * trials), sizeof(double));
-    double *cand = alloc_array((size_t)(trials * d), sizeof(double));
-    double *pots = alloc_array((size_t)trials, sizeof(double));
-    int64_t *cand_idx = alloc_array((size_t)trials, sizeof(int64_t));
+    double *u = alloc_array((size_t)(per_call * trials), sizeof(double));
+    int64_t *chosen = alloc_array((size_t)k, sizeof(int64_t));
+    gsb__tensor closest = GSB__TENSOR_NONE;
     int rc = GSB_OK;
-    if (!closest || !cum || !D || !cand || !pots || !cand_idx) {
+    if (!cum || !u || !chosen) {
         rc = gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
         goto done;
     }
+    GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, n, 1, &closest));
 
     /* first centre: side 'right' never lands on a zero weight */
     double acc = 0;
     for (int64_t i = 0; i < n; i++)
         cum[i] = acc += km->wh[i];
-    int64_t first = search_sorted(cum, n, gsb__rng_uniform(rng) * acc, 1);
-    if (first >= n)
-        first = n - 1;
-    GSB_CHECK(fetch_rows(km, &first, 1, C));
-    GSB_CHECK(distances_to(km, C, 1, closest));
-    double pot = weighted_sum(closest, km->wh, n);
-
-    for (int64_t c_id = 1; c_id < k; c_id++) {
+    chosen[0] = search_sorted(cum, n, gsb__rng_uniform(rng) * acc, 1);
+    if (chosen[0] >= n)
+        chosen[0] = n - 1;
+    const gsb__tensor *w = km->w.data ? &km->w : NULL;
+    double pot = 0;
+    GSB_CHECK(be->ops->kmeanspp(be, &km->X, w, chosen[0], NULL, 0, trials, &closest, &pot,
+                                NULL));
+    for (int64_t c_id = 1; c_id < k;) {
         GSB_CHECK(gsb__progress(c, "init", c_id, pot));
-        acc = 0;
-        for (int64_t i = 0; i < n; i++)
-            cum[i] = acc += km->wh[i] * closest[i];
-        for (int64_t t = 0; t < trials; t++) {
-            int64_t id = search_sorted(cum, n, gsb__rng_uniform(rng) * pot, 0);
-            cand_idx[t] = id < n ? id : n - 1;
-        }
-        GSB_CHECK(fetch_rows(km, cand_idx, trials, cand));
-        GSB_CHECK(distances_to(km, cand, trials, D));
-        for (int64_t t = 0; t < trials; t++)
-            pots[t] = 0;
-        for (int64_t i = 0; i < n; i++) {
-            const double *row = D + i * trials;
-            for (int64_t t = 0; t < trials; t++)
-                pots[t] += km->wh[i] * (row[t] < closest[i] ? row[t] : closest[i]);
-        }
-        int64_t best = 0;
-        for (int64_t t = 1; t < trials; t++)
-            if (pots[t] < pots[best])
-                best = t;
-        for (int64_t i = 0; i < n; i++) {
-            double v = D[i * trials + best];
-            if (v < closest[i])
-                closest[i] = v;
-        }
-        pot = pots[best];
-        memcpy(C + c_id * d, cand + best * d, (size_t)d * sizeof(double));
+        int64_t steps = k - c_id < per_call ? k - c_id : per_call;
+        for (int64_t q = 0; q < steps * trials; q++)
+            u[q] = gsb__rng_uniform(rng);
+        GSB_CHECK(be->ops->kmeanspp(be, &km->X, w, -1, u, steps, trials, &closest, &pot,
+                                    chosen + c_id));
+        c_id += steps;
     }
+    GSB_CHECK(fetch_rows(km, chosen, k, C));
 done:
-    free(closest);
+    gsb__tensor_free(&closest);
     free(cum);
-    free(D);
-    free(cand);
-    free(pots);
-    free(cand_idx);
+    free(u);
+    free(chosen);
     return rc;
 }
 

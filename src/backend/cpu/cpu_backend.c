@@ -164,6 +164,7 @@ static const gsb__backend_ops cpu_ops = {
     .argmin_sqdist = gsb__cpu_argmin_sqdist,
     .topk = gsb__cpu_topk,
     .segment_sum = gsb__cpu_segment_sum,
+    .kmeanspp = gsb__cpu_kmeanspp,
     .logistic_loss_grad = gsb__cpu_logistic_loss_grad,
     .kernel = gsb__cpu_kernel,
     .rand_normal = gsb__cpu_rand_normal,

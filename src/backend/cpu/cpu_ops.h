@@ -7,6 +7,7 @@
  *   cpu_reduce.c    col_moments, col_minmax, row_sqnorms, col_affine, clip
  *   cpu_distance.c  pairwise, argmin_sqdist, topk
  *   cpu_family.c    segment_sum, logistic_loss_grad
+ *   cpu_kmeanspp.c  kmeanspp (greedy k-means++)
  *   cpu_kernel.c    kernel (the SVM kernels)
  *   cpu_random.c    rand_normal
  */
@@ -51,6 +52,9 @@ int gsb__cpu_topk(const gsb__backend *be, const gsb__tensor *Q, const gsb__tenso
 int gsb__cpu_segment_sum(const gsb__backend *be, const gsb__tensor *X,
                          const gsb__tensor *labels, const gsb__tensor *w, gsb__tensor *sums,
                          gsb__tensor *counts);
+int gsb__cpu_kmeanspp(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *w,
+                      int64_t first, const double *u, int64_t steps, int64_t trials,
+                      gsb__tensor *closest, double *pot, int64_t *chosen);
 int gsb__cpu_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
                                 const gsb__tensor *y, const gsb__tensor *w,
                                 const gsb__tensor *coef, int fit_intercept, double *loss,
