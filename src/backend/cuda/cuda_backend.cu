@@ -594,6 +594,7 @@ static void bind_ops(gsb__backend_ops *o)
     o->argmin_sqdist = guarded<gsb__cuda_argmin_sqdist>::call;
     o->topk = guarded<gsb__cuda_topk>::call;
     o->segment_sum = guarded<gsb__cuda_segment_sum>::call;
+    o->kmeanspp = guarded<gsb__cuda_kmeanspp>::call;
     o->logistic_loss_grad = guarded<gsb__cuda_logistic_loss_grad>::call;
     o->kernel = guarded<gsb__cuda_kernel>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;

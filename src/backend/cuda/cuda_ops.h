@@ -6,6 +6,7 @@
  *   cuda_reduce.cu    col_moments, col_minmax, row_sqnorms, col_affine, clip, rand_normal
  *   cuda_distance.cu  pairwise, argmin_sqdist, topk, segment_sum (fused kernels)
  *   cuda_family.cu    logistic_loss_grad, kernel
+ *   cuda_kmeanspp.cu  kmeanspp (greedy k-means++, no host wait inside a call)
  * Device errors become gsb statuses through cuda_common.h; no op uses
  * managed memory; float32 stays float32 (no TF32 unless GSB_ALLOW_TF32=1).
  */
@@ -55,6 +56,10 @@ int gsb__cuda_topk(const gsb__backend *be, const gsb__tensor *Q, const gsb__tens
 int gsb__cuda_segment_sum(const gsb__backend *be, const gsb__tensor *X,
                           const gsb__tensor *labels, const gsb__tensor *w, gsb__tensor *sums,
                           gsb__tensor *counts);
+
+int gsb__cuda_kmeanspp(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *w,
+                       int64_t first, const double *u, int64_t steps, int64_t trials,
+                       gsb__tensor *closest, double *pot, int64_t *chosen);
 
 int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
                                  const gsb__tensor *y, const gsb__tensor *w,

@@ -1,0 +1,406 @@
+/*
+ * test_cuda_kmeanspp.c - the CUDA backend's kmeanspp (cuda_kmeanspp.cu)
+ * against its CPU twin (cpu_kmeanspp.c).
+ *
+ * Both dtypes, without weights and with weights in [0, 2) of which ~10% are
+ * exact zeros, shapes from 1 row to 100k rows (one and several chunks of
+ * 2048 rows, n not a multiple of a chunk, d = 1 to 300, k = 1 to 40): the
+ * first row and every uniform are drawn on the host, and each backend runs
+ * the whole greedy k-means++ in batches (a first call that starts from the
+ * first row, then calls that continue from their own closest and pot).
+ * After every batch the chosen rows must be identical and closest and pot
+ * equal within 1e-12 relative (the twins sum in different orders; a draw
+ * could only differ within rounding of a row boundary, which random
+ * uniforms practically never hit).  Also: a row slice of X (data off any
+ * vector alignment), all rows identical (every distance 0: every draw is
+ * row 0, pot 0), determinism (a repeated call, and the same steps split
+ * over several calls, give bitwise the same outputs), and bad arguments
+ * (the CPU twin's statuses and messages).  Needs a GPU: run under
+ * tools/gpu-check (ctest -L gpu).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_testing.h"
+
+static const gsb_dtype dtypes[2] = {GSB_F32, GSB_F64};
+
+/* Relative tolerance for closest and pot: both twins sum in double. */
+#define KPP_TOL 1e-12
+
+/* scikit-learn's n_local_trials for k centres */
+static int64_t trials_for(int64_t k) { return 2 + (int64_t)log((double)k); }
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        abort();
+    return p;
+}
+
+/* A copy of a GPU tensor on the host. */
+static gsb__tensor host_of(const gsb__tensor *g)
+{
+    gsb__tensor h;
+    if (gsb__tensor_to_host(g, &h) != GSB_OK) {
+        fprintf(stderr, "download failed: %s\n", gsb_errmsg());
+        abort();
+    }
+    return h;
+}
+
+/* Weights in [0, 2), about 10% of them exactly 0 (float64, n x 1). */
+static gsb__tensor host_weights(int64_t n)
+{
+    gsb__tensor w;
+    if (gsb__tensor_alloc(cpu, GSB_F64, n, 1, &w) != GSB_OK)
+        abort();
+    for (int64_t i = 0; i < n; i++) {
+        double z = testing_uniform();
+        gsb__tensor_set(&w, i, z < 0.1 ? 0.0 : 2.0 * testing_uniform());
+    }
+    return w;
+}
+
+/* Rows [r0, r0 + rows) of t as a borrowed view (the backends allow it). */
+static gsb__tensor rows_view(const gsb__tensor *t, int64_t r0, int64_t rows)
+{
+    gsb__tensor v = *t;
+    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
+    v.rows = rows;
+    v.owned = 0;
+    return v;
+}
+
+/* |a - b| <= tol |b| (both 0 passes), NaN never passes */
+#define CHECK_REL(a, b, tol)                                                        \
+    do {                                                                            \
+        double ra_ = (a), rb_ = (b);                                                \
+        if (isnan(ra_) || isnan(rb_) || !(fabs(ra_ - rb_) <= (tol) * fabs(rb_))) {  \
+            fprintf(stderr, "%s:%d: %s: %s = %.17g, expected %s = %.17g (rel %g)\n",\
+                    __FILE__, __LINE__, testing_cur_name, #a, ra_, #b, rb_,         \
+                    (double)(tol));                                                 \
+            testing_cur_failed = 1;                                                 \
+        }                                                                           \
+    } while (0)
+
+/*
+ * Greedy k-means++ for k centres on both backends from row `first`, in
+ * batches: the first call takes min(3, k - 1) steps, the next ones up to 5
+ * each.  Xh / wh on the host, Xg / wg their GPU copies (w may be NULL).
+ */
+static void compare_run(const gsb__tensor *Xh, const gsb__tensor *wh, const gsb__tensor *Xg,
+                        const gsb__tensor *wg, int64_t k)
+{
+    const int64_t n = Xh->rows, trials = trials_for(k), steps = k - 1;
+    const int64_t first = (int64_t)floor(testing_uniform() * (double)n);
+    double *u = xmalloc(sizeof(double) * (size_t)(steps * trials));
+    for (int64_t q = 0; q < steps * trials; q++)
+        u[q] = testing_uniform();
+    int64_t *cc = xmalloc(sizeof(int64_t) * (size_t)steps);
+    int64_t *gc = xmalloc(sizeof(int64_t) * (size_t)steps);
+    for (int64_t s = 0; s < steps; s++)
+        cc[s] = gc[s] = -7;
+    gsb__tensor ccl = host_poisoned(GSB_F64, n, 1), gcl = gpu_poisoned(GSB_F64, n, 1);
+    double cpot = NAN, gpot = NAN;
+    int64_t done = 0, batch = steps < 3 ? steps : 3;
+    int64_t start = first;
+    for (int call = 0; call == 0 || done < steps; call++) {
+        int crc = cpu->ops->kmeanspp(cpu, Xh, wh, start, u + done * trials, batch, trials, &ccl,
+                                     &cpot, cc + done);
+        CHECK_OK(crc);
+        int grc = gpu->ops->kmeanspp(gpu, Xg, wg, start, u + done * trials, batch, trials, &gcl,
+                                     &gpot, gc + done);
+        CHECK_OK(grc);
+        if (crc != GSB_OK || grc != GSB_OK)
+            break;
+        int differ = 0;
+        for (int64_t s = done; s < done + batch; s++)
+            differ |= cc[s] != gc[s];
+        if (differ) {
+            fprintf(stderr, "%s: chosen rows differ in steps [%lld, %lld):", testing_cur_name,
+                    (long long)done, (long long)(done + batch));
+            for (int64_t s = done; s < done + batch; s++)
+                fprintf(stderr, " cpu %lld gpu %lld;", (long long)cc[s], (long long)gc[s]);
+            fprintf(stderr, "\n");
+            testing_cur_failed = 1;
+        }
+        CHECK_REL(gpot, cpot, KPP_TOL);
+        CHECK_MATCH(&gcl, &ccl, KPP_TOL);
+        if (testing_cur_failed)
+            break; /* later batches would only repeat the difference */
+        done += batch;
+        start = -1;
+        batch = steps - done < 5 ? steps - done : 5;
+    }
+    gsb__tensor_free(&ccl);
+    gsb__tensor_free(&gcl);
+    free(u);
+    free(cc);
+    free(gc);
+}
+
+/* ---- the twins agree -------------------------------------------------------------- */
+
+static void test_matches_cpu(void)
+{
+    static const int64_t shapes[][3] = {{1, 3, 1},      {7, 1, 5},        {2049, 3, 9},
+                                        {5000, 64, 30}, {100000, 20, 40}, {3000, 300, 8}};
+    testing_seed(101);
+    for (int di = 0; di < 2; di++) {
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            for (int weighted = 0; weighted < 2; weighted++) {
+                const int64_t n = shapes[si][0], d = shapes[si][1], k = shapes[si][2];
+                int before = case_begin();
+                gsb__tensor Xh = host_random(dtypes[di], n, d, 1.0), Xg = to_gpu(&Xh);
+                gsb__tensor wh = GSB__TENSOR_NONE, wg = GSB__TENSOR_NONE;
+                if (weighted) {
+                    wh = host_weights(n);
+                    wg = to_gpu(&wh);
+                }
+                compare_run(&Xh, weighted ? &wh : NULL, &Xg, weighted ? &wg : NULL, k);
+                CASE_END(before, "%s n=%lld d=%lld k=%lld %s",
+                         gsb_dtype_name(dtypes[di]), (long long)n, (long long)d, (long long)k,
+                         weighted ? "weighted" : "unweighted");
+                gsb__tensor_free(&Xh);
+                gsb__tensor_free(&Xg);
+                gsb__tensor_free(&wh);
+                gsb__tensor_free(&wg);
+            }
+        }
+    }
+}
+
+/* X a row range of a bigger tensor: data 1 row in (12 bytes for float32 d = 3). */
+static void test_row_slice(void)
+{
+    testing_seed(202);
+    for (int di = 0; di < 2; di++) {
+        const int64_t n = 4100, d = 3, k = 12;
+        int before = case_begin();
+        gsb__tensor Bh = host_random(dtypes[di], n + 2, d, 1.0), Bg = to_gpu(&Bh);
+        gsb__tensor Xh = rows_view(&Bh, 1, n), Xg = rows_view(&Bg, 1, n);
+        gsb__tensor wh = host_weights(n), wg = to_gpu(&wh);
+        compare_run(&Xh, &wh, &Xg, &wg, k);
+        CASE_END(before, "%s slice n=%lld d=%lld k=%lld", gsb_dtype_name(dtypes[di]),
+                 (long long)n, (long long)d, (long long)k);
+        gsb__tensor_free(&Bh);
+        gsb__tensor_free(&Bg);
+        gsb__tensor_free(&wh);
+        gsb__tensor_free(&wg);
+    }
+}
+
+/* Every row the same: every closest is exactly 0, so pot is 0, every draw
+ * (v = u * 0) is row 0 and every candidate ties at 0: row 0 wins. */
+static void test_identical_rows(void)
+{
+    testing_seed(303);
+    for (int di = 0; di < 2; di++) {
+        const int64_t n = 3000, d = 5, k = 6, trials = trials_for(k), steps = k - 1;
+        const int64_t first = 1234;
+        int before = case_begin();
+        gsb__tensor Xh = host_random(dtypes[di], n, d, 1.0);
+        for (int64_t i = 1; i < n; i++)
+            for (int64_t j = 0; j < d; j++)
+                gsb__tensor_set(&Xh, i * d + j, gsb__tensor_get(&Xh, j));
+        gsb__tensor Xg = to_gpu(&Xh), wh = host_weights(n), wg = to_gpu(&wh);
+        double u[64];
+        for (int64_t q = 0; q < steps * trials; q++)
+            u[q] = testing_uniform();
+        int64_t cc[8], gc[8];
+        double cpot = NAN, gpot = NAN;
+        gsb__tensor ccl = host_poisoned(GSB_F64, n, 1), gcl = gpu_poisoned(GSB_F64, n, 1);
+        CHECK_OK(cpu->ops->kmeanspp(cpu, &Xh, &wh, first, u, steps, trials, &ccl, &cpot, cc));
+        CHECK_OK(gpu->ops->kmeanspp(gpu, &Xg, &wg, first, u, steps, trials, &gcl, &gpot, gc));
+        CHECK(cpot == 0.0);
+        CHECK(gpot == 0.0);
+        for (int64_t s = 0; s < steps; s++) {
+            CHECK(cc[s] == 0);
+            CHECK(gc[s] == 0);
+        }
+        gsb__tensor gh = host_of(&gcl);
+        int64_t nonzero = 0;
+        for (int64_t i = 0; i < n; i++)
+            nonzero += ((double *)gh.data)[i] != 0.0 || ((double *)ccl.data)[i] != 0.0;
+        CHECK(nonzero == 0);
+        CASE_END(before, "%s identical rows", gsb_dtype_name(dtypes[di]));
+        gsb__tensor_free(&gh);
+        gsb__tensor_free(&ccl);
+        gsb__tensor_free(&gcl);
+        gsb__tensor_free(&Xh);
+        gsb__tensor_free(&Xg);
+        gsb__tensor_free(&wh);
+        gsb__tensor_free(&wg);
+    }
+}
+
+/* ---- determinism -------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t chosen[64];
+    double pot;
+    gsb__tensor closest; /* host copy */
+} gpu_out;
+
+/* k - 1 steps on the GPU from row first, split into calls of `batch` steps */
+static gpu_out gpu_steps(const gsb__tensor *Xg, const gsb__tensor *wg, int64_t first,
+                         const double *u, int64_t steps, int64_t trials, int64_t batch)
+{
+    gpu_out o;
+    memset(&o, 0, sizeof o);
+    gsb__tensor cl = gpu_poisoned(GSB_F64, Xg->rows, 1);
+    o.pot = NAN;
+    for (int64_t done = 0, start = first; done < steps; done += batch, start = -1) {
+        int64_t b = steps - done < batch ? steps - done : batch;
+        CHECK_OK(gpu->ops->kmeanspp(gpu, Xg, wg, start, u + done * trials, b, trials, &cl,
+                                    &o.pot, o.chosen + done));
+    }
+    o.closest = host_of(&cl);
+    gsb__tensor_free(&cl);
+    return o;
+}
+
+static int same_bits(const gpu_out *a, const gpu_out *b, int64_t steps)
+{
+    return memcmp(a->chosen, b->chosen, sizeof(int64_t) * (size_t)steps) == 0 &&
+           memcmp(&a->pot, &b->pot, sizeof(double)) == 0 &&
+           memcmp(a->closest.data, b->closest.data, gsb__tensor_nbytes(&a->closest)) == 0;
+}
+
+static void test_deterministic(void)
+{
+    testing_seed(404);
+    for (int di = 0; di < 2; di++) {
+        const int64_t n = 100000, d = 20, k = 40, trials = trials_for(k), steps = k - 1;
+        int before = case_begin();
+        gsb__tensor Xh = host_random(dtypes[di], n, d, 1.0), Xg = to_gpu(&Xh);
+        gsb__tensor wh = host_weights(n), wg = to_gpu(&wh);
+        double *u = xmalloc(sizeof(double) * (size_t)(steps * trials));
+        for (int64_t q = 0; q < steps * trials; q++)
+            u[q] = testing_uniform();
+        const int64_t first = 4321;
+        gpu_out a = gpu_steps(&Xg, &wg, first, u, steps, trials, steps);
+        gpu_out b = gpu_steps(&Xg, &wg, first, u, steps, trials, steps);
+        /* the chunk sums are rebuilt from closest by the fold's own code when a
+         * call continues, so batches change nothing either */
+        gpu_out c = gpu_steps(&Xg, &wg, first, u, steps, trials, 4);
+        CHECK(same_bits(&a, &b, steps));
+        CHECK(same_bits(&a, &c, steps));
+        CASE_END(before, "%s n=%lld d=%lld k=%lld", gsb_dtype_name(dtypes[di]), (long long)n,
+                 (long long)d, (long long)k);
+        gsb__tensor_free(&a.closest);
+        gsb__tensor_free(&b.closest);
+        gsb__tensor_free(&c.closest);
+        free(u);
+        gsb__tensor_free(&Xh);
+        gsb__tensor_free(&Xg);
+        gsb__tensor_free(&wh);
+        gsb__tensor_free(&wg);
+    }
+}
+
+/* ---- bad arguments: the CPU twin's status and message ---------------------------------- */
+
+typedef struct {
+    const gsb__tensor *X, *w, *closest;
+    int64_t first, steps, trials;
+} kpp_args;
+
+static void check_same_error(const char *what, kpp_args c, kpp_args g, const double *u)
+{
+    int64_t chosen[4];
+    double pot = 1.0;
+    int crc = cpu->ops->kmeanspp(cpu, c.X, c.w, c.first, u, c.steps, c.trials,
+                                 (gsb__tensor *)c.closest, &pot, chosen);
+    char cmsg[512];
+    snprintf(cmsg, sizeof cmsg, "%s", gsb_errmsg());
+    pot = 1.0;
+    int grc = gpu->ops->kmeanspp(gpu, g.X, g.w, g.first, u, g.steps, g.trials,
+                                 (gsb__tensor *)g.closest, &pot, chosen);
+    const char *gmsg = gsb_errmsg();
+    if (crc == GSB_OK || grc != crc || strcmp(cmsg, gmsg) != 0) {
+        fprintf(stderr, "%s: %s: cpu %s (\"%s\"), gpu %s (\"%s\")\n", testing_cur_name, what,
+                gsb_status_name(crc), cmsg, gsb_status_name(grc), gmsg);
+        testing_cur_failed = 1;
+    }
+}
+
+static void test_bad_arguments(void)
+{
+    testing_seed(505);
+    const int64_t n = 50, d = 4;
+    gsb__tensor Xh = host_random(GSB_F64, n, d, 1.0), Xg = to_gpu(&Xh);
+    gsb__tensor wh = host_weights(n), wg = to_gpu(&wh);
+    gsb__tensor w32h = host_random(GSB_F32, n, 1, 1.0), w32g = to_gpu(&w32h);
+    gsb__tensor clh = host_poisoned(GSB_F64, n, 1), clg = gpu_poisoned(GSB_F64, n, 1);
+    gsb__tensor shorth = host_poisoned(GSB_F64, n - 1, 1), shortg = gpu_poisoned(GSB_F64, n - 1, 1);
+    gsb__tensor cl32h = host_poisoned(GSB_F32, n, 1), cl32g = gpu_poisoned(GSB_F32, n, 1);
+    gsb__tensor wlongh = host_weights(n + 1), wlongg = to_gpu(&wlongh);
+    double u[4 * 65];
+    for (int q = 0; q < 4 * 65; q++)
+        u[q] = testing_uniform();
+    kpp_args c = {&Xh, &wh, &clh, 0, 2, 3}, g = {&Xg, &wg, &clg, 0, 2, 3};
+    kpp_args c1, g1;
+    c1 = c, g1 = g;
+    c1.closest = &shorth, g1.closest = &shortg;
+    check_same_error("closest of n - 1 elements", c1, g1, u);
+    c1 = c, g1 = g;
+    c1.closest = &cl32h, g1.closest = &cl32g;
+    check_same_error("closest of float32", c1, g1, u);
+    c1 = c, g1 = g;
+    c1.w = &w32h, g1.w = &w32g;
+    check_same_error("w of float32", c1, g1, u);
+    c1 = c, g1 = g;
+    c1.w = &wlongh, g1.w = &wlongg;
+    check_same_error("w of n + 1 elements", c1, g1, u);
+    c1 = c, g1 = g;
+    c1.trials = g1.trials = 0;
+    check_same_error("0 trials", c1, g1, u);
+    c1 = c, g1 = g;
+    c1.trials = g1.trials = 65;
+    check_same_error("65 trials", c1, g1, u);
+    c1 = c, g1 = g;
+    c1.first = g1.first = n;
+    check_same_error("first = n", c1, g1, u);
+    c1 = c, g1 = g;
+    c1.steps = g1.steps = -1;
+    check_same_error("-1 steps", c1, g1, u);
+    c1 = c, g1 = g;
+    c1.X = g1.X = NULL;
+    check_same_error("no X", c1, g1, u);
+    /* 64 trials is the most both accept */
+    {
+        int64_t chosen[2];
+        double pot = NAN;
+        CHECK_OK(gpu->ops->kmeanspp(gpu, &Xg, &wg, 0, u, 2, 64, &clg, &pot, chosen));
+        CHECK(chosen[0] >= 0 && chosen[0] < n && chosen[1] >= 0 && chosen[1] < n);
+    }
+    /* a host tensor given to the GPU op is refused, not dereferenced */
+    {
+        int64_t chosen[2];
+        double pot = NAN;
+        CHECK_ERR(gpu->ops->kmeanspp(gpu, &Xh, &wg, 0, u, 2, 3, &clg, &pot, chosen),
+                  GSB_EINTERNAL, "not in this GPU's memory");
+    }
+    gsb__tensor *all[] = {&Xh, &Xg, &wh, &wg, &w32h, &w32g, &clh, &clg,
+                          &shorth, &shortg, &cl32h, &cl32g, &wlongh, &wlongg};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        gsb__tensor_free(all[i]);
+}
+
+int main(void)
+{
+    if (!cuda_testing_init())
+        return 1;
+    RUN(test_matches_cpu);
+    RUN(test_row_slice);
+    RUN(test_identical_rows);
+    RUN(test_deterministic);
+    RUN(test_bad_arguments);
+    return testing_done();
+}
