@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -154,7 +155,7 @@ def main():
     ap.add_argument("--sklearn-repeats", type=int, default=None)
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--cases", default=None,
-                    help="only the cases whose name contains this text (any case)")
+                    help="only the cases whose name matches this regular expression (any case)")
     args = ap.parse_args()
     if args.session:
         os.environ["GSB_BENCH_SESSION"] = args.session
@@ -162,7 +163,7 @@ def main():
     suite = "small" if args.quick else args.suite
     cases = {"cpu": FULL + SMALL, "gpu": GPU, "small": SMALL}[suite]
     if args.cases:
-        cases = [c for c in cases if args.cases.lower() in c[0].lower()]
+        cases = [c for c in cases if re.search(args.cases, c[0], re.IGNORECASE)]
     sk_repeats = args.sklearn_repeats or args.repeats
     print(f"# {time.strftime('%Y-%m-%d')}  {platform.node()}  {os.cpu_count()} cores  "
           f"{platform.processor() or platform.machine()}  scikit-learn {sklearn.__version__}  "
