@@ -6,9 +6,13 @@
  *
  * Prints one JSON line: {"fit_ms": median, "predict_ms": median, ...}.
  * METHOD is what is timed after fit ("predict", "transform", "kneighbors";
- * default predict).  Data: X ~ N(0, 1) with a little structure so the
- * estimators have something to find; y from a fixed linear model.
- * The driver (bench/compare.py) runs scikit-learn on the same shapes.
+ * default predict).  Data: with $GSB_BENCH_DATA=DIR, the raw arrays
+ * DIR/X.bin (N x D, C order) and DIR/y.bin (N) in DTYPE, as the driver
+ * (bench/compare.py) writes them, so scikit-learn and gsb see the same
+ * numbers: iterative solvers (SMO, L-BFGS, Lloyd) take as many steps as
+ * their data asks for, so equal shapes alone would compare unequal work.
+ * Otherwise X ~ N(0, 1) with a little structure so the estimators have
+ * something to find; y from a fixed linear model.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,23 +62,23 @@ static void die(const char *what, int rc)
     exit(1);
 }
 
-int main(int argc, char **argv)
+/* exactly `bytes` bytes of DIR/NAME into buf, or exit */
+static void read_raw(const char *dir, const char *name, void *buf, size_t bytes)
 {
-    if (argc < 9) {
-        fprintf(stderr, "usage: bench_gsb EST PARAMS N D f32|f64 none|reg|bin|multi NQ REPEATS "
-                        "[METHOD]\n");
-        return 2;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f || fread(buf, 1, bytes, f) != bytes) {
+        fprintf(stderr, "bench_gsb: cannot read %zu bytes from %s\n", bytes, path);
+        exit(1);
     }
-    const char *est = argv[1], *params = argv[2], *target = argv[6];
-    long n = atol(argv[3]), d = atol(argv[4]), nq = atol(argv[7]);
-    int repeats = atoi(argv[8]);
-    const char *method = argc > 9 ? argv[9] : "predict";
-    gsb_dtype dt = strcmp(argv[5], "f32") == 0 ? GSB_F32 : GSB_F64;
-    size_t item = gsb_dtype_size(dt);
+    fclose(f);
+}
 
-    /* data: 8 loose blobs, targets from a fixed linear model */
-    char *X = malloc((size_t)n * d * item), *Y = malloc((size_t)n * item);
-    double *centers = malloc(sizeof(double) * 8 * d), *w = malloc(sizeof(double) * d);
+/* 8 loose blobs, targets from a fixed linear model */
+static void make_data(char *X, char *Y, double *centers, double *w, long n, long d,
+                      gsb_dtype dt, const char *target)
+{
     for (long j = 0; j < 8 * d; j++)
         centers[j] = 3 * normal();
     for (long j = 0; j < d; j++)
@@ -98,6 +102,34 @@ int main(int argc, char **argv)
         else
             ((double *)Y)[i] = yv;
     }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 9) {
+        fprintf(stderr, "usage: bench_gsb EST PARAMS N D f32|f64 none|reg|bin|multi NQ REPEATS "
+                        "[METHOD]\n");
+        return 2;
+    }
+    const char *est = argv[1], *params = argv[2], *target = argv[6];
+    long n = atol(argv[3]), d = atol(argv[4]), nq = atol(argv[7]);
+    int repeats = atoi(argv[8]);
+    const char *method = argc > 9 ? argv[9] : "predict";
+    gsb_dtype dt = strcmp(argv[5], "f32") == 0 ? GSB_F32 : GSB_F64;
+    size_t item = gsb_dtype_size(dt);
+
+    char *X = malloc((size_t)n * d * item), *Y = malloc((size_t)n * item);
+    double *centers = malloc(sizeof(double) * 8 * d), *w = malloc(sizeof(double) * d);
+    if (!X || !Y || !centers || !w) {
+        fprintf(stderr, "bench_gsb: out of memory for %ld x %ld\n", n, d);
+        return 1;
+    }
+    const char *data_dir = getenv("GSB_BENCH_DATA");
+    if (data_dir && *data_dir) {
+        read_raw(data_dir, "X.bin", X, (size_t)n * d * item);
+        read_raw(data_dir, "y.bin", Y, (size_t)n * item);
+    } else
+        make_data(X, Y, centers, w, n, d, dt, target);
     gsb_array Xa = gsb_array_2d(X, dt, n, d), Ya = gsb_array_1d(Y, dt, n);
     gsb_array Qa = gsb_array_2d(X, dt, nq > 0 && nq < n ? nq : n, d);
     int supervised = strcmp(target, "none") != 0;
