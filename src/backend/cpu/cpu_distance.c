@@ -43,9 +43,11 @@
 #define DIST_TILE_BYTES ((int64_t)512 << 10)
 /* Bytes of the k-best lists one thread keeps for its block of queries. */
 #define DIST_HEAP_BYTES ((int64_t)4 << 20)
-/* Below this much work (multiply-adds, ~1 ms on one core) a call stays on
- * one thread: a parallel region's fork/join, and worse its wait for a core
- * on a busy machine (a scheduler time slice, milliseconds), costs more. */
+/* Below this much work (multiply-adds, ~0.2 ms on one core) a call stays
+ * on one thread: a parallel region's fork/join, and worse its wait for a
+ * core on a busy machine, costs more.  KMeans' E-step at 5000 x 20, k = 20
+ * (2M) is above it: run serially, its 20 E-steps made the fit 1.6x
+ * scikit-learn's time, which runs them on every core. */
 #define DIST_PAR_MIN ((int64_t)1 << 20)
 
 /* ---- bounded k-best lists (max-heaps on (dist, index)) ------------------ */
@@ -396,6 +398,7 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
     if (n == 0)
         return GSB_OK;
     int64_t bx = cpu_min64(n, cpu_clamp64(DIST_TILE_BYTES / (k * (int64_t)sizeof(T)), 64, 1024));
+    /* a few blocks per thread, so a small n still spreads over the cores */
     bx = cpu_min64(bx, cpu_max64(64, n / (4 * (int64_t)omp_get_max_threads())));
     int64_t nb = (n + bx - 1) / bx;
     double *cn = cpu_alloc(k, sizeof(double));
