@@ -251,6 +251,9 @@ static int objective_iter(void *data, int64_t iteration, double f)
     return gsb__progress(o->c, "iteration", iteration, f);
 }
 
+/* Most elements of float32 X upcast to one float64 copy per fit (256 MB). */
+#define LOGISTIC_UPCAST_MAX_ELEMENTS ((int64_t)1 << 25)
+
 /* Minimise from x; *n_iter as scikit-learn reports it. */
 static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const double *w,
                     double sw_sum, double l2_scale, int64_t R, int fit_intercept, double *x,
@@ -262,7 +265,14 @@ static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const 
                    .inv_sw = 1.0 / sw_sum, .l2 = l2_scale / sw_sum};
     gsb__tensor yh = gsb__tensor_host_view((void *)yi, GSB_I32, n, 1);
     int rc;
-    GSB_CHECK(gsb__tensor_to(be, X, &o.X));
+    /* The CPU twin evaluates in double, upcasting float32 X block by block at
+     * every evaluation; upcast it once instead (the same doubles, so the same
+     * results) unless the copy would be large. */
+    if (be == gsb__cpu_backend() && X->dtype == GSB_F32 &&
+        n * d <= LOGISTIC_UPCAST_MAX_ELEMENTS)
+        GSB_CHECK(gsb__tensor_to_dtype(be, X, GSB_F64, &o.X));
+    else
+        GSB_CHECK(gsb__tensor_to(be, X, &o.X));
     GSB_CHECK(gsb__tensor_to(be, &yh, &o.y));
     if (w) {
         gsb__tensor wh = gsb__tensor_host_view((void *)w, GSB_F64, n, 1);
