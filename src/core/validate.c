@@ -56,27 +56,40 @@ int gsb__array_is_c_contiguous(const gsb_array *a)
            (a->strides[0] == item * a->shape[1] || a->shape[0] <= 1);
 }
 
-/* 0: finite; 1: NaN; 2: infinity */
+/*
+ * Whether n values hold a non-finite one.  x * 0 is (+-)0 for every finite x
+ * and NaN for NaN and +-infinity, so the sum of those products is NaN
+ * exactly when one is there: a loop with no branch, which vectorises and
+ * runs at memory speed (a per-element isfinite test with a branch ran at a
+ * third of it, half of a 200k x 64 predict).  Only then does the slow loop
+ * tell NaN from infinity, for the error message.
+ */
+#define NONFINITE_TYPED(T, SUF)                                                    \
+    static int nonfinite_##SUF(const T *x, int64_t n)                               \
+    {                                                                               \
+        T acc = 0;                                                                  \
+        _Pragma("omp parallel for simd reduction(+ : acc) if (n > 262144) schedule(static)") \
+        for (int64_t i = 0; i < n; i++)                                             \
+            acc += x[i] * (T)0;                                                     \
+        if (acc == acc)                                                             \
+            return 0;                                                               \
+        int found = 0;                                                              \
+        for (int64_t i = 0; i < n && found != 1; i++)                               \
+            if (!isfinite(x[i]))                                                    \
+                found = isnan(x[i]) ? 1 : 2;                                        \
+        return found;                                                               \
+    }
+NONFINITE_TYPED(float, f32)
+NONFINITE_TYPED(double, f64)
+#undef NONFINITE_TYPED
+
+/* 0: finite; 1: NaN (when any is NaN); 2: infinity */
 int gsb__host_nonfinite(const gsb__tensor *t)
 {
     if (!gsb__is_float(t->dtype))
         return 0;
     int64_t n = gsb__tensor_numel(t);
-    int found = 0;
-    if (t->dtype == GSB_F32) {
-        const float *x = t->data;
-#pragma omp parallel for reduction(| : found) if (n > 262144) schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            if (!isfinite(x[i]))
-                found |= isnan(x[i]) ? 1 : 2;
-    } else {
-        const double *x = t->data;
-#pragma omp parallel for reduction(| : found) if (n > 262144) schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            if (!isfinite(x[i]))
-                found |= isnan(x[i]) ? 1 : 2;
-    }
-    return (found & 1) ? 1 : found ? 2 : 0;
+    return t->dtype == GSB_F32 ? nonfinite_f32(t->data, n) : nonfinite_f64(t->data, n);
 }
 
 static int check_array_sane(const gsb_array *a, const char *name)

@@ -178,6 +178,26 @@ static void blas_gemm(gsb_dtype dt, int ta, int tb, int m, int n, int k, double 
         cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+/*
+ * y (m) = alpha op(A) x + beta y for row-major A (rows x cols): the product
+ * with a single column (a linear model's predict).  GEMM with n = 1 packs
+ * all of A first, a second pass over it; GEMV streams A once.  beta == 0
+ * overwrites y (zeroed first, so garbage in it never leaks through a
+ * 0 * NaN).
+ */
+static void blas_gemv(gsb_dtype dt, int ta, int rows, int cols, double alpha, const void *a,
+                      const void *x, double beta, void *y, int m)
+{
+    enum CBLAS_TRANSPOSE op = ta ? CblasTrans : CblasNoTrans;
+    if (beta == 0.0)
+        memset(y, 0, (size_t)m * gsb_dtype_size(dt));
+    if (dt == GSB_F32)
+        cblas_sgemv(CblasRowMajor, op, rows, cols, (float)alpha, a, ld(cols), x, 1, (float)beta,
+                    y, 1);
+    else
+        cblas_dgemv(CblasRowMajor, op, rows, cols, alpha, a, ld(cols), x, 1, beta, y, 1);
+}
+
 /* upper triangle of C (n x n) = alpha A^T A + beta C for row-major A (k x n) */
 static void blas_syrk_t(gsb_dtype dt, int n, int k, double alpha, const void *a, double beta,
                         void *c)
@@ -271,8 +291,12 @@ int gsb__cpu_gemm(const gsb__backend *be, int trans_a, int trans_b, double alpha
         return gsb__err(GSB_EINTERNAL, "gemm: C must not share memory with A or B");
     if (m == 0 || n == 0)
         return GSB_OK;
-    blas_gemm(A->dtype, trans_a, trans_b, (int)m, (int)n, (int)k, alpha, A->data, ld(A->cols),
-              B->data, ld(B->cols), beta, C->data, ld(C->cols));
+    if (n == 1 && k > 0) /* op(B) is one column, contiguous whether B is k x 1 or 1 x k */
+        blas_gemv(A->dtype, trans_a, (int)A->rows, (int)A->cols, alpha, A->data, B->data, beta,
+                  C->data, (int)m);
+    else
+        blas_gemm(A->dtype, trans_a, trans_b, (int)m, (int)n, (int)k, alpha, A->data,
+                  ld(A->cols), B->data, ld(B->cols), beta, C->data, ld(C->cols));
     return GSB_OK;
 }
 
