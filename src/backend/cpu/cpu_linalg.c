@@ -21,6 +21,7 @@
 #include <cblas.h>
 #include <lapacke.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,6 +274,51 @@ static lapack_int lapack_orgqr(gsb_dtype dt, lapack_int m, lapack_int n, void *a
 
 /* ---- the ops -------------------------------------------------------------- */
 
+/*
+ * Tall products (many rows of A, few columns of C: a transform or a
+ * predict) run as fixed blocks of rows over the OpenMP pool, each block one
+ * single-threaded BLAS call, instead of one call on OpenBLAS's pool: the
+ * OpenMP region that just checked the input for NaN leaves its workers
+ * spinning for a while, and OpenBLAS's workers then fight them for the
+ * cores (TruncatedSVD.transform 100k x 128 -> 16 on 2 cores: half the time
+ * went to the two pools' spinning and yielding).  Blocks depend on the
+ * sizes only, so results do not depend on the thread count.
+ */
+#define GEMM_SPLIT_MIN_ROWS 4096
+#define GEMM_SPLIT_MAX_COLS 512
+#define GEMM_SPLIT_BLOCK 1024
+
+/* C (m x n, row stride ldc) = alpha op(A) op(B) + beta C for row-major A (arows x acols);
+ * a single output column through GEMV, which streams A once (GEMM packs it first). */
+static void gemm_rows(gsb_dtype dt, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                      double alpha, const void *a, int64_t arows, int64_t acols,
+                      const gsb__tensor *B, double beta, void *c, int64_t ldc)
+{
+    if (n == 1 && k > 0) /* op(B) is one column, contiguous whether B is k x 1 or 1 x k */
+        blas_gemv(dt, trans_a, (int)arows, (int)acols, alpha, a, B->data, beta, c, (int)m);
+    else
+        blas_gemm(dt, trans_a, trans_b, (int)m, (int)n, (int)k, alpha, a, ld(acols), B->data,
+                  ld(B->cols), beta, c, ld(ldc));
+}
+
+static void gemm_row_blocks(const gsb__tensor *A, int trans_b, double alpha,
+                            const gsb__tensor *B, double beta, gsb__tensor *C, int64_t n,
+                            int64_t k)
+{
+    const int64_t m = A->rows, nb = (m + GEMM_SPLIT_BLOCK - 1) / GEMM_SPLIT_BLOCK;
+    const size_t es = gsb_dtype_size(A->dtype);
+    gsb__cpu_blas_serial_begin();
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t r0 = b * GEMM_SPLIT_BLOCK, rows = m - r0 < GEMM_SPLIT_BLOCK ? m - r0 : GEMM_SPLIT_BLOCK;
+        const char *a = (const char *)A->data + (size_t)(r0 * A->cols) * es;
+        char *c = (char *)C->data + (size_t)(r0 * C->cols) * es;
+        gemm_rows(A->dtype, 0, trans_b, rows, n, k, alpha, a, rows, A->cols, B, beta, c,
+                  C->cols);
+    }
+    gsb__cpu_blas_serial_end();
+}
+
 int gsb__cpu_gemm(const gsb__backend *be, int trans_a, int trans_b, double alpha,
                   const gsb__tensor *A, const gsb__tensor *B, double beta, gsb__tensor *C)
 {
@@ -291,12 +337,13 @@ int gsb__cpu_gemm(const gsb__backend *be, int trans_a, int trans_b, double alpha
         return gsb__err(GSB_EINTERNAL, "gemm: C must not share memory with A or B");
     if (m == 0 || n == 0)
         return GSB_OK;
-    if (n == 1 && k > 0) /* op(B) is one column, contiguous whether B is k x 1 or 1 x k */
-        blas_gemv(A->dtype, trans_a, (int)A->rows, (int)A->cols, alpha, A->data, B->data, beta,
-                  C->data, (int)m);
-    else
-        blas_gemm(A->dtype, trans_a, trans_b, (int)m, (int)n, (int)k, alpha, A->data,
-                  ld(A->cols), B->data, ld(B->cols), beta, C->data, ld(C->cols));
+    if (!trans_a && m >= GEMM_SPLIT_MIN_ROWS && n <= GEMM_SPLIT_MAX_COLS &&
+        omp_get_max_threads() > 1) {
+        gemm_row_blocks(A, trans_b, alpha, B, beta, C, n, k);
+        return GSB_OK;
+    }
+    gemm_rows(A->dtype, trans_a, trans_b, m, n, k, alpha, A->data, A->rows, A->cols, B, beta,
+              C->data, C->cols);
     return GSB_OK;
 }
 
