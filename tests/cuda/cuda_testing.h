@@ -61,6 +61,28 @@ static inline gsb__tensor to_gpu(const gsb__tensor *h)
     return t;
 }
 
+/* A copy of a GPU tensor on the host (the twin of to_gpu). */
+static inline gsb__tensor from_gpu(const gsb__tensor *g)
+{
+    gsb__tensor h;
+    if (gsb__tensor_to_host(g, &h) != GSB_OK) {
+        fprintf(stderr, "download failed: %s\n", gsb_errmsg());
+        abort();
+    }
+    return h;
+}
+
+/* Rows [r0, r0 + rows) of t as a borrowed view (the backends allow it):
+ * data off any vector alignment, as a caller's row range can be. */
+static inline gsb__tensor rows_view(const gsb__tensor *t, int64_t r0, int64_t rows)
+{
+    gsb__tensor v = *t;
+    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
+    v.rows = rows;
+    v.owned = 0;
+    return v;
+}
+
 /* A GPU tensor poisoned with NaN / -1. */
 static inline gsb__tensor gpu_poisoned(gsb_dtype dt, int64_t rows, int64_t cols)
 {

@@ -25,27 +25,6 @@ static const char *const metric_names[4] = {"sqeuclidean", "euclidean", "manhatt
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-/* A copy of a GPU tensor on the host. */
-static gsb__tensor host_of(const gsb__tensor *g)
-{
-    gsb__tensor h;
-    if (gsb__tensor_to_host(g, &h) != GSB_OK) {
-        fprintf(stderr, "download failed: %s\n", gsb_errmsg());
-        abort();
-    }
-    return h;
-}
-
-/* Rows [r0, r0 + rows) of t as a borrowed view (the backends allow it). */
-static gsb__tensor rows_view(const gsb__tensor *t, int64_t r0, int64_t rows)
-{
-    gsb__tensor v = *t;
-    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
-    v.rows = rows;
-    v.owned = 0;
-    return v;
-}
-
 /* Host tensor of integers in [0, r): exact distances, exact ties. */
 static gsb__tensor host_ints(gsb_dtype dt, int64_t rows, int64_t cols, int r)
 {
@@ -114,7 +93,7 @@ static void pairwise_case(gsb_dtype dt, gsb__metric m, int64_t n, int64_t mm, in
      * and all of D can be exactly 0 (one row each, d = 1, same signs) */
     CHECK_MATCH_FLOOR(&Dg, &Dc, tol_for(dt), m == GSB__METRIC_COSINE ? 1.0 : 0.0);
     if (same) { /* the diagonal is exactly 0, every metric */
-        gsb__tensor h = host_of(&Dg);
+        gsb__tensor h = from_gpu(&Dg);
         for (int64_t i = 0; i < n; i++)
             if (gsb__tensor_get(&h, i * n + i) != 0.0) {
                 CHECK(gsb__tensor_get(&h, i * n + i) == 0.0);
@@ -222,7 +201,7 @@ static void argmin_check(const gsb__tensor *X, const gsb__tensor *C, const gsb__
     CHECK_OK(cpu->ops->argmin_sqdist(cpu, X, C, &lc, &mc));
     gsb__tensor lg = gpu_poisoned(GSB_I32, n, 1), mg = gpu_poisoned(dt, n, 1);
     CHECK_OK(gpu->ops->argmin_sqdist(gpu, Xg, Cg, &lg, &mg));
-    gsb__tensor lh = host_of(&lg), mh = host_of(&mg);
+    gsb__tensor lh = from_gpu(&lg), mh = from_gpu(&mg);
     int64_t bad_label = 0, not_tie = 0, bad_dist = 0, differ = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t gl = (int64_t)gsb__tensor_get(&lh, i), cl = (int64_t)gsb__tensor_get(&lc, i);
@@ -279,7 +258,7 @@ static void test_argmin(void)
             argmin_check(&X, &C, &Xg, &Cg);
             gsb__tensor lg = gpu_poisoned(GSB_I32, n, 1), mg = gpu_poisoned(dt, n, 1);
             CHECK_OK(gpu->ops->argmin_sqdist(gpu, &Xg, &Cg, &lg, &mg));
-            gsb__tensor lh = host_of(&lg), mh = host_of(&mg);
+            gsb__tensor lh = from_gpu(&lg), mh = from_gpu(&mg);
             for (int64_t i = 0; i < ncopy; i++) { /* (d = 0: every centre ties, the first wins) */
                 CHECK(gsb__tensor_get(&mh, i) == 0.0);
                 CHECK((int64_t)gsb__tensor_get(&lh, i) == (d > 0 ? (i * 7) % k : 0));
@@ -404,7 +383,7 @@ static void topk_case(gsb_dtype dt, gsb__metric m, int64_t nq, int64_t nr, int64
     gsb__tensor Rg = to_gpu(&R), Qg = self ? Rg : to_gpu(&Q);
     gsb__tensor dg = gpu_poisoned(dt, nq, k), ig = gpu_poisoned(GSB_I64, nq, k);
     CHECK_OK(gpu->ops->topk(gpu, &Qg, &Rg, k, m, self, &dg, &ig));
-    gsb__tensor ih = host_of(&ig), dh = host_of(&dg);
+    gsb__tensor ih = from_gpu(&ig), dh = from_gpu(&dg);
     int64_t *a = malloc((size_t)k * sizeof *a), *b = malloc((size_t)k * sizeof *b);
     int64_t set_diff = 0, order_diff = 0, wrong = 0;
     for (int64_t i = 0; i < nq; i++) {
@@ -590,7 +569,7 @@ static void segment_case(gsb_dtype dt, int64_t n, int64_t d, int64_t k, int wmod
     /* deterministic: a second run gives the same bits */
     gsb__tensor sg2 = gpu_poisoned(GSB_F64, k, d), cg2 = gpu_poisoned(GSB_F64, k, 1);
     CHECK_OK(gpu->ops->segment_sum(gpu, &Xg, &labg, wmode ? &wg : NULL, &sg2, &cg2));
-    gsb__tensor h1 = host_of(&sg), h2 = host_of(&sg2), c1 = host_of(&cg), c2 = host_of(&cg2);
+    gsb__tensor h1 = from_gpu(&sg), h2 = from_gpu(&sg2), c1 = from_gpu(&cg), c2 = from_gpu(&cg2);
     CHECK(memcmp(h1.data, h2.data, (size_t)(k * d) * sizeof(double)) == 0);
     CHECK(memcmp(c1.data, c2.data, (size_t)k * sizeof(double)) == 0);
     gsb__tensor_free(&h1);

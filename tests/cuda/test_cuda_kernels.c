@@ -22,16 +22,6 @@ static const gsb_dtype dtypes[2] = {GSB_F32, GSB_F64};
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-/* Rows [r0, r0 + rows) of t as a borrowed view (the backends allow it). */
-static gsb__tensor rows_view(const gsb__tensor *t, int64_t r0, int64_t rows)
-{
-    gsb__tensor v = *t;
-    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
-    v.rows = rows;
-    v.owned = 0;
-    return v;
-}
-
 /* Host tensor of uniform values in [lo, hi). */
 static gsb__tensor host_uniform(gsb_dtype dt, int64_t rows, int64_t cols, double lo, double hi)
 {
@@ -41,21 +31,10 @@ static gsb__tensor host_uniform(gsb_dtype dt, int64_t rows, int64_t cols, double
     return t;
 }
 
-/* A copy of a GPU tensor on the host. */
-static gsb__tensor host_of(const gsb__tensor *g)
-{
-    gsb__tensor h;
-    if (gsb__tensor_to_host(g, &h) != GSB_OK) {
-        fprintf(stderr, "download failed: %s\n", gsb_errmsg());
-        abort();
-    }
-    return h;
-}
-
 /* 1 when every element of the GPU tensor g is NaN. */
 static int all_nan(const gsb__tensor *g)
 {
-    gsb__tensor h = host_of(g);
+    gsb__tensor h = from_gpu(g);
     int ok = 1;
     for (int64_t i = 0; i < gsb__tensor_numel(&h); i++)
         ok &= isnan(gsb__tensor_get(&h, i)) != 0;
@@ -174,7 +153,7 @@ static void test_col_moments_deterministic(void)
         gsb__tensor m2 = gpu_poisoned(GSB_F64, 64, 1), v2 = gpu_poisoned(GSB_F64, 64, 1);
         CHECK_OK(gpu->ops->col_moments(gpu, &Xg, &wg, &m1, &v1));
         CHECK_OK(gpu->ops->col_moments(gpu, &Xg, &wg, &m2, &v2));
-        gsb__tensor m1h = host_of(&m1), v1h = host_of(&v1);
+        gsb__tensor m1h = from_gpu(&m1), v1h = from_gpu(&v1);
         CHECK_MATCH(&m2, &m1h, 0.0);
         CHECK_MATCH(&v2, &v1h, 0.0);
         gsb__tensor_free(&Xh);
@@ -369,7 +348,7 @@ static void test_rand_normal(void)
     gsb__tensor a = gpu_poisoned(GSB_F64, 1000, 1), b = gpu_poisoned(GSB_F64, 999, 1);
     CHECK_OK(gpu->ops->rand_normal(gpu, &a, 7));
     CHECK_OK(gpu->ops->rand_normal(gpu, &b, 7));
-    gsb__tensor a999 = rows_view(&a, 0, 999), bh = host_of(&b);
+    gsb__tensor a999 = rows_view(&a, 0, 999), bh = from_gpu(&b);
     CHECK_MATCH(&a999, &bh, 0.0);
     gsb__tensor_free(&a);
     gsb__tensor_free(&b);

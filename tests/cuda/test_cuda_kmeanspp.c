@@ -42,17 +42,6 @@ static void *xmalloc(size_t bytes)
     return p;
 }
 
-/* A copy of a GPU tensor on the host. */
-static gsb__tensor host_of(const gsb__tensor *g)
-{
-    gsb__tensor h;
-    if (gsb__tensor_to_host(g, &h) != GSB_OK) {
-        fprintf(stderr, "download failed: %s\n", gsb_errmsg());
-        abort();
-    }
-    return h;
-}
-
 /* Weights in [0, 2), about 10% of them exactly 0 (float64, n x 1). */
 static gsb__tensor host_weights(int64_t n)
 {
@@ -64,16 +53,6 @@ static gsb__tensor host_weights(int64_t n)
         gsb__tensor_set(&w, i, z < 0.1 ? 0.0 : 2.0 * testing_uniform());
     }
     return w;
-}
-
-/* Rows [r0, r0 + rows) of t as a borrowed view (the backends allow it). */
-static gsb__tensor rows_view(const gsb__tensor *t, int64_t r0, int64_t rows)
-{
-    gsb__tensor v = *t;
-    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
-    v.rows = rows;
-    v.owned = 0;
-    return v;
 }
 
 /* |a - b| <= tol |b| (both 0 passes), NaN never passes */
@@ -223,7 +202,7 @@ static void test_identical_rows(void)
             CHECK(cc[s] == 0);
             CHECK(gc[s] == 0);
         }
-        gsb__tensor gh = host_of(&gcl);
+        gsb__tensor gh = from_gpu(&gcl);
         int64_t nonzero = 0;
         for (int64_t i = 0; i < n; i++)
             nonzero += ((double *)gh.data)[i] != 0.0 || ((double *)ccl.data)[i] != 0.0;
@@ -260,7 +239,7 @@ static gpu_out gpu_steps(const gsb__tensor *Xg, const gsb__tensor *wg, int64_t f
         CHECK_OK(gpu->ops->kmeanspp(gpu, Xg, wg, start, u + done * trials, b, trials, &cl,
                                     &o.pot, o.chosen + done));
     }
-    o.closest = host_of(&cl);
+    o.closest = from_gpu(&cl);
     gsb__tensor_free(&cl);
     return o;
 }

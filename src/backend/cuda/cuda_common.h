@@ -70,6 +70,19 @@ void gsb__cuda_unpin(void *p);
 
 #define GSB_CUDA_ERR(status, ...) (gsb__cuda_host->err((status), __VA_ARGS__))
 
+/* A dtype's name in argument-check messages, the words of the CPU twins'
+ * gsb_dtype_name (the plugin calls no libgsb function, see loader.c). */
+static inline const char *gsb__cuda_dtype_name(gsb_dtype dt)
+{
+    switch (dt) {
+    case GSB_F32: return "float32";
+    case GSB_F64: return "float64";
+    case GSB_I32: return "int32";
+    case GSB_I64: return "int64";
+    }
+    return "unknown";
+}
+
 #define CUDA_TRY(call)                                                              \
     do {                                                                            \
         cudaError_t e_ = (call);                                                    \

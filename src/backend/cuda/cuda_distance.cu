@@ -416,7 +416,7 @@ int check_family(const gsb__backend *be, const gsb__tensor *t, gsb_dtype dtype, 
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is missing", op, name);
     if (dtype ? t->dtype != dtype : (t->dtype != GSB_F32 && t->dtype != GSB_F64))
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has dtype %s", op, name,
-                            dtype_name(t->dtype));
+                            gsb__cuda_dtype_name(t->dtype));
     int bad = cols == -2 ? t->rows * t->cols != rows
                          : (rows >= 0 && t->rows != rows) || (cols >= 0 && t->cols != cols);
     if (bad)

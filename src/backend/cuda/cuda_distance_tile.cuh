@@ -305,17 +305,6 @@ static int row_norms(const gsb__backend *be, const T *A, int64_t n, int64_t d, i
 
 /* ---- argument checks: the CPU twin's checks and messages ------------------------- */
 
-static inline const char *dtype_name(gsb_dtype dt)
-{
-    switch (dt) {
-    case GSB_F32: return "float32";
-    case GSB_F64: return "float64";
-    case GSB_I32: return "int32";
-    case GSB_I64: return "int64";
-    }
-    return "unknown";
-}
-
 /* t on this GPU: a host tensor here would be an illegal address in a kernel. */
 static inline int check_on(const gsb__backend *be, const gsb__tensor *t, const char *op,
                            const char *name)
@@ -334,7 +323,7 @@ static inline int check_tensor(const gsb__backend *be, const gsb__tensor *t, gsb
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is missing", op, name);
     if (dtype ? t->dtype != dtype : (t->dtype != GSB_F32 && t->dtype != GSB_F64))
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has dtype %s", op, name,
-                            dtype_name(t->dtype));
+                            gsb__cuda_dtype_name(t->dtype));
     if ((rows >= 0 && t->rows != rows) || (cols >= 0 && t->cols != cols))
         return GSB_CUDA_ERR(GSB_EINTERNAL,
                             "%s: %s has shape (%lld, %lld), expected (%lld, %lld)", op, name,

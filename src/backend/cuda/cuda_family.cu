@@ -45,17 +45,6 @@ enum { KER_LINEAR = 0, KER_POLY = 1, KER_RBF = 2, KER_SIGMOID = 3 };
 
 /* ---- argument checks (a mismatch is a bug in the caller: GSB_EINTERNAL) --- */
 
-const char *dtype_name(gsb_dtype dt)
-{
-    switch (dt) {
-    case GSB_F32: return "float32";
-    case GSB_F64: return "float64";
-    case GSB_I32: return "int32";
-    case GSB_I64: return "int64";
-    }
-    return "unknown";
-}
-
 /*
  * t must exist with dtype (0: either float dtype), rows and cols (-1: any;
  * cols -2: a vector of `rows` elements in either layout), live on be (or on
@@ -68,7 +57,7 @@ int check(const gsb__backend *be, const gsb__tensor *t, gsb_dtype dtype, int64_t
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is missing", op, name);
     if (dtype ? t->dtype != dtype : (t->dtype != GSB_F32 && t->dtype != GSB_F64))
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has dtype %s", op, name,
-                            dtype_name(t->dtype));
+                            gsb__cuda_dtype_name(t->dtype));
     if (t->be != be && !(host_ok && t->be == gsb__cuda_host->cpu))
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is not in this GPU's memory", op, name);
     if (t->rows < 0 || t->cols < 0 || (!t->data && t->rows * t->cols > 0))

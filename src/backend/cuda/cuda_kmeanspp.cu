@@ -452,17 +452,6 @@ __global__ void kpp_pick_kernel(const double *__restrict__ partials, int64_t P, 
 
 /* ---- argument checks: the CPU twin's (cpu_util.h's cpu_check) words ------------------ */
 
-const char *dtype_name(gsb_dtype dt)
-{
-    switch (dt) {
-    case GSB_F32: return "float32";
-    case GSB_F64: return "float64";
-    case GSB_I32: return "int32";
-    case GSB_I64: return "int64";
-    }
-    return "unknown";
-}
-
 /* present, of dtype (0: either float dtype), on this GPU */
 int kpp_check(const gsb__tensor *t, gsb_dtype dtype, const char *op, const char *name)
 {
@@ -470,7 +459,7 @@ int kpp_check(const gsb__tensor *t, gsb_dtype dtype, const char *op, const char 
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is missing", op, name);
     if (dtype ? t->dtype != dtype : (t->dtype != GSB_F32 && t->dtype != GSB_F64))
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has dtype %s", op, name,
-                            dtype_name(t->dtype));
+                            gsb__cuda_dtype_name(t->dtype));
     return GSB_OK;
 }
 

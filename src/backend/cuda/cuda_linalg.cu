@@ -98,8 +98,6 @@ int need_float(const gsb__backend *be, const char *op, const char *name, const g
     return GSB_OK;
 }
 
-const char *dtype_name(gsb_dtype dt) { return dt == GSB_F32 ? "float32" : "float64"; }
-
 /* t must be a float tensor of dtype dt and shape rows x cols */
 int need_matrix(const gsb__backend *be, const char *op, const char *name, const gsb__tensor *t,
                 gsb_dtype dt, int64_t rows, int64_t cols)
@@ -107,7 +105,7 @@ int need_matrix(const gsb__backend *be, const char *op, const char *name, const 
     PASS(need_float(be, op, name, t));
     if (t->dtype != dt)
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has dtype %s, expected %s", op, name,
-                            dtype_name(t->dtype), dtype_name(dt));
+                            gsb__cuda_dtype_name(t->dtype), gsb__cuda_dtype_name(dt));
     if (t->rows != rows || t->cols != cols)
         return GSB_CUDA_ERR(GSB_EINTERNAL,
                             "%s: %s has shape (%lld, %lld), expected (%lld, %lld)", op, name,
@@ -123,7 +121,7 @@ int need_vector(const gsb__backend *be, const char *op, const char *name, const 
     PASS(need_float(be, op, name, t));
     if (t->dtype != dt)
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has dtype %s, expected %s", op, name,
-                            dtype_name(t->dtype), dtype_name(dt));
+                            gsb__cuda_dtype_name(t->dtype), gsb__cuda_dtype_name(dt));
     if (t->rows * t->cols != n || (t->rows != 1 && t->cols != 1))
         return GSB_CUDA_ERR(GSB_EINTERNAL,
                             "%s: %s has shape (%lld, %lld), expected %lld elements", op, name,

@@ -30,17 +30,6 @@ constexpr int64_t MAX_PARTIALS = 1 << 22; /* doubles of partials (32 MiB), at mo
 
 /* ---- argument checks (a mismatch is a bug in the caller: GSB_EINTERNAL) --- */
 
-const char *dtype_name(gsb_dtype dt)
-{
-    switch (dt) {
-    case GSB_F32: return "float32";
-    case GSB_F64: return "float64";
-    case GSB_I32: return "int32";
-    case GSB_I64: return "int64";
-    }
-    return "unknown";
-}
-
 bool is_float(gsb_dtype dt) { return dt == GSB_F32 || dt == GSB_F64; }
 
 int need_float(const gsb__backend *be, const char *op, const char *name, const gsb__tensor *t)
@@ -49,7 +38,7 @@ int need_float(const gsb__backend *be, const char *op, const char *name, const g
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is missing", op, name);
     if (!is_float(t->dtype))
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has dtype %s, expected a float dtype", op,
-                            name, dtype_name(t->dtype));
+                            name, gsb__cuda_dtype_name(t->dtype));
     if (t->be != be)
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is not in this GPU's memory", op, name);
     if (t->rows < 0 || t->cols < 0 || (!t->data && t->rows * t->cols > 0))
