@@ -625,8 +625,10 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
 
         if (strict)
             break; /* strict convergence */
-        if (shift2 <= km->tol)
-            break; /* includes strict convergence without empty clusters (above) */
+        /* unmoved centres are strict convergence without empty clusters (above);
+         * tested apart from the shift, as tol is NaN when X's variance overflows */
+        if (!moved || shift2 <= km->tol)
+            break;
     }
     run->n_iter = it < max_iter ? it + 1 : max_iter;
     if (!current)
