@@ -9,10 +9,10 @@
  * `gsb logs` works the same everywhere without depending on tail's flags.
  */
 #include "cli/logs.h"
+#include "server/cli_args.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,27 +24,14 @@
 #define LOGS_PATH_MAX 4096
 #define LOGS_BLOCK 65536
 
+/* DATA_DIR/gsbd.log, with the data directory the server picks (cli_args.h) */
 int gsb__logs_path(const char *data_dir, char *buf, size_t cap)
 {
-    int n;
-    const char *d = data_dir;
-    if (d && *d) {
-        n = snprintf(buf, cap, "%s/gsbd.log", d);
-    } else if ((d = getenv("GSB_DATA_DIR")) && *d) {
-        n = snprintf(buf, cap, "%s/gsbd.log", d);
-    } else if ((d = getenv("XDG_DATA_HOME")) && d[0] == '/') { /* XDG: relative ignored */
-        n = snprintf(buf, cap, "%s/gsb/gsbd.log", d);
-    } else {
-        d = getenv("HOME");
-        if (!d || !*d) {
-            struct passwd *pw = getpwuid(getuid());
-            d = pw ? pw->pw_dir : NULL;
-        }
-        if (!d || !*d)
-            return -1;
-        n = snprintf(buf, cap, "%s/.local/share/gsb/gsbd.log", d);
-    }
-    return n < 0 || (size_t)n >= cap ? -1 : 0;
+    if (gsb_cli_data_dir(data_dir, buf, cap) != 0)
+        return -1;
+    size_t used = strlen(buf);
+    int n = snprintf(buf + used, cap - used, "/gsbd.log");
+    return n < 0 || (size_t)n >= cap - used ? -1 : 0;
 }
 
 static int logs_write_all(int fd, const char *p, size_t n)
