@@ -12,6 +12,8 @@ The suite runs on gsb's CPU backend (or the device named by $GSB_DEVICE).
 """
 import functools
 import os
+import subprocess
+import sys
 import warnings
 
 # Before numpy loads: numpy's and scipy's own OpenBLAS single-threaded (the
@@ -232,3 +234,36 @@ def check_attr_names(g, s):
 def xfail(reason):
     """A known gsb deviation: the test must fail until it is fixed (strict)."""
     return pytest.mark.xfail(strict=True, reason=reason)
+
+
+# ---- the cuml shim, and the original project's quick start ----------------
+
+SHIM = os.path.join(os.path.dirname(__file__), "..", "..", "python", "cuml_shim")
+
+# The original README's quick start, word for word (../shared/REFERENCE.md)
+ORIGINAL_QUICK_START = """import numpy as np
+import cuml
+from cuml.svm import SVC
+from cuml.preprocessing import StandardScaler
+from cuml.decomposition import PCA
+from cuml.linear_model import LogisticRegression
+from cuml.cluster import KMeans
+X = np.random.rand(1000, 20).astype("float32"); y = (X[:, 0] > 0.5).astype("float32")
+X_s = StandardScaler().fit_transform(X)
+svm = SVC(kernel="rbf", C=1.0); svm.fit(X_s, y); svm.predict(X_s[:5])
+print(cuml.__version__)
+from cuml_proxy.proxy import ProxyEstimator
+sc = StandardScaler().fit(X)
+sc.save("my_scaler"); svm.save("my_svm")
+print(ProxyEstimator.list_saved())
+sc2 = ProxyEstimator.load("my_scaler")
+assert np.array_equal(sc2.transform(X), sc.transform(X))
+assert isinstance(sc2, ProxyEstimator)
+"""
+
+
+def run_with_shim(code, **env):
+    """Run code in a fresh interpreter that sees the cuml shim (installed or in-tree)."""
+    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), SHIM) if p)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": path, **env}, timeout=120)

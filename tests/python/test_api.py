@@ -22,6 +22,8 @@ from gsb.linear_model import LinearRegression, LogisticRegression, Ridge
 from gsb.neighbors import KNeighborsClassifier
 from gsb.preprocessing import LabelEncoder, StandardScaler
 
+from conftest import ORIGINAL_QUICK_START, SHIM, run_with_shim
+
 
 @pytest.fixture(autouse=True)
 def data_dir(tmp_path, monkeypatch):
@@ -217,38 +219,8 @@ def test_config():
     assert gsb.info()["version"] == gsb.__version__
 
 
-SHIM = os.path.join(os.path.dirname(__file__), "..", "..", "python", "cuml_shim")
-
-
-def _run_with_shim(code, **env):
-    """Run code in a fresh interpreter that sees the cuml shim (installed or in-tree)."""
-    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), SHIM) if p)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": path, **env}, timeout=120)
-
-
 def test_original_quick_start_runs_unchanged(tmp_path):
-    code = """
-import numpy as np
-import cuml
-from cuml.svm import SVC
-from cuml.preprocessing import StandardScaler
-from cuml.decomposition import PCA
-from cuml.linear_model import LogisticRegression
-from cuml.cluster import KMeans
-X = np.random.rand(1000, 20).astype("float32"); y = (X[:, 0] > 0.5).astype("float32")
-X_s = StandardScaler().fit_transform(X)
-svm = SVC(kernel="rbf", C=1.0); svm.fit(X_s, y); svm.predict(X_s[:5])
-print(cuml.__version__)
-from cuml_proxy.proxy import ProxyEstimator
-sc = StandardScaler().fit(X)
-sc.save("my_scaler"); svm.save("my_svm")
-print(ProxyEstimator.list_saved())
-sc2 = ProxyEstimator.load("my_scaler")
-assert np.array_equal(sc2.transform(X), sc.transform(X))
-assert isinstance(sc2, ProxyEstimator)
-"""
-    r = _run_with_shim(code, GSB_DATA_DIR=str(tmp_path))
+    r = run_with_shim(ORIGINAL_QUICK_START, GSB_DATA_DIR=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert gsb.__version__ in r.stdout
     assert "['my_scaler', 'my_svm']" in r.stdout

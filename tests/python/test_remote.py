@@ -25,10 +25,9 @@ from gsb.linear_model import LinearRegression, LogisticRegression
 from gsb.neighbors import KNeighborsClassifier
 from gsb.preprocessing import StandardScaler
 
-from conftest import fitted_attrs
+from conftest import ORIGINAL_QUICK_START, fitted_attrs, run_with_shim
 
 DEVICE = os.environ.get("GSB_DEVICE", "cpu")
-SHIM = os.path.join(os.path.dirname(__file__), "..", "..", "python", "cuml_shim")
 PYTHON_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "python")
 
 
@@ -157,31 +156,8 @@ def test_original_quick_start_through_the_server(url):
     with on(url):
         for name in gsb.list_saved():
             gsb.delete_saved(name)
-    code = """
-import numpy as np
-import cuml
-from cuml.svm import SVC
-from cuml.preprocessing import StandardScaler
-from cuml.decomposition import PCA
-from cuml.linear_model import LogisticRegression
-from cuml.cluster import KMeans
-X = np.random.rand(1000, 20).astype("float32"); y = (X[:, 0] > 0.5).astype("float32")
-X_s = StandardScaler().fit_transform(X)
-svm = SVC(kernel="rbf", C=1.0); svm.fit(X_s, y); svm.predict(X_s[:5])
-print(cuml.__version__)
-from cuml_proxy.proxy import ProxyEstimator
-sc = StandardScaler().fit(X)
-sc.save("my_scaler"); svm.save("my_svm")
-print(ProxyEstimator.list_saved())
-sc2 = ProxyEstimator.load("my_scaler")
-assert np.array_equal(sc2.transform(X), sc.transform(X))
-assert isinstance(sc2, ProxyEstimator)
-import gsb
-print(gsb.session_info()["transport"])
-"""
-    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), SHIM) if p)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=120, env={**os.environ, "PYTHONPATH": path, "GSB_URL": url})
+    code = ORIGINAL_QUICK_START + 'import gsb\nprint(gsb.session_info()["transport"])\n'
+    r = run_with_shim(code, GSB_URL=url)
     assert r.returncode == 0, r.stderr
     assert gsb.__version__ in r.stdout
     assert "['my_scaler', 'my_svm']" in r.stdout
