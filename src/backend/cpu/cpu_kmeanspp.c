@@ -36,6 +36,10 @@
 /* Below this much work (rows x columns) a pass stays on one thread. */
 #define KPP_PAR_MIN ((int64_t)1 << 16)
 
+/* What a fold does to closest before summing w * closest per chunk: set it
+ * to D, lower it to D, or leave it (the distances D to row c). */
+enum { KPP_INIT, KPP_FOLD, KPP_SUMS };
+
 typedef struct kpp_state {
     int64_t n, d, nb;
     const double *w; /* NULL: all ones */
@@ -127,18 +131,21 @@ static __attribute__((noinline)) double SFX(kpp_sqdist)(const T *a, const T *b, 
     return SFX(cpu_sqdist)(a, b, d);
 }
 
-/* closest = (init ? D : min(closest, D)) with D the distances to row c,
- * then the chunk sums of w * closest. */
-static void SFX(kpp_fold)(kpp_state *s, const T *X, const T *c, int init)
+/* closest = D (KPP_INIT) or min(closest, D) (KPP_FOLD) with D the distances
+ * to row c, or as it is (KPP_SUMS, c unused); then the chunk sums of
+ * w * closest. */
+static void SFX(kpp_fold)(kpp_state *s, const T *X, const T *c, int mode)
 {
 #pragma omp parallel for if (s->n * s->d > KPP_PAR_MIN) schedule(static)
     for (int64_t b = 0; b < s->nb; b++) {
         int64_t i0 = b * KPP_CHUNK, i1 = cpu_min64(i0 + KPP_CHUNK, s->n);
         double sum = 0.0;
         for (int64_t i = i0; i < i1; i++) {
-            double D = SFX(kpp_sqdist)(X + i * s->d, c, s->d);
-            if (init || D < s->closest[i])
-                s->closest[i] = D;
+            if (mode != KPP_SUMS) {
+                double D = SFX(kpp_sqdist)(X + i * s->d, c, s->d);
+                if (mode == KPP_INIT || D < s->closest[i])
+                    s->closest[i] = D;
+            }
             sum += kpp_wd(s, i, s->closest[i]);
         }
         s->chunk[b] = sum;
@@ -192,20 +199,13 @@ static int SFX(kpp_run)(const gsb__tensor *Xt, const double *w, int64_t first, c
                         (long long)(s.nb + nblk * trials));
     }
     if (first >= 0) {
-        SFX(kpp_fold)(&s, X, X + first * s.d, 1);
+        SFX(kpp_fold)(&s, X, X + first * s.d, KPP_INIT);
         double total = 0.0;
         for (int64_t b = 0; b < s.nb; b++)
             total += s.chunk[b];
         *pot = total;
     } else {
-        /* continuing: the chunk sums of the closest given */
-        for (int64_t b = 0; b < s.nb; b++) {
-            int64_t i0 = b * KPP_CHUNK, i1 = cpu_min64(i0 + KPP_CHUNK, s.n);
-            double sum = 0.0;
-            for (int64_t i = i0; i < i1; i++)
-                sum += kpp_wd(&s, i, s.closest[i]);
-            s.chunk[b] = sum;
-        }
+        SFX(kpp_fold)(&s, X, NULL, KPP_SUMS); /* continuing: the chunk sums of closest */
     }
     for (int64_t st = 0; st < steps; st++) {
         int64_t cand[KPP_MAX_TRIALS];
@@ -219,7 +219,7 @@ static int SFX(kpp_run)(const gsb__tensor *Xt, const double *w, int64_t first, c
                 best = t;
         chosen[st] = cand[best];
         *pot = pots[best];
-        SFX(kpp_fold)(&s, X, X + cand[best] * s.d, 0);
+        SFX(kpp_fold)(&s, X, X + cand[best] * s.d, KPP_FOLD);
     }
     free(s.chunk);
     free(part);
