@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "core/estimator.h"
-#include "estimators/classes.h"
-#include "estimators/pyrepr.h"
+#include "estimators/common/classes.h"
+#include "estimators/common/pyrepr.h"
 #include "testing.h"
 
 static const gsb__estimator_desc fake_est = {"Fake", "test", GSB__KIND_CLASSIFIER, NULL, NULL,

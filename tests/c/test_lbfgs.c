@@ -6,7 +6,7 @@
 #include <float.h>
 
 #include "core/error.h"
-#include "core/lbfgs.h"
+#include "solvers/lbfgs.h"
 #include "testing.h"
 
 /* ---- test problems ------------------------------------------------------- */

@@ -21,8 +21,8 @@
  * A trial point where f or the directional derivative is not finite halves
  * the step (scipy has no such guard; it lets a barrier-like f be minimised).
  */
-#ifndef GSB_CORE_LBFGS_H
-#define GSB_CORE_LBFGS_H
+#ifndef GSB_SOLVERS_LBFGS_H
+#define GSB_SOLVERS_LBFGS_H
 
 #include <stdint.h>
 

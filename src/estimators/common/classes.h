@@ -9,8 +9,8 @@
  * and the class_weight parameter turned into one weight per class
  * (compute_class_weight).  Written once here so that the three agree.
  */
-#ifndef GSB_ESTIMATORS_CLASSES_H
-#define GSB_ESTIMATORS_CLASSES_H
+#ifndef GSB_ESTIMATORS_COMMON_CLASSES_H
+#define GSB_ESTIMATORS_COMMON_CLASSES_H
 
 #include <stdint.h>
 

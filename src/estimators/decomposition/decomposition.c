@@ -26,8 +26,8 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "estimators/pyrepr.h"
-#include "estimators/randomized_svd.h"
+#include "estimators/common/pyrepr.h"
+#include "solvers/randomized_svd.h"
 
 /* ---- small helpers -------------------------------------------------------- */
 

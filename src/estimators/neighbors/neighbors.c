@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "core/estimator.h"
-#include "estimators/classes.h"
+#include "estimators/common/classes.h"
 
 /* ---- parameters ---------------------------------------------------------- */
 

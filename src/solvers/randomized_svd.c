@@ -18,7 +18,7 @@
  * iterations are skipped: the basis is then range(A) itself, taken by one QR
  * of A (see gsb__rsvd_compute).
  */
-#include "estimators/randomized_svd.h"
+#include "solvers/randomized_svd.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,8 +11,8 @@
  * rand_normal op, so a seed gives the same factorisation on every backend, but
  * not numpy's stream.
  */
-#ifndef GSB_ESTIMATORS_RANDOMIZED_SVD_H
-#define GSB_ESTIMATORS_RANDOMIZED_SVD_H
+#ifndef GSB_SOLVERS_RANDOMIZED_SVD_H
+#define GSB_SOLVERS_RANDOMIZED_SVD_H
 
 #include "core/estimator.h"
 

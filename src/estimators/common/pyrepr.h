@@ -2,8 +2,8 @@
  * pyrepr.h - values written as Python writes them, for error messages that
  * repeat scikit-learn's word for word ("... Got 1.5 instead.", "class 2.0").
  */
-#ifndef GSB_ESTIMATORS_PYREPR_H
-#define GSB_ESTIMATORS_PYREPR_H
+#ifndef GSB_ESTIMATORS_COMMON_PYREPR_H
+#define GSB_ESTIMATORS_COMMON_PYREPR_H
 
 #include <stddef.h>
 

@@ -7,7 +7,7 @@
  * step lengths, line search constants and stopping tests is what makes the
  * estimators stop at the iterate scikit-learn stops at.
  */
-#include "core/lbfgs.h"
+#include "solvers/lbfgs.h"
 
 #include <float.h>
 #include <math.h>

@@ -15,8 +15,8 @@
  * it fetched in an LRU cache of cache_bytes, as float (libsvm's Qfloat), so
  * the iterates are libsvm's.  Gradients are accumulated in double.
  */
-#ifndef GSB_ESTIMATORS_SMO_H
-#define GSB_ESTIMATORS_SMO_H
+#ifndef GSB_SOLVERS_SMO_H
+#define GSB_SOLVERS_SMO_H
 
 #include <stdint.h>
 

@@ -31,9 +31,9 @@
 
 #include "core/alloc.h"
 #include "core/estimator.h"
-#include "estimators/classes.h"
-#include "estimators/pyrepr.h"
-#include "estimators/smo.h"
+#include "estimators/common/classes.h"
+#include "estimators/common/pyrepr.h"
+#include "solvers/smo.h"
 
 /* ---- descriptors: parameters --------------------------------------------- */
 

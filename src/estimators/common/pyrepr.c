@@ -1,7 +1,7 @@
 /*
  * pyrepr.c - Python's repr() of a float, for error messages.  See pyrepr.h.
  */
-#include "estimators/pyrepr.h"
+#include "estimators/common/pyrepr.h"
 
 #include <math.h>
 #include <stdio.h>

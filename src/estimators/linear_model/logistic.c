@@ -25,9 +25,9 @@
 #include <string.h>
 
 #include "core/estimator.h"
-#include "core/lbfgs.h"
-#include "estimators/classes.h"
-#include "estimators/pyrepr.h"
+#include "solvers/lbfgs.h"
+#include "estimators/common/classes.h"
+#include "estimators/common/pyrepr.h"
 
 /* ---- descriptor: parameters ---------------------------------------------- */
 

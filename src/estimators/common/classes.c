@@ -3,7 +3,7 @@
  * continuous-target check, classes_ and the samples' class indices, the
  * class_weight parameter as per-class weights.  See classes.h.
  */
-#include "estimators/classes.h"
+#include "estimators/common/classes.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  * the original order, read through real[] (position -> row): a row stays
  * valid whatever is shrunk, and shrinking never touches the cache.
  */
-#include "estimators/smo.h"
+#include "solvers/smo.h"
 
 #include <math.h>
 #include <stdlib.h>
