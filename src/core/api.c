@@ -14,6 +14,7 @@
 #include "core/dispatch.h"
 #include "core/model.h"
 #include "core/store.h"
+#include "core/warn.h"
 #include "net/remote.h"
 
 /* ---- small things -------------------------------------------------------- */
@@ -446,6 +447,7 @@ int gsb_model_call(gsb_model *m, const char *method, const gsb_array *const *inp
                    int n_inputs, const char *options_json, gsb_result **out)
 {
     gsb__err_clear();
+    gsb__warn_clear();
     ARG_CHECK(m && method, "model and method");
     if (out)
         *out = NULL;
