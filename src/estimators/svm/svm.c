@@ -1329,6 +1329,7 @@ static int svc_decision(gsb__ctx *c, svc_model *m, double **dec)
     double *W = NULL;
     int rc;
     *dec = NULL;
+    memset(m, 0, sizeof *m);
     GSB_CHECK(fitted_kernel(c, &k));
     GSB_CHECK(svc_load(c, &k, m));
     W = gsb__alloc_array(m->nsv * m->P, sizeof *W);
