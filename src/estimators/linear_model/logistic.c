@@ -385,6 +385,9 @@ static int store_fit(gsb__ctx *c, gsb_dtype dtype, const double *classes, int64_
     gsb__tensor_set(&it, 0, (double)n_iter);
     gsb__tensor_as_1d(&cls);
     gsb__tensor_as_1d(&icpt);
+    /* liblinear without an intercept: scikit-learn's intercept_ is the scalar 0.0 */
+    if (!fit_intercept && gsb__param_is(c->params, "solver", "liblinear"))
+        icpt.ndim = 0;
     gsb__tensor_as_1d(&it);
     GSB_CHECK(gsb__fit_set(c, "classes_", &cls));
     GSB_CHECK(gsb__fit_set(c, "coef_", &coef));

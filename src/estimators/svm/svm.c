@@ -1463,12 +1463,14 @@ done:
  */
 static int svc_probabilities(gsb__ctx *c, int take_log)
 {
-    if (!json_is_true(json_object_get(c->params, "probability")))
-        return gsb__err(GSB_ENOTFOUND, "predict_proba is not available when probability=False");
+    /* a model fitted without probabilities says so whatever the parameter is now
+     * (the Python classes pass parameters on at fit only) */
     const gsb__tensor *A = gsb__attr(c, "probA_"), *B = gsb__attr(c, "probB_");
     if (!A || !B || A->rows * A->cols == 0 || B->rows * B->cols == 0)
         return gsb__err(GSB_ENOTFITTED, "predict_proba is not available when fitted with "
                         "probability=False");
+    if (!json_is_true(json_object_get(c->params, "probability")))
+        return gsb__err(GSB_ENOTFOUND, "predict_proba is not available when probability=False");
     svc_model m;
     double *dec;
     GSB_TRY(svc_decision(c, &m, &dec));
