@@ -4,18 +4,27 @@ The commands are C programs (src/cli, src/gsbd) that the wheel carries in
 gsb/bin beside libgsb.so; these console-script entry points replace the Python
 process with them, so flags, exit codes and signals are the programs' own.  With
 the programs beside each other, `gsb service install` finds this gsbd for its
-systemd unit.  A package without them (the Windows client wheel, or one built
-without the CLI) still has gsbd as gsb.server's Python main; `gsb` then says
-how to get the command.
+systemd unit.  This launcher is a package of its own so that a command does not
+pay for importing gsb (numpy, scikit-learn): it only looks up where gsb is.  A
+package without the programs (one built without the CLI) still has gsbd as
+gsb.server's Python main; `gsb` then says how to get the command.
 """
+import importlib.util
 import os
 import sys
 
-_BIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin")
+
+def _bin_dir():
+    spec = importlib.util.find_spec("gsb")  # finds the package without running it
+    paths = list(spec.submodule_search_locations or []) if spec else []
+    return os.path.join(paths[0], "bin") if paths else None
 
 
 def _program(name):
-    path = os.path.join(_BIN, name + (".exe" if os.name == "nt" else ""))
+    folder = _bin_dir()
+    if folder is None:
+        return None
+    path = os.path.join(folder, name + (".exe" if os.name == "nt" else ""))
     return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
 
 
@@ -38,6 +47,6 @@ def gsb():
 def gsbd():
     path = _program("gsbd")
     if path is None:
-        from .server import main
+        from gsb.server import main
         return main()
     _exec(path, "gsbd")
