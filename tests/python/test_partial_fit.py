@@ -112,3 +112,29 @@ def test_feature_names_kept():
     g = gp.StandardScaler().partial_fit(df[:10])
     g.partial_fit(df[10:])
     assert list(g.feature_names_in_) == list("abcd")
+
+
+def test_remote_session(tmp_path):
+    """partial_fit is an engine method: a gsbd session updates its model the same way."""
+    import gc
+
+    import gsb
+    import gsb.server
+    X, w = _data(np.float64, 8)
+    srv = gsb.server.start(listen=["tcp://127.0.0.1:0"], data_dir=tmp_path, device="cpu",
+                           log_level="warn")
+    try:
+        local = gp.StandardScaler()
+        for Xb, wb in _batches(X, w):
+            local.partial_fit(Xb, sample_weight=wb)
+        gsb.connect(srv.url)
+        remote = gp.StandardScaler()
+        for Xb, wb in _batches(X, w):
+            remote.partial_fit(Xb, sample_weight=wb)
+        np.testing.assert_array_equal(remote.mean_, local.mean_)
+        np.testing.assert_array_equal(remote.var_, local.var_)
+        assert remote.n_samples_seen_ == local.n_samples_seen_
+    finally:
+        gsb.connect(None)
+        gc.collect()
+        srv.stop()
