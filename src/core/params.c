@@ -203,7 +203,7 @@ int gsb__param_check(const char *owner, const gsb__param_desc *p, const json_t *
         rc = gsb__err(GSB_EPARAM, "The '%s' parameter of %s must be %s. Got %s instead. "
                       "Callables are not supported by gsb: its estimators run in C, possibly "
                       "on a server, and cannot call back into Python%s.",
-                      p->name, est->name, want, callable_repr(value), callable_advice(p));
+                      p->name, owner, want, callable_repr(value), callable_advice(p));
     else if (json_is_string(value))
         rc = gsb__err(GSB_EPARAM, "The '%s' parameter of %s must be %s. Got '%s' instead.",
                       p->name, owner, want, json_string_value(value));
