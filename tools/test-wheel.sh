@@ -10,8 +10,8 @@
 #     on a Unix socket, a model fitted through it matches the embedded one;
 #   - the `gsb` and `gsbd` commands work as README.md and docs/ write them
 #     (version, info, serve, health in every URL form, models with and without
-#     GSB_URL, logs, service install --dry-run, python -m gsb.server), on
-#     ports of their own.
+#     GSB_URL, logs, service install --dry-run, python -m gsb.server,
+#     bench-bridge --quick), on ports of their own.
 #
 #   tools/test-wheel.sh [--no-build] [build-wheel.sh options...]
 #     --no-build  test the wheels already in dist/ (else tools/build-wheel.sh
@@ -169,6 +169,9 @@ done
 pkg=$(python -c "import gsb, os; print(os.path.dirname(gsb.__file__))")
 unit=$(gsb service install --dry-run --unit-dir "$work/units")
 grep -q "^ExecStart=$pkg/bin/gsbd" <<<"$unit" || { echo "$unit"; fail "gsb service install --dry-run names another gsbd"; }
-echo "gsb and gsbd: version, info, serve, health (5 URL forms), models (GSB_URL), logs, service"
+# gsb bench-bridge --quick (docs/REMOTE.md): its own gsbd, small sizes, nothing judged
+gsb bench-bridge --quick | grep -q "StandardScaler fit_transform" || fail "gsb bench-bridge --quick"
+echo "gsb and gsbd: version, info, serve, health (5 URL forms), models (GSB_URL), logs, service,"
+echo "  bench-bridge"
 
 echo "test-wheel: ok ($wheel)"
