@@ -93,6 +93,9 @@ GPU = [
 SMALL_ONLY = [
     ("SVC(rbf) binary", "SVC", {}, svm.SVC, 5000, 20, "bin", 0, "predict"),
     ("SVC(rbf) 8 classes", "SVC", {}, svm.SVC, 5000, 20, "multi", 0, "predict"),
+    # Platt scaling: 5 cross-validation fits per pair of classes, then the sigmoid
+    ("SVC(rbf, probability) binary", "SVC", {"probability": True, "random_state": 0}, svm.SVC,
+     5000, 20, "bin", 0, "predict_proba"),
     ("SVR(rbf)", "SVR", {}, svm.SVR, 5000, 20, "reg", 0, "predict"),
     ("NearestNeighbors k=5", "NearestNeighbors", {}, neighbors.NearestNeighbors,
      5000, 20, "none", 1000, "kneighbors"),

@@ -19,7 +19,7 @@ from sklearn.base import (BaseEstimator, ClassifierMixin, ClusterMixin, Regresso
                           TransformerMixin)
 from sklearn.exceptions import DataConversionWarning, NotFittedError
 
-from . import _lib
+from . import _lib, _warnings
 from ._data import DataHandle
 from ._session import get_session
 
@@ -57,6 +57,8 @@ def _feature_names(X):
 
 
 def _json_param(value):
+    if callable(value) and not isinstance(value, type):
+        return {"__callable__": repr(value)}  # refused by the engine in scikit-learn's words
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.floating,)):
@@ -163,7 +165,9 @@ class GsbEstimator(BaseEstimator):
         else:
             status = self._call_with_progress(model, method, arr, len(keep), opts, out)
         _lib.check(status)
-        return _lib.take_result(out)
+        result = _lib.take_result(out)
+        _warnings.emit()  # after freeing the result: a warning may be raised as an error
+        return result
 
     def _call_with_progress(self, model, method, arr, n, opts, out):
         verbose = int(getattr(self, "verbose", 0) or 0)
@@ -475,8 +479,6 @@ def _python_attrs(est):
     elif name in ("SVC", "SVR"):
         if hasattr(est, "shape_fit_"):
             est.shape_fit_ = tuple(int(v) for v in np.ravel(est.shape_fit_))
-        if name == "SVC":
-            est.probA_ = est.probB_ = np.empty(0, dtype=np.float64)
 
 
 # ---- classifiers: any label type in and out -----------------------------------------

@@ -14,10 +14,18 @@
  * 64 eps, maxls 50, maxiter = max_iter), so it stops where scikit-learn
  * stops, in double whatever X's dtype.
  *
- * Where scikit-learn warns and goes on, gsb goes on silently: not
- * converging within max_iter shows as n_iter_ == max_iter (scikit-learn's
- * ConvergenceWarning), and ignored parameters (n_jobs, intercept_scaling,
- * random_state with lbfgs) are documented below.
+ * Every solver name runs this L-BFGS (docs/PARITY.md): with the L2 penalty
+ * or none, 'newton-cg', 'newton-cholesky', 'sag' and 'saga' minimise the
+ * same objective, whose optimum is unique, so they differ from lbfgs only in
+ * the path and in where within tol they stop.  'liblinear' penalises the
+ * intercept as well (it is the weight of a constant feature of value
+ * intercept_scaling): its objective, C * sum_i s_i loss_i + ||W||^2 / 2 +
+ * b^2 / (2 intercept_scaling^2), is the one above times C sum(s) plus that
+ * term, which the objective here then carries too.
+ *
+ * Not converging within max_iter warns as scikit-learn's lbfgs does (a
+ * ConvergenceWarning in its words, core/warn.h); ignored parameters (n_jobs,
+ * random_state) are documented below.
  */
 #include <float.h>
 #include <math.h>
@@ -25,6 +33,7 @@
 #include <string.h>
 
 #include "core/estimator.h"
+#include "core/warn.h"
 #include "solvers/lbfgs.h"
 #include "estimators/common/classes.h"
 #include "estimators/common/pyrepr.h"
@@ -53,19 +62,21 @@ static const gsb__param_desc logistic_params[] = {
     {"fit_intercept", GSB__P_BOOL, "true", 0, 0, 0, NULL,
      "Fit an (unpenalised) intercept per coefficient row."},
     {"intercept_scaling", GSB__P_FLOAT, "1", 0, INFINITY, GSB__CLOSED_NEITHER, NULL,
-     "Used by liblinear only; accepted and ignored, as scikit-learn's lbfgs ignores it."},
+     "Used by liblinear only, which penalises the intercept b by b^2 / (2 "
+     "intercept_scaling^2); ignored by the other solvers."},
     {"class_weight", GSB__P_DICT | GSB__P_STR | GSB__P_NONE, "null", 0, 0, 0,
      class_weight_choices,
      "None, 'balanced' (sum(w) / (n_classes * weighted bincount(y))) or an object "
      "{class value: weight} (keys are class values written as numbers, e.g. \"1\"); "
      "multiplies sample_weight."},
     {"random_state", GSB__P_INT | GSB__P_NONE, "null", 0, 4294967295.0, GSB__CLOSED_BOTH, NULL,
-     "Used by sag, saga and liblinear only; lbfgs is deterministic."},
+     "Accepted; unused: every solver name runs gsb's deterministic L-BFGS."},
     {"solver", GSB__P_STR, "\"lbfgs\"", 0, 0, 0, solver_choices,
-     "Only 'lbfgs' is implemented; the others fail with GSB_EUNSUPPORTED."},
+     "Every name runs L-BFGS to the same optimum (with scikit-learn's checks of each "
+     "solver); 'liblinear' also penalises the intercept, as liblinear does."},
     {"max_iter", GSB__P_INT, "100", 0, INFINITY, GSB__CLOSED_LEFT, NULL,
-     "Maximum L-BFGS iterations; n_iter_ == max_iter means it did not converge (where "
-     "scikit-learn emits a ConvergenceWarning)."},
+     "Maximum L-BFGS iterations; stopping there warns (ConvergenceWarning) as "
+     "scikit-learn does."},
     {"verbose", GSB__P_INT | GSB__P_BOOL, "0", 0, INFINITY, GSB__CLOSED_LEFT, NULL,
      "Print the objective of each iteration when no progress callback is set."},
     {"warm_start", GSB__P_BOOL, "false", 0, 0, 0, NULL,
@@ -77,8 +88,9 @@ static const gsb__param_desc logistic_params[] = {
 
 /* ---- fit: penalty and solver, as LogisticRegression.fit checks them ------ */
 
-/* Sets *l2_scale to 1/C, or 0 without a penalty. */
-static int check_penalty_solver(gsb__ctx *c, double *l2_scale)
+/* Sets *l2_scale to 1/C, or 0 without a penalty, and *icpt_scale to the
+ * intercept's share of the penalty (liblinear's 1 / intercept_scaling^2). */
+static int check_penalty_solver(gsb__ctx *c, double *l2_scale, double *icpt_scale)
 {
     const json_t *p = c->params;
     const char *solver = gsb__param_str(p, "solver");
@@ -110,15 +122,52 @@ static int check_penalty_solver(gsb__ctx *c, double *l2_scale)
                         "the liblinear solver");
     if (penalty && strcmp(penalty, "elasticnet") == 0 && gsb__param_is_none(p, "l1_ratio"))
         return gsb__err(GSB_EINVAL, "l1_ratio must be specified when penalty is elasticnet.");
-    /* newton-cg/-cholesky, sag and saga stop elsewhere than lbfgs, liblinear
-     * penalises the intercept: none gives lbfgs's answer, so none is faked */
-    if (strcmp(solver, "lbfgs") != 0)
-        return gsb__err(GSB_EUNSUPPORTED, "solver '%s' is not supported by gsb yet; use "
-                        "'lbfgs'", solver);
+    /* l1 and elasticnet (liblinear and saga): another objective, not L-BFGS's */
+    if (penalty && strcmp(penalty, "l2") != 0)
+        return gsb__err(GSB_EUNSUPPORTED, "LogisticRegression: the '%s' penalty (solver '%s') "
+                        "is not supported by gsb yet; use l1_ratio=0 (the L2 penalty)",
+                        penalty, solver);
 
     /* penalty None (given, or from C = inf) drops the L2 term */
     *l2_scale = !penalty || isinf(C) ? 0.0 : 1.0 / C;
+    double s = gsb__param_float(p, "intercept_scaling");
+    *icpt_scale = liblinear ? 1.0 / (s * s) : 0.0;
     return GSB_OK;
+}
+
+/* liblinear's own refusals, which LogisticRegression.fit raises before fitting. */
+static int check_liblinear(gsb__ctx *c, const gsb__tensor *X, int64_t n_classes)
+{
+    if (!gsb__param_is(c->params, "solver", "liblinear"))
+        return GSB_OK;
+    if (n_classes >= 3)
+        return gsb__err(GSB_EINVAL, "The 'liblinear' solver does not support multiclass "
+                        "classification (n_classes >= 3). Either use another solver or wrap "
+                        "the estimator in a OneVsRestClassifier to keep applying a "
+                        "one-versus-rest scheme.");
+    /* X may be on the device: its column maxima come through the backend */
+    const gsb__backend *be = c->be;
+    gsb__tensor Xb = GSB__TENSOR_NONE, lo = GSB__TENSOR_NONE, hi = GSB__TENSOR_NONE,
+                hh = GSB__TENSOR_NONE;
+    int rc;
+    GSB_CHECK(gsb__tensor_to(be, X, &Xb));
+    GSB_CHECK(gsb__tensor_alloc(be, X->dtype, X->cols, 1, &lo));
+    GSB_CHECK(gsb__tensor_alloc(be, X->dtype, X->cols, 1, &hi));
+    GSB_CHECK(be->ops->col_minmax(be, &Xb, &lo, &hi));
+    GSB_CHECK(gsb__tensor_to_host(&hi, &hh));
+    for (int64_t j = 0; j < X->cols; j++)
+        if (gsb__tensor_get(&hh, j) > 1e30) {
+            rc = gsb__err(GSB_EINVAL, "Using the 'liblinear' solver while X contains a "
+                          "maximum value > 1e30 results in a frozen fit. Please choose "
+                          "another solver or rescale the input X.");
+            break;
+        }
+done:
+    gsb__tensor_free(&Xb);
+    gsb__tensor_free(&lo);
+    gsb__tensor_free(&hi);
+    gsb__tensor_free(&hh);
+    return rc;
 }
 
 /* ---- fit: classes, labels and weights -------------------------------------- */
@@ -184,7 +233,9 @@ done:
 static int warm_start(gsb__ctx *c, int64_t K, int64_t R, int64_t p, int fit_intercept,
                       double *x)
 {
-    if (!gsb__param_bool(c->params, "warm_start") || !gsb__attr(c, "coef_"))
+    /* liblinear has no warm start (scikit-learn ignores the flag for it) */
+    if (!gsb__param_bool(c->params, "warm_start") || !gsb__attr(c, "coef_") ||
+        gsb__param_is(c->params, "solver", "liblinear"))
         return GSB_OK;
     const gsb__tensor *coef, *icpt;
     GSB_TRY(gsb__attr_need(c, "coef_", 0, -1, -1, &coef));
@@ -218,9 +269,10 @@ typedef struct objective {
     int fit_intercept;
     double inv_sw; /* 1 / sum(s) */
     double l2;     /* 1 / (C sum(s)), 0 without a penalty */
+    double l2_icpt; /* the intercepts' penalty: l2 / intercept_scaling^2 (liblinear), or 0 */
 } objective;
 
-/* f = loss / sum(s) + l2/2 ||W||^2 and its gradient, at x (R x p). */
+/* f = loss / sum(s) + l2/2 ||W||^2 (+ l2_icpt/2 ||b||^2) and its gradient, at x (R x p). */
 static int objective_eval(void *data, const double *x, double *f, double *g)
 {
     objective *o = data;
@@ -230,18 +282,21 @@ static int objective_eval(void *data, const double *x, double *f, double *g)
     GSB_TRY(be->ops->logistic_loss_grad(be, &o->X, &o->y, o->w.data ? &o->w : NULL, &o->coef,
                                         o->fit_intercept, &loss, &o->grad));
     GSB_TRY(be->ops->download(be, &o->grad, g));
-    double sq = 0;
+    double sq = 0, sq_icpt = 0;
     for (int64_t r = 0; r < o->R; r++) {
         for (int64_t j = 0; j < o->p; j++) {
             int64_t k = r * o->p + j;
             g[k] *= o->inv_sw;
-            if (j < o->d) { /* the intercept is not penalised */
+            if (j < o->d) {
                 g[k] += o->l2 * x[k];
                 sq += x[k] * x[k];
+            } else { /* the intercept: penalised by liblinear only */
+                g[k] += o->l2_icpt * x[k];
+                sq_icpt += x[k] * x[k];
             }
         }
     }
-    *f = loss * o->inv_sw + 0.5 * o->l2 * sq;
+    *f = loss * o->inv_sw + 0.5 * o->l2 * sq + 0.5 * o->l2_icpt * sq_icpt;
     return GSB_OK;
 }
 
@@ -254,15 +309,21 @@ static int objective_iter(void *data, int64_t iteration, double f)
 /* Most elements of float32 X upcast to one float64 copy per fit (256 MB). */
 #define LOGISTIC_UPCAST_MAX_ELEMENTS ((int64_t)1 << 25)
 
+/* scikit-learn's extra advice when LogisticRegression does not converge */
+#define LOGISTIC_SOLVER_ADVICE                                                    \
+    "Please also refer to the documentation for alternative solver options:\n"    \
+    "    https://scikit-learn.org/stable/modules/linear_model.html#logistic-regression"
+
 /* Minimise from x; *n_iter as scikit-learn reports it. */
 static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const double *w,
-                    double sw_sum, double l2_scale, int64_t R, int fit_intercept, double *x,
-                    int64_t *n_iter)
+                    double sw_sum, double l2_scale, double icpt_scale, int64_t R,
+                    int fit_intercept, double *x, int64_t *n_iter)
 {
     const gsb__backend *be = c->be;
     int64_t n = X->rows, d = X->cols, p = d + (fit_intercept ? 1 : 0);
     objective o = {.c = c, .R = R, .d = d, .p = p, .fit_intercept = fit_intercept,
-                   .inv_sw = 1.0 / sw_sum, .l2 = l2_scale / sw_sum};
+                   .inv_sw = 1.0 / sw_sum, .l2 = l2_scale / sw_sum,
+                   .l2_icpt = l2_scale * icpt_scale / sw_sum};
     gsb__tensor yh = gsb__tensor_host_view((void *)yi, GSB_I32, n, 1);
     int rc;
     /* The CPU twin evaluates in double, upcasting float32 X block by block at
@@ -291,6 +352,7 @@ static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const 
     GSB_CHECK(gsb__lbfgs_minimize(R * p, x, objective_eval, objective_iter, &o, &opts, &res));
     /* scipy may run one iteration past max_iter = 0; scikit-learn clips */
     *n_iter = res.n_iter < opts.max_iter ? res.n_iter : opts.max_iter;
+    gsb__lbfgs_warn(&res, *n_iter, opts.max_iter, LOGISTIC_SOLVER_ADVICE);
 done:
     gsb__tensor_free(&o.X);
     gsb__tensor_free(&o.y);
@@ -323,6 +385,9 @@ static int store_fit(gsb__ctx *c, gsb_dtype dtype, const double *classes, int64_
     gsb__tensor_set(&it, 0, (double)n_iter);
     gsb__tensor_as_1d(&cls);
     gsb__tensor_as_1d(&icpt);
+    /* liblinear without an intercept: scikit-learn's intercept_ is the scalar 0.0 */
+    if (!fit_intercept && gsb__param_is(c->params, "solver", "liblinear"))
+        icpt.ndim = 0;
     gsb__tensor_as_1d(&it);
     GSB_CHECK(gsb__fit_set(c, "classes_", &cls));
     GSB_CHECK(gsb__fit_set(c, "coef_", &coef));
@@ -340,8 +405,8 @@ static int logistic_fit(gsb__ctx *c)
 {
     const gsb__tensor *X = gsb__in(c, "X"), *y = gsb__in(c, "y");
     const gsb__tensor *sw = gsb__in(c, "sample_weight");
-    double l2_scale = 0;
-    GSB_TRY(check_penalty_solver(c, &l2_scale));
+    double l2_scale = 0, icpt_scale = 0;
+    GSB_TRY(check_penalty_solver(c, &l2_scale, &icpt_scale));
 
     int64_t n = X->rows, d = X->cols, K = 0;
     int fit_intercept = gsb__param_bool(c->params, "fit_intercept");
@@ -354,6 +419,7 @@ static int logistic_fit(gsb__ctx *c)
         goto done;
     }
     GSB_CHECK(gsb__labels_encode(c, y, &classes, &K, yi));
+    GSB_CHECK(check_liblinear(c, X, K));
     if (K < 2) {
         char v[40];
         gsb__py_float_repr(classes[0], v, sizeof v);
@@ -372,7 +438,8 @@ static int logistic_fit(gsb__ctx *c)
     }
     GSB_CHECK(warm_start(c, K, R, p, fit_intercept, x));
     int64_t n_iter;
-    GSB_CHECK(minimise(c, X, yi, w, sw_sum, l2_scale, R, fit_intercept, x, &n_iter));
+    GSB_CHECK(minimise(c, X, yi, w, sw_sum, l2_scale, icpt_scale, R, fit_intercept, x,
+                       &n_iter));
     rc = store_fit(c, X->dtype, classes, K, R, d, fit_intercept, x, n_iter);
 done:
     free(yi);
