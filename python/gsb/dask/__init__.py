@@ -1,0 +1,1 @@
+from . import decomposition, linear_model, preprocessing
