@@ -1,1 +1,1 @@
-from . import decomposition, linear_model, preprocessing
+from . import cluster, decomposition, linear_model, preprocessing

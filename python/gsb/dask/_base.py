@@ -154,6 +154,10 @@ class DaskEstimator:
         return f"{type(self).__name__}({args})"
 
     # -- helpers ----------------------------------------------------------------------
+    def _param(self, name):
+        """A parameter's value, the local estimator's default when not given."""
+        return self._local_class()(**self._params).get_params(deep=False)[name]
+
     def _get_client(self):
         if self.client is not None:
             return self.client
