@@ -45,3 +45,12 @@ def apply(X, model, method, empty_shape, empty_dtype, kwargs=None):
     if X.shape[0] == 0:
         return np.empty((0,) + tuple(empty_shape), dtype=empty_dtype)
     return getattr(model, method)(np.ascontiguousarray(X), **(kwargs or {}))
+
+
+def encode_labels(y, classes):
+    """Each label's index into the sorted classes, as float64 (the engine's labels)."""
+    return np.searchsorted(classes, np.asarray(y)).astype(np.float64)
+
+
+def unique(y):
+    return np.unique(np.asarray(y))

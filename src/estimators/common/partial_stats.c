@@ -32,7 +32,7 @@ static int64_t payload_len(int kind, int64_t a, int64_t b, int64_t c)
     case GSB__STATS_MOMENTS: return 2 + 4 * a;
     case GSB__STATS_GRAM: return b > a ? -1 : 2 + a + a * a;
     case GSB__STATS_LLOYD: return 1 + a + a * b;
-    case GSB__STATS_LOSSGRAD: return 1 + a * b;
+    case GSB__STATS_LOSSGRAD: return 2 + a * b;
     case GSB__STATS_COST: return a == 1 ? 1 : -1;
     case GSB__STATS_FAR: return a * (4 + b);
     case GSB__STATS_TOPK: return a * b * (2 + c);

@@ -28,7 +28,7 @@
  *                        pairwise update's co-moment form
  *                        C = Ca + Cb + (wa wb / w) (ma - mb)(ma - mb)^T
  *   LLOYD    a = k, b = d [inertia, counts(k), sums(k x d)]: summed
- *   LOSSGRAD a = R, b = p [sum w loss, grad(R x p)]: summed
+ *   LOSSGRAD a = R, b = p [sum w, sum w loss, grad(R x p)]: summed
  *   COST     a = 1       [sum w d^2]: summed
  *   FAR      a = m, b = d m rows [dist, index, weight, label, x(d)]: the m
  *                        largest dist (ties: smaller index) of both; rows
@@ -115,6 +115,26 @@ int gsb__ridge_fit_from_stats(gsb__ctx *c);
 /* PCA, TruncatedSVD (decomposition.c) */
 int gsb__pca_fit_from_stats(gsb__ctx *c);
 int gsb__tsvd_fit_from_stats(gsb__ctx *c);
+
+/* LogisticRegression (linear_model/logistic_stats.c) */
+int gsb__logistic_stats_lossgrad(gsb__ctx *c);
+int gsb__logistic_lbfgs_next(gsb__ctx *c);
+int gsb__logistic_fit_from_stats(gsb__ctx *c);
+
+#define GSB__LOGISTIC_STATS_ROWS                                                         \
+    {"stats_lossgrad", gsb__logistic_stats_lossgrad,                                     \
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_LABELS},                        \
+      {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}, {"coef", GSB__IN_STATS}},    \
+     GSB__METHOD_STATELESS,                                                              \
+     "a partition's summed weights, log-loss and gradient at the flat coef (y: class "   \
+     "indices; options n_classes, class_weight)"},                                       \
+    {"lbfgs_next", gsb__logistic_lbfgs_next, {{"history", GSB__IN_MATRIX}},              \
+     GSB__METHOD_STATELESS,                                                              \
+     "the engine's L-BFGS replayed over the evaluations so far: the next point 'x' to "  \
+     "evaluate, or done"},                                                               \
+    {"fit_from_stats", gsb__logistic_fit_from_stats,                                     \
+     {{"history", GSB__IN_MATRIX}, {"classes", GSB__IN_LABELS}}, 1,                      \
+     "fit from a finished L-BFGS history (docs/DASK.md)"}
 
 #define GSB__FIT_FROM_STATS_ROW(fn, what)                                                \
     {"fit_from_stats", fn, {{"stats", GSB__IN_STATS}}, 1,                                \
