@@ -54,3 +54,67 @@ def encode_labels(y, classes):
 
 def unique(y):
     return np.unique(np.asarray(y))
+
+
+def fit_part(name, params, X, y=None):
+    """A local estimator fitted on one partition (a slice of a distributed index)."""
+    est = ALL[name](**params)
+    return est.fit(np.ascontiguousarray(X)) if y is None else \
+        est.fit(np.ascontiguousarray(X), np.ascontiguousarray(y))
+
+
+def part_neighbors(model, X, k, offset):
+    """A partition's TOPK statistics for the queries X (None: its own rows, leave-one-out)."""
+    inputs = [] if X is None else [np.ascontiguousarray(X)]
+    return model._call("stats_kneighbors", inputs, {"n_neighbors": int(k),
+                                                    "offset": int(offset)})["stats"]
+
+
+def topk_unpack(stats, dtype):
+    """(dist, index, payload) of merged TOPK statistics."""
+    s = np.asarray(stats)
+    nq, k, t = int(s[2]), int(s[3]), int(s[4])
+    p = s[5:]
+    dist = p[:nq * k].reshape(nq, k).astype(dtype)
+    idx = p[nq * k:2 * nq * k].reshape(nq, k).astype(np.int64)
+    return dist, idx, p[2 * nq * k:].reshape(nq, k, t)
+
+
+def _weights(dist, by_distance):
+    """scikit-learn's _get_weights: 1/d, or 1 for the distance-0 neighbours of a row."""
+    if not by_distance:
+        return np.ones(dist.shape)
+    with np.errstate(divide="ignore"):
+        w = 1.0 / dist.astype(np.float64)
+    inf = np.isinf(w)
+    rows = inf.any(axis=1)
+    w[rows] = inf[rows]
+    return w
+
+
+def knn_proba(stats, n_classes, by_distance):
+    """Class probabilities from merged neighbours whose payload is the class index."""
+    dist, _, pay = topk_unpack(stats, np.float64)
+    w = _weights(dist, by_distance)
+    proba = np.zeros((dist.shape[0], n_classes))
+    codes = pay[:, :, 0].astype(np.int64)
+    for j in range(dist.shape[1]):
+        np.add.at(proba, (np.arange(dist.shape[0]), codes[:, j]), w[:, j])
+    total = proba.sum(axis=1, keepdims=True)
+    if np.any(total == 0):
+        raise ValueError("All neighbors of some sample is getting zero weights. Please modify "
+                         "'weights' to avoid this case if you are using a user-defined "
+                         "function.")
+    return proba / total
+
+
+def knn_predict(stats, classes, by_distance):
+    return classes[np.argmax(knn_proba(stats, len(classes), by_distance), axis=1)]
+
+
+def knn_regress(stats, by_distance, dtype, one_d):
+    dist, _, pay = topk_unpack(stats, np.float64)
+    w = _weights(dist, by_distance)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (np.einsum("qk,qkt->qt", w, pay) / w.sum(axis=1)[:, None]).astype(dtype)
+    return out[:, 0] if one_d else out
