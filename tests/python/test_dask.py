@@ -271,8 +271,8 @@ def test_worker_killed_mid_fit(client, blobs):
     (pure) tasks on the other worker and the nanny restarts the dead one; the fit ends
     with the single-process model, or fails with dask's KilledWorker, never a wrong one."""
     X = blobs[0]
-    init = X[:4].copy()
-    params = dict(n_clusters=4, init=init, n_init=1, tol=0, max_iter=40)
+    # 8 clusters on 4 blobs: about 14 Lloyd iterations (several seconds) to converge
+    params = dict(n_clusters=8, init=X[:8].copy(), n_init=1, tol=0, max_iter=100)
     ref = gsb.cluster.KMeans(**params).fit(X)
     pids = list(client.run(os.getpid).values())
     fitted, errors = [], []
@@ -285,7 +285,8 @@ def test_worker_killed_mid_fit(client, blobs):
 
     t = threading.Thread(target=fit)
     t.start()
-    time.sleep(1.0)
+    time.sleep(2.5)
+    assert t.is_alive(), "the fit ended before the worker could be killed"
     os.kill(pids[0], signal.SIGKILL)
     t.join(timeout=240)
     assert not t.is_alive()
