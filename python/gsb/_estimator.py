@@ -592,7 +592,7 @@ def _default(p):
 
 
 # regressors whose engine fit takes a 2-D y (several targets)
-_MULTI_OUTPUT = {"LinearRegression", "Ridge", "KNeighborsRegressor"}
+_MULTI_OUTPUT = {"LinearRegression", "Ridge", "KNeighborsRegressor", "Lasso", "ElasticNet"}
 
 
 def make_class(desc, module):
