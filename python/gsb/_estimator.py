@@ -472,6 +472,13 @@ def _python_attrs(est):
         est.effective_metric_params_ = dict(est.metric_params or {})
         if hasattr(est, "outputs_2d_"):
             est.outputs_2d_ = bool(est.outputs_2d_)
+    elif name in ("Lasso", "ElasticNet", "LassoCV", "ElasticNetCV"):
+        if isinstance(getattr(est, "n_iter_", None), np.ndarray):  # one per target: a list
+            est.n_iter_ = [int(v) for v in est.n_iter_]
+        if name == "ElasticNetCV" and hasattr(est, "mse_path_"):
+            n_l1, n_alphas = np.atleast_1d(est.l1_ratio).size, est.alphas_.shape[-1]
+            if n_l1 > 1 and n_alphas > 1:  # the engine's 2-D (n_l1 * n_alphas, n_folds)
+                est.mse_path_ = est.mse_path_.reshape(n_l1, n_alphas, -1)
     elif name in ("SVC", "SVR"):
         if hasattr(est, "shape_fit_"):
             est.shape_fit_ = tuple(int(v) for v in np.ravel(est.shape_fit_))

@@ -85,8 +85,10 @@ int gsb__enet_fit_args_read(gsb__ctx *c, gsb__enet_fit_args *a)
     memset(a, 0, sizeof *a);
     if (gsb__param_is_none(p, "max_iter"))
         return gsb__err(GSB_EINVAL, "an integer is required");
-    a->alpha = gsb__param_float(p, "alpha");
-    a->l1_ratio = json_object_get(p, "l1_ratio") ? gsb__param_float(p, "l1_ratio") : 1.0;
+    /* the CV estimators have no alpha and may hold a list of l1_ratio: they set both */
+    a->alpha = json_number_value(json_object_get(p, "alpha"));
+    const json_t *l1r = json_object_get(p, "l1_ratio");
+    a->l1_ratio = json_is_number(l1r) ? json_number_value(l1r) : 1.0;
     a->fit_intercept = gsb__param_bool(p, "fit_intercept");
     a->precompute = json_is_true(json_object_get(p, "precompute"));
     a->warm_start = json_object_get(p, "warm_start") && gsb__param_bool(p, "warm_start");
