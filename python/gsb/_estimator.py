@@ -70,6 +70,20 @@ def _json_param(value):
     return value
 
 
+def _cv_folds(cv, X, y):
+    """A cv that is neither None nor an int (a splitter, an iterable of (train, test)) as
+    the engine's cv_folds input: n_samples x n_folds, 1 training, 2 test, 0 unused."""
+    if cv is None or isinstance(cv, (int, np.integer)) or isinstance(X, DataHandle):
+        return None
+    from sklearn.model_selection import check_cv
+    splits = list(check_cv(cv).split(X, y))
+    folds = np.zeros((len(X), len(splits)), dtype=np.float64)
+    for f, (train, test) in enumerate(splits):
+        folds[train, f] = 1
+        folds[test, f] = 2
+    return folds
+
+
 def _progress_bar(name, total):
     """A tqdm bar where one can be drawn (a terminal or a notebook), else None."""
     try:
@@ -117,6 +131,8 @@ class GsbEstimator(BaseEstimator):
         for name, value in params.items():
             if name == "init" and not isinstance(value, str):
                 continue  # an init array travels as a fit input
+            if name == "cv" and value is not None and not isinstance(value, (int, np.integer)):
+                continue  # a splitter or iterable travels as the fit input cv_folds
             out[name] = _json_param(value)
         return out
 
@@ -225,6 +241,8 @@ class GsbEstimator(BaseEstimator):
                 raise NotImplementedError(f"{type(self).__name__}: a callable init is not "
                                           f"supported by gsb; pass an array or a string")
             values["init"] = _as_array(init, "init")
+        if "cv_folds" in names:
+            values["cv_folds"] = _cv_folds(getattr(self, "cv", None), X, y)
         return [values.get(n) for n in names]
 
     def _fit(self, X, y=None, sample_weight=None, **fit_params):

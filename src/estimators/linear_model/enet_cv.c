@@ -9,7 +9,9 @@
  *     centred, weighted data) down to eps alpha_max, geometric; or the
  *     alphas given, sorted decreasingly;
  *   - folds: KFold(cv) without shuffling (cv None: 5), contiguous test
- *     blocks, the first n % cv of them one sample longer;
+ *     blocks, the first n % cv of them one sample longer; or any folds given
+ *     as the cv_folds input (the Python class turns a splitter or an
+ *     iterable of (train, test) into it);
  *   - per l1_ratio and fold, the path on the training rows (weights
  *     rescaled to sum to their count, data centred there), each alpha
  *     starting from the previous alpha's coefficients, and the test rows'
@@ -51,8 +53,8 @@ static const char *const selection_choices[] = {"cyclic", "random", NULL};
     {"copy_X", GSB__P_BOOL, "true", 0, 0, 0, NULL,                                           \
      "Accepted for compatibility: X is never modified in place."},                           \
     {"cv", GSB__P_INT | GSB__P_NONE, "null", 2, INFINITY, GSB__CLOSED_LEFT, NULL,            \
-     "Number of folds (KFold without shuffling); None is 5.  Splitter objects and "          \
-     "iterables are not taken."},                                                            \
+     "Number of folds (KFold without shuffling); None is 5.  The Python class also takes "   \
+     "a splitter or an iterable of (train, test), passed on as the fit input cv_folds."},    \
     {"verbose", GSB__P_BOOL | GSB__P_INT, verbose_default, 0, INFINITY, GSB__CLOSED_LEFT,    \
      NULL, "Print the progress of the path when no progress callback is set."},              \
     {"n_jobs", GSB__P_INT | GSB__P_NONE, "null", 0, 0, 0, NULL,                              \
@@ -195,54 +197,70 @@ done:
 
 /* ---- one fold's path ---------------------------------------------------------------- */
 
+/* A fold over the n rows: 1 training, 2 test, 0 neither. */
+enum { ROW_UNUSED = 0, ROW_TRAIN = 1, ROW_TEST = 2 };
+
 typedef struct cv_data {
     const gsb__tensor *X, *y; /* all rows, on the backend: n x p, n x 1 */
     const double *w;          /* n weights (X's dtype values) or NULL */
     int64_t n;
 } cv_data;
 
-/* Rows outside [a, b) of T (on be) into a new tensor. */
-static int rows_without(const gsb__backend *be, const gsb__tensor *T, int64_t a, int64_t b,
-                        gsb__tensor *out)
+/* The rows of T (on be) whose code is want, in order, into a new tensor of
+ * count rows: one copy per run of consecutive rows. */
+static int gather_rows(const gsb__backend *be, const gsb__tensor *T, const unsigned char *code,
+                       unsigned char want, int64_t count, gsb__tensor *out)
 {
-    size_t es = gsb_dtype_size(T->dtype);
-    GSB_TRY(gsb__tensor_alloc(be, T->dtype, T->rows - (b - a), T->cols, out));
-    gsb__tensor src = *T, dst = *out;
-    src.owned = dst.owned = 0;
-    int rc = GSB_OK;
-    if (a > 0) {
-        src.rows = dst.rows = a;
-        rc = be->ops->copy(be, &dst, &src);
+    size_t row = (size_t)T->cols * gsb_dtype_size(T->dtype);
+    GSB_TRY(gsb__tensor_alloc(be, T->dtype, count, T->cols, out));
+    int64_t at = 0;
+    for (int64_t i = 0; i < T->rows;) {
+        if (code[i] != want) {
+            i++;
+            continue;
+        }
+        int64_t j = i;
+        while (j < T->rows && code[j] == want)
+            j++;
+        gsb__tensor src = *T, dst = *out;
+        src.data = (char *)T->data + (size_t)i * row;
+        dst.data = (char *)out->data + (size_t)at * row;
+        src.rows = dst.rows = j - i;
+        src.owned = dst.owned = 0;
+        int rc = be->ops->copy(be, &dst, &src);
+        if (rc != GSB_OK) {
+            gsb__tensor_free(out);
+            return rc;
+        }
+        at += j - i;
+        i = j;
     }
-    if (rc == GSB_OK && b < T->rows) {
-        src.data = (char *)T->data + (size_t)(b * T->cols) * es;
-        dst.data = (char *)out->data + (size_t)(a * T->cols) * es;
-        src.rows = dst.rows = T->rows - b;
-        rc = be->ops->copy(be, &dst, &src);
-    }
-    if (rc != GSB_OK)
-        gsb__tensor_free(out);
-    return rc;
+    return GSB_OK;
 }
 
-static gsb__tensor rows_view(const gsb__tensor *T, int64_t a, int64_t b)
+/* The weights of the rows whose code is want (NULL without weights). */
+static double *gather_weights(const double *w, const unsigned char *code, unsigned char want,
+                              int64_t n, int64_t count)
 {
-    gsb__tensor v = *T;
-    v.data = (char *)T->data + (size_t)(a * T->cols) * gsb_dtype_size(T->dtype);
-    v.rows = b - a;
-    v.owned = 0;
-    return v;
+    double *out = gsb__alloc_array(count, sizeof *out);
+    if (out)
+        for (int64_t i = 0, k = 0; i < n; i++)
+            if (code[i] == want)
+                out[k++] = w[i];
+    return out;
 }
 
 /*
  * Test MSE per alpha: coefs (A x p host, the path) with intercepts
- * y_off - x_off coef, on test rows [a, b); weighted by w when given.
+ * y_off - x_off coef, on the test rows Xt (nt x p), yt (nt x 1), weighted
+ * by wt (nt, or NULL).
  */
-static int test_mse(gsb__ctx *c, const cv_data *cd, const gsb__lin_data *d, int64_t a,
-                    int64_t b, const double *coefs, int64_t A, double *mse)
+static int test_mse(gsb__ctx *c, const gsb__lin_data *d, const gsb__tensor *Xt,
+                    const gsb__tensor *yt_col, const double *wt, const double *coefs,
+                    int64_t A, double *mse)
 {
     const gsb__backend *be = c->be;
-    int64_t p = d->p, nt = b - a;
+    int64_t p = d->p, nt = Xt->rows;
     gsb_dtype dt = d->dtype;
     gsb__tensor B = GSB__TENSOR_NONE, E = GSB__TENSOR_NONE, bv = GSB__TENSOR_NONE,
                 ones_r = GSB__TENSOR_NONE, ones_c = GSB__TENSOR_NONE, sw = GSB__TENSOR_NONE,
@@ -251,12 +269,13 @@ static int test_mse(gsb__ctx *c, const cv_data *cd, const gsb__lin_data *d, int6
     int rc;
     if (!h)
         return oom();
-    gsb__tensor Xt = rows_view(cd->X, a, b), yt = rows_view(cd->y, a, b);
-    yt.rows = 1; /* (n_test, 1) read as (1, n_test) */
+    gsb__tensor yt = *yt_col; /* (n_test, 1) read as (1, n_test) */
+    yt.rows = 1;
     yt.cols = nt;
+    yt.owned = 0;
     GSB_CHECK(gsb__lin_upload_f64(be, dt, A, p, coefs, &B));
     GSB_CHECK(gsb__tensor_alloc(be, dt, A, nt, &E));
-    GSB_CHECK(be->ops->gemm(be, 0, 1, 1.0, &B, &Xt, 0.0, &E));
+    GSB_CHECK(be->ops->gemm(be, 0, 1, 1.0, &B, Xt, 0.0, &E));
     for (int64_t r = 0; r < A; r++) { /* in X's dtype, as scikit-learn's intercepts */
         double s = 0;
         for (int64_t j = 0; j < p; j++)
@@ -271,11 +290,11 @@ static int test_mse(gsb__ctx *c, const cv_data *cd, const gsb__lin_data *d, int6
     GSB_CHECK(be->ops->gemm(be, 0, 0, 1.0, &bv, &ones_r, 1.0, &E));
     GSB_CHECK(be->ops->gemm(be, 0, 0, -1.0, &ones_c, &yt, 1.0, &E));
     double denom = (double)nt;
-    if (cd->w) {
+    if (wt) {
         denom = 0;
         for (int64_t i = 0; i < nt; i++) {
-            h[i] = sqrt(cd->w[a + i]);
-            denom += cd->w[a + i];
+            h[i] = sqrt(wt[i]);
+            denom += wt[i];
         }
         GSB_CHECK(gsb__lin_upload_f64(be, GSB_F64, nt, 1, h, &sw));
         GSB_CHECK(be->ops->col_affine(be, &E, NULL, &sw, NULL, &E));
@@ -298,30 +317,38 @@ done:
     return rc;
 }
 
-/* The path for one l1_ratio on the training rows of fold [a, b): mse (A). */
+/* The path for one l1_ratio on the fold's training rows: the test MSE (A). */
 static int fold_path(gsb__ctx *c, const cv_data *cd, const gsb__enet_fit_args *fa,
-                     double l1r, const double *alphas, int64_t A, int64_t a, int64_t b,
+                     double l1r, const double *alphas, int64_t A, const unsigned char *code,
                      double *mse)
 {
     const gsb__backend *be = c->be;
-    int64_t n = cd->n, p = cd->X->cols, ntr = n - (b - a);
-    gsb__tensor Xtr = GSB__TENSOR_NONE, ytr = GSB__TENSOR_NONE, wtr = GSB__TENSOR_NONE;
+    int64_t n = cd->n, p = cd->X->cols, ntr = 0, nte = 0;
+    for (int64_t i = 0; i < n; i++) {
+        ntr += code[i] == ROW_TRAIN;
+        nte += code[i] == ROW_TEST;
+    }
+    if (ntr == 0 || nte == 0)
+        return gsb__err(GSB_EINVAL, "every cross-validation fold needs training and test "
+                        "samples (this one has %lld and %lld)", (long long)ntr, (long long)nte);
+    gsb__tensor Xtr = GSB__TENSOR_NONE, ytr = GSB__TENSOR_NONE, Xte = GSB__TENSOR_NONE,
+                yte = GSB__TENSOR_NONE, wtr = GSB__TENSOR_NONE;
     gsb__lin_data d = {0};
     gsb__enet_solver s = {0};
-    double *coefs = gsb__calloc_array(A * p, sizeof *coefs), *wh = NULL, gap;
+    double *coefs = gsb__calloc_array(A * p, sizeof *coefs), *wh = NULL, *wte = NULL, gap;
     int64_t n_iter;
     int rc, converged;
     if (!coefs)
         return oom();
-    GSB_CHECK(rows_without(be, cd->X, a, b, &Xtr));
-    GSB_CHECK(rows_without(be, cd->y, a, b, &ytr));
+    GSB_CHECK(gather_rows(be, cd->X, code, ROW_TRAIN, ntr, &Xtr));
+    GSB_CHECK(gather_rows(be, cd->y, code, ROW_TRAIN, ntr, &ytr));
     if (cd->w) {
-        if (!(wh = gsb__alloc_array(ntr, sizeof *wh))) {
+        wh = gather_weights(cd->w, code, ROW_TRAIN, n, ntr);
+        wte = gather_weights(cd->w, code, ROW_TEST, n, nte);
+        if (!wh || !wte) {
             rc = oom();
             goto done;
         }
-        memcpy(wh, cd->w, (size_t)a * sizeof *wh);
-        memcpy(wh + a, cd->w + b, (size_t)(n - b) * sizeof *wh);
         wtr = gsb__tensor_host_view(wh, GSB_F64, ntr, 1);
     }
     GSB_CHECK(gsb__lin_prepare(be, &Xtr, &ytr, cd->w ? &wtr : NULL, fa->fit_intercept, 1, &d));
@@ -335,15 +362,48 @@ static int fold_path(gsb__ctx *c, const cv_data *cd, const gsb__enet_fit_args *f
             memcpy(coefs + i * p, coefs + (i - 1) * p, (size_t)p * sizeof *coefs);
         GSB_CHECK(gsb__enet_solver_run(&s, &pen, coefs + i * p, &gap, &n_iter, &converged));
     }
-    rc = test_mse(c, cd, &d, a, b, coefs, A, mse);
+    gsb__enet_solver_free(&s);
+    GSB_CHECK(gather_rows(be, cd->X, code, ROW_TEST, nte, &Xte));
+    GSB_CHECK(gather_rows(be, cd->y, code, ROW_TEST, nte, &yte));
+    rc = test_mse(c, &d, &Xte, &yte, wte, coefs, A, mse);
 done:
     gsb__enet_solver_free(&s);
     gsb__lin_free(&d);
     gsb__tensor_free(&Xtr);
     gsb__tensor_free(&ytr);
+    gsb__tensor_free(&Xte);
+    gsb__tensor_free(&yte);
     free(coefs);
     free(wh);
+    free(wte);
     return rc;
+}
+
+/*
+ * Fold f's row codes: from the cv_folds input (n x folds, codes as numbers),
+ * else KFold without shuffling: contiguous test blocks, the first n % folds
+ * of them one row longer.
+ */
+static int fold_codes(const gsb__tensor *folds, int64_t n, int64_t nf, int64_t f,
+                      unsigned char *code)
+{
+    if (folds) {
+        for (int64_t i = 0; i < n; i++) {
+            double v = gsb__tensor_get(folds, i * nf + f);
+            if (v != ROW_UNUSED && v != ROW_TRAIN && v != ROW_TEST)
+                return gsb__err(GSB_EINVAL, "cv_folds holds %g: each entry must be 0 (unused), "
+                                "1 (training) or 2 (test)", v);
+            code[i] = (unsigned char)v;
+        }
+        return GSB_OK;
+    }
+    int64_t a = 0;
+    for (int64_t g = 0; g < f; g++)
+        a += n / nf + (g < n % nf ? 1 : 0);
+    int64_t b = a + n / nf + (f < n % nf ? 1 : 0);
+    for (int64_t i = 0; i < n; i++)
+        code[i] = i >= a && i < b ? ROW_TEST : ROW_TRAIN;
+    return GSB_OK;
 }
 
 /* ---- fit ------------------------------------------------------------------------------- */
@@ -428,10 +488,16 @@ static int cv_fit(gsb__ctx *c)
     const gsb__backend *be = c->be;
     const gsb__tensor *X = gsb__in(c, "X"), *y = gsb__in(c, "y");
     GSB_TRY(check_target(c, y));
+    const gsb__tensor *folds = gsb__in(c, "cv_folds");
     int64_t n = X->rows;
     cv_plan pl = {0};
-    pl.folds = gsb__param_is_none(c->params, "cv") ? 5 : gsb__param_int(c->params, "cv");
-    if (pl.folds > n)
+    pl.folds = folds                                ? folds->cols
+               : gsb__param_is_none(c->params, "cv") ? 5
+                                                     : gsb__param_int(c->params, "cv");
+    if (folds && folds->rows != n)
+        return gsb__err(GSB_EINVAL, "cv_folds has %lld rows, X has %lld", (long long)folds->rows,
+                        (long long)n);
+    if (!folds && pl.folds > n)
         return gsb__err(GSB_EINVAL, "Cannot have number of splits n_splits=%lld greater than "
                         "the number of samples: n_samples=%lld.", (long long)pl.folds,
                         (long long)n);
@@ -439,6 +505,7 @@ static int cv_fit(gsb__ctx *c)
     gsb__lin_data d = {0};
     gsb__tensor Xb = GSB__TENSOR_NONE, yb = GSB__TENSOR_NONE;
     double *w = NULL, *mse = NULL;
+    unsigned char *code = NULL;
     int rc;
     GSB_CHECK(gsb__enet_fit_args_read(c, &fa));
     /* True: the Gram form on the folds; 'auto' (and the refit's False) lets the cost pick */
@@ -459,13 +526,16 @@ static int cv_fit(gsb__ctx *c)
         rc = oom();
         goto done;
     }
+    if (!(code = gsb__alloc_array(n, 1))) {
+        rc = oom();
+        goto done;
+    }
     for (int64_t r = 0; r < pl.L; r++) {
-        for (int64_t f = 0, a = 0; f < pl.folds; f++) {
-            int64_t b = a + n / pl.folds + (f < n % pl.folds ? 1 : 0);
-            GSB_CHECK(fold_path(c, &cd, &fa, pl.l1_ratios[r], pl.alphas + r * pl.A, pl.A, a, b,
+        for (int64_t f = 0; f < pl.folds; f++) {
+            GSB_CHECK(fold_codes(folds, n, pl.folds, f, code));
+            GSB_CHECK(fold_path(c, &cd, &fa, pl.l1_ratios[r], pl.alphas + r * pl.A, pl.A, code,
                                 mse + (r * pl.folds + f) * pl.A));
             GSB_CHECK(gsb__progress(c, "fold", r * pl.folds + f + 1, NAN));
-            a = b;
         }
     }
     int64_t bl, ba;
@@ -482,6 +552,7 @@ done:
     plan_free(&pl);
     free(w);
     free(mse);
+    free(code);
     return rc;
 }
 
@@ -491,8 +562,11 @@ static const gsb__method_desc cv_methods[] = {
     {"fit", cv_fit,
      {{"X", GSB__IN_X | GSB__IN_DEVICE_OK},
       {"y", GSB__IN_Y_LIKE_X},
-      {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
-     1, "cross-validated path, then a refit with the best penalty (y: 1-D)"},
+      {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL},
+      {"cv_folds", GSB__IN_MATRIX | GSB__IN_OPTIONAL}},
+     1, "cross-validated path, then a refit with the best penalty (y: 1-D; cv_folds, "
+        "n_samples x n_folds, 1 training / 2 test / 0 unused, gives the folds of any "
+        "splitter, which the Python class derives from cv)"},
     {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "X @ coef_ + intercept_ (result \"y\")"},
     {0}};
