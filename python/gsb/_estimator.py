@@ -493,6 +493,9 @@ def _python_attrs(est):
     elif name in ("Lasso", "ElasticNet", "LassoCV", "ElasticNetCV"):
         if isinstance(getattr(est, "n_iter_", None), np.ndarray):  # one per target: a list
             est.n_iter_ = [int(v) for v in est.n_iter_]
+        if name in ("Lasso", "ElasticNet") and hasattr(est, "coef_"):
+            from scipy import sparse
+            est.sparse_coef_ = sparse.csr_array(np.atleast_2d(est.coef_))
         if name == "ElasticNetCV" and hasattr(est, "mse_path_"):
             n_l1, n_alphas = np.atleast_1d(est.l1_ratio).size, est.alphas_.shape[-1]
             if n_l1 > 1 and n_alphas > 1:  # the engine's 2-D (n_l1 * n_alphas, n_folds)
