@@ -156,7 +156,7 @@ __device__ double cd_gap(const CdArgs &a, const CdVecs &v, double y_norm2, doubl
         s[1] += wi * v.Qw[i];
         s[2] += wi * wi;
         s[3] += fabs(wi);
-        double x = v.q[i] - v.Qw[i] - (l1 ? a.beta * wi : 0.0);
+        double x = __dsub_rn(__dsub_rn(v.q[i], v.Qw[i]), l1 ? __dmul_rn(a.beta, wi) : 0.0);
         v.XtA[i] = x;
         if (l1)
             s[4] = fmax(s[4], a.positive ? x : fabs(x));
@@ -261,7 +261,9 @@ __device__ void cd_epoch(const CdArgs &a, const CdVecs &v, int n_active, bool sc
     *w_max = wmax;
 }
 
-/* Load the target's vectors and Qw = Q w (a warp per row, lanes along it). */
+/* Load the target's vectors and Qw = Q w: a thread per row, summing in the
+ * CPU's order and rounding (a warm start then gives the CPU's iterates too);
+ * Q is symmetric, so row i is read as column i, coalesced across threads. */
 __device__ void cd_load(const CdArgs &a, const CdVecs &v, int64_t t)
 {
     for (int64_t i = threadIdx.x; i < a.p; i += blockDim.x) {
@@ -272,14 +274,11 @@ __device__ void cd_load(const CdArgs &a, const CdVecs &v, int64_t t)
         v.active[i] = (int)i;
     }
     __syncthreads();
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int64_t i = warp; i < a.p; i += CD_WARPS) {
+    for (int64_t i = threadIdx.x; i < a.p; i += blockDim.x) {
         double s = 0;
-        for (int64_t j = lane; j < a.p; j += 32)
-            s += a.Q[i * a.p + j] * v.w[j];
-        s = warp_sum(s);
-        if (lane == 0)
-            v.Qw[i] = s;
+        for (int64_t j = 0; j < a.p; j++)
+            s = __dadd_rn(s, __dmul_rn(a.Q[j * a.p + i], v.w[j]));
+        v.Qw[i] = s;
     }
     __syncthreads();
 }

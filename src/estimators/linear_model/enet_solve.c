@@ -16,10 +16,14 @@
  * itself after about p / 15 epochs of the residual form (2 n p memory-bound
  * flops each), and scikit-learn's fits take tens of epochs; it also needs
  * n > p to be the smaller object.  GPU: a p x p Gram matrix and one
- * persistent kernel up to a few thousand features; beyond, working sets.
+ * persistent kernel up to a few thousand features (more for tall data);
+ * beyond, working sets.
  */
 #define CPU_GRAM_MAX_FEATURES 2048
 #define GPU_GRAM_MAX_FEATURES 4096
+/* tall data keeps the Gram form on the GPU up to this many features (a 2 GiB Q):
+ * cheaper than a float64 copy of X for the working sets */
+#define GPU_GRAM_MAX_FEATURES_TALL 16384
 /* working sets: the first size, the most rounds, the inner tolerance */
 #define WS_START 128
 #define WS_MAX_ROUNDS 40
@@ -36,7 +40,9 @@ static gsb__enet_form choose_form(gsb__enet_solver *s, int precompute)
     if (on_cpu(s))
         return precompute || (n > p && p <= CPU_GRAM_MAX_FEATURES) ? GSB__ENET_GRAM
                                                                     : GSB__ENET_RESIDUAL;
-    return precompute || p <= GPU_GRAM_MAX_FEATURES ? GSB__ENET_GRAM : GSB__ENET_WORKING_SET;
+    int tall = n >= 2 * p && p <= GPU_GRAM_MAX_FEATURES_TALL;
+    return precompute || p <= GPU_GRAM_MAX_FEATURES || tall ? GSB__ENET_GRAM
+                                                            : GSB__ENET_WORKING_SET;
 }
 
 static int oom(void) { return gsb__err(GSB_ENOMEM, "out of host memory"); }
@@ -414,8 +420,13 @@ static int run_ws_target(gsb__enet_solver *s, const gsb__enet_penalty *pen, int6
         rc = oom();
         goto done;
     }
-    for (int64_t j = 0; j < p; j++)
+    /* as scikit-learn's first screening: a feature whose column is 0 gets 0;
+     * y = 0 has the solution w = 0 */
+    for (int64_t j = 0; j < p; j++) {
+        if (s->norm2[j] <= 0 || s->y_norm2[t] == 0)
+            w[j] = 0;
         nnz += w[j] != 0;
+    }
     if (2 * nnz > size)
         size = 2 * nnz;
     for (int round = 0;; round++) {
