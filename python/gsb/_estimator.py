@@ -73,8 +73,11 @@ def _json_param(value):
 def _cv_folds(cv, X, y):
     """A cv that is neither None nor an int (a splitter, an iterable of (train, test)) as
     the engine's cv_folds input: n_samples x n_folds, 1 training, 2 test, 0 unused."""
-    if cv is None or isinstance(cv, (int, np.integer)) or isinstance(X, DataHandle):
+    if cv is None or isinstance(cv, (int, np.integer)):
         return None
+    if isinstance(X, DataHandle):
+        raise TypeError("a cv splitter or iterable needs X as an array, not a gsb.DataHandle "
+                        "(pass cv as an int for KFold)")
     from sklearn.model_selection import check_cv
     splits = list(check_cv(cv).split(X, y))
     folds = np.zeros((len(X), len(splits)), dtype=np.float64)

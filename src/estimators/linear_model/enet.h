@@ -14,8 +14,9 @@
  *   gram         Q = X^T X and q = X^T y once (syrk, gemm on the backend),
  *                then the enet_cd_gram op: on the GPU one persistent kernel
  *                per call.  Cheap per epoch when p is small.
- *   residual     the host solver on X^T (column-major X), the CPU backend
- *                only: an epoch costs O(n p), no p x p matrix.
+ *   residual     the host solver on X^T (column-major X): an epoch costs
+ *                O(n p), no p x p matrix.  The CPU backend's choice for wide
+ *                data; on the GPU only when forced (X comes to the host).
  *   working_set  for wide data on the GPU (too many features for a p x p
  *                Gram): the full duality gap from two products with X
  *                (gemm), a working set of the features closest to the dual

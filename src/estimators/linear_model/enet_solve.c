@@ -124,24 +124,30 @@ done:
     return rc;
 }
 
-/* X^T on the host in X's dtype (column j of X contiguous), and the targets. */
+/* X^T on the host in X's dtype (column j of X contiguous), and the targets.
+ * A host solver: another backend's X comes down first (only when forced). */
 static int init_residual(gsb__enet_solver *s)
 {
     const gsb__lin_data *d = s->d;
-    if (!on_cpu(s))
-        return gsb__err(GSB_EINVAL, "the residual form of coordinate descent runs on the CPU "
-                                    "backend only");
     int64_t n = d->n, p = d->p;
     size_t es = gsb_dtype_size(d->dtype);
+    gsb__tensor Xh = d->X;
+    if (!on_cpu(s))
+        GSB_TRY(gsb__tensor_to_host(&d->X, &Xh));
     char *xt = gsb__alloc_array(n * p, es);
-    if (!xt)
+    if (!xt) {
+        if (!on_cpu(s))
+            gsb__tensor_free(&Xh);
         return oom();
-    const char *x = d->X.data;
+    }
+    const char *x = Xh.data;
     /* blocks of rows keep both sides of the transpose in cache */
     for (int64_t i0 = 0; i0 < n; i0 += 64)
         for (int64_t j = 0; j < p; j++)
             for (int64_t i = i0; i < n && i < i0 + 64; i++)
                 memcpy(xt + (size_t)(j * n + i) * es, x + (size_t)(i * p + j) * es, es);
+    if (!on_cpu(s))
+        gsb__tensor_free(&Xh);
     s->Xt = xt;
     GSB_TRY(targets_host(d, &s->Yh));
     return y_norms(s);
