@@ -72,6 +72,23 @@ def _json_param(value):
     return value
 
 
+def _cv_folds(cv, X, y):
+    """A cv that is neither None nor an int (a splitter, an iterable of (train, test)) as
+    the engine's cv_folds input: n_samples x n_folds, 1 training, 2 test, 0 unused."""
+    if cv is None or isinstance(cv, (int, np.integer)):
+        return None
+    if isinstance(X, DataHandle):
+        raise TypeError("a cv splitter or iterable needs X as an array, not a gsb.DataHandle "
+                        "(pass cv as an int for KFold)")
+    from sklearn.model_selection import check_cv
+    splits = list(check_cv(cv).split(X, y))
+    folds = np.zeros((len(X), len(splits)), dtype=np.float64)
+    for f, (train, test) in enumerate(splits):
+        folds[train, f] = 1
+        folds[test, f] = 2
+    return folds
+
+
 def _progress_bar(name, total):
     """A tqdm bar where one can be drawn (a terminal or a notebook), else None."""
     try:
@@ -119,6 +136,8 @@ class GsbEstimator(BaseEstimator):
         for name, value in params.items():
             if name == "init" and not isinstance(value, str):
                 continue  # an init array travels as a fit input
+            if name == "cv" and value is not None and not isinstance(value, (int, np.integer)):
+                continue  # a splitter or iterable travels as the fit input cv_folds
             out[name] = _json_param(value)
         return out
 
@@ -229,6 +248,8 @@ class GsbEstimator(BaseEstimator):
                 raise NotImplementedError(f"{type(self).__name__}: a callable init is not "
                                           f"supported by gsb; pass an array or a string")
             values["init"] = _as_array(init, "init")
+        if "cv_folds" in names:
+            values["cv_folds"] = _cv_folds(getattr(self, "cv", None), X, y)
         return [values.get(n) for n in names]
 
     def _fit(self, X, y=None, sample_weight=None, **fit_params):
@@ -476,6 +497,16 @@ def _python_attrs(est):
         est.effective_metric_params_ = dict(est.metric_params or {})
         if hasattr(est, "outputs_2d_"):
             est.outputs_2d_ = bool(est.outputs_2d_)
+    elif name in ("Lasso", "ElasticNet", "LassoCV", "ElasticNetCV"):
+        if isinstance(getattr(est, "n_iter_", None), np.ndarray):  # one per target: a list
+            est.n_iter_ = [int(v) for v in est.n_iter_]
+        if name in ("Lasso", "ElasticNet") and hasattr(est, "coef_"):
+            from scipy import sparse
+            est.sparse_coef_ = sparse.csr_array(np.atleast_2d(est.coef_))
+        if name == "ElasticNetCV" and hasattr(est, "mse_path_"):
+            n_l1, n_alphas = np.atleast_1d(est.l1_ratio).size, est.alphas_.shape[-1]
+            if n_l1 > 1 and n_alphas > 1:  # the engine's 2-D (n_l1 * n_alphas, n_folds)
+                est.mse_path_ = est.mse_path_.reshape(n_l1, n_alphas, -1)
     elif name in ("SVC", "SVR"):
         if hasattr(est, "shape_fit_"):
             est.shape_fit_ = tuple(int(v) for v in np.ravel(est.shape_fit_))
@@ -594,7 +625,7 @@ def _default(p):
 
 
 # regressors whose engine fit takes a 2-D y (several targets)
-_MULTI_OUTPUT = {"LinearRegression", "Ridge", "KNeighborsRegressor"}
+_MULTI_OUTPUT = {"LinearRegression", "Ridge", "KNeighborsRegressor", "Lasso", "ElasticNet"}
 
 
 def make_class(desc, module):
