@@ -20,32 +20,16 @@ from sklearn.base import (BaseEstimator, ClassifierMixin, ClusterMixin, Regresso
 from sklearn.exceptions import DataConversionWarning, NotFittedError
 
 from . import _lib
+from ._convert import as_array
 from ._data import DataHandle
 from ._session import get_session
-
-_NUMERIC_OK = (np.float32, np.float64, np.int32, np.int64)
 
 
 # ---- inputs -------------------------------------------------------------------
 
 def _as_array(data, name):
-    """numpy view of array-likes (lists, pandas); only the dtypes the engine takes.
-    Data handles (gsb.put) pass through: the engine resolves them."""
-    if isinstance(data, DataHandle):
-        return data
-    if hasattr(data, "tocsr") or type(data).__module__.startswith("scipy.sparse"):
-        raise TypeError(f"Sparse data was passed for {name}, but dense data is required. Use "
-                        f"'.toarray()' to convert to a dense numpy array.")
-    if hasattr(data, "to_numpy") and not isinstance(data, np.ndarray):
-        data = data.to_numpy()
-    arr = np.asarray(data)
-    if arr.dtype.kind == "c":
-        raise ValueError("Complex data not supported\n{}\n".format(arr))
-    if arr.dtype.kind in "OUSV":
-        arr = arr.astype(np.float64)  # numpy's own error names the bad value
-    if arr.dtype.type not in _NUMERIC_OK:
-        arr = arr.astype(np.float32 if arr.dtype == np.float16 else np.float64)
-    return arr
+    """as_array (see _convert): numpy view of array-likes; data handles pass through."""
+    return as_array(data, name)
 
 
 def _feature_names(X):
