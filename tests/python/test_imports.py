@@ -1,8 +1,13 @@
-"""The Python package's import graph: no circles (modules that import each other), read
-from the source with ast.  Imports inside functions count too: a lazy import that closes
-a circle only hides it until the order of first calls changes."""
+"""The Python package's imports.
+
+Its graph has no circles (modules that import each other), read from the source with ast;
+imports inside functions count too: a lazy import that closes a circle only hides it
+until the order of first calls changes.  And `import gsb` stays light: the estimator
+modules and scikit-learn load on first use."""
 import ast
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -100,3 +105,54 @@ def test_the_checker_sees_a_cycle():
 @pytest.mark.parametrize("module", ["gsb._data", "gsb._estimator"])
 def test_array_conversion_is_shared(module):
     assert "gsb._convert" in import_graph()[module]
+
+
+# ---- `import gsb` is light: estimators and scikit-learn load on first use -----------------
+
+def _fresh_python(code):
+    """Run code in a new interpreter with this test run's environment (the gsb under test)."""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=os.environ.copy(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+HEAVY = ("sklearn", "scipy", "pandas", "gsb._estimator", "gsb._registry", "gsb.cluster")
+
+
+def test_import_gsb_is_fast_and_loads_no_estimators():
+    code = ("import sys, time\n"
+            "t = time.perf_counter()\n"
+            "import gsb\n"
+            "print(time.perf_counter() - t)\n"
+            f"print([m for m in {HEAVY!r} if m in sys.modules])\n")
+    runs = [_fresh_python(code).split("\n") for _ in range(3)]
+    assert all(run[1] == "[]" for run in runs), runs  # nothing heavy, whatever the clock
+    # 0.3 s on a quiet machine (numpy and libgsb); twice that for a loaded CI VM
+    assert min(float(run[0]) for run in runs) < 0.6, runs
+
+
+def test_lazy_modules_behave_as_plain_ones(tmp_path):
+    _fresh_python(
+        "import sys, pickle\n"
+        "import gsb\n"
+        "assert 'sklearn' not in sys.modules\n"
+        "from gsb.cluster import KMeans\n"
+        "import gsb.linear_model as lm\n"
+        "assert gsb.linear_model is lm and gsb.cluster.KMeans is KMeans\n"
+        "assert 'cluster' in dir(gsb) and 'svm' in dir(gsb)\n"
+        "from sklearn.base import clone\n"
+        "km = clone(KMeans(n_clusters=2, n_init=1)).fit([[0.0], [0.1], [5.0], [5.1]])\n"
+        "assert isinstance(km, gsb.cluster.KMeans)\n"
+        f"pickle.dump(km, open({str(tmp_path / 'km.pkl')!r}, 'wb'))\n"
+        "try:\n"
+        "    gsb.no_such_thing\n"
+        "except AttributeError as e:\n"
+        "    assert 'no_such_thing' in str(e)\n"
+        "else:\n"
+        "    raise AssertionError('gsb.no_such_thing')\n")
+    # a fresh process unpickles without importing gsb first
+    out = _fresh_python(f"import pickle\nkm = pickle.load(open({str(tmp_path / 'km.pkl')!r}, "
+                        f"'rb'))\nprint(type(km).__module__, sorted(km.predict([[0.05], "
+                        f"[5.05]]).tolist()))\n")
+    assert out.split() == ["gsb.cluster", "[0,", "1]"]
