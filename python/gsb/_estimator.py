@@ -130,7 +130,10 @@ class GsbEstimator(BaseEstimator):
     # -- engine model ------------------------------------------------------------
     def _engine_params(self, params):
         out = {}
+        engine_names = {p["name"] for p in self._gsb_desc["params"]}
         for name, value in params.items():
+            if name not in engine_names:
+                continue  # a parameter of the Python side (a subclass's, as cuML's output_type)
             if callable(value):
                 raise _callable_param_error(self, name, value)
             if name == "init" and not isinstance(value, str):
