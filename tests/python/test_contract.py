@@ -281,3 +281,30 @@ def test_long_choice_lists_are_whole_in_parameter_errors():
     assert re.fullmatch(r"The 'metric' parameter of KNeighborsClassifier must be a str among "
                         r"\{'braycurtis', [^}]*'sqeuclidean', 'yule'\}\. Got 'nope' instead\.",
                         str(e.value)), str(e.value)
+
+
+@pytest.mark.parametrize("labels", [np.array(["no", "yes"]), np.array([False, True]),
+                                    np.array([3, 7])], ids=["str", "bool", "int"])
+def test_saved_classifier_keeps_its_labels(tmp_path, monkeypatch, labels):
+    """docs/PYTHON.md: classes_ and predictions after gsb.load are the fitted labels."""
+    monkeypatch.setenv("GSB_DATA_DIR", str(tmp_path))
+    gsb.connect(None)
+    X, y = _data()
+    est = LogisticRegression().fit(X, labels[y])
+    est.save("labelled")
+    again = gsb.load("labelled")
+    assert again.classes_.dtype == labels.dtype
+    np.testing.assert_array_equal(again.classes_, labels)
+    np.testing.assert_array_equal(again.predict(X), est.predict(X))
+
+
+def test_labels_json_cannot_hold_come_back_as_codes(tmp_path, monkeypatch):
+    """docs/PYTHON.md: datetimes and other objects JSON cannot hold are saved as codes."""
+    monkeypatch.setenv("GSB_DATA_DIR", str(tmp_path))
+    gsb.connect(None)
+    X, y = _data()
+    labels = np.array(["2020-01-01", "2021-01-01"], dtype="datetime64[D]")
+    est = LogisticRegression().fit(X, labels[y])
+    est.save("dated")
+    np.testing.assert_array_equal(gsb.load("dated").classes_, [0.0, 1.0])
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(est)).classes_, labels)
