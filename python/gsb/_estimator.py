@@ -31,11 +31,6 @@ from ._session import get_session
 
 # ---- inputs -------------------------------------------------------------------
 
-def _as_array(data, name, estimator=None):
-    """as_array, with scikit-learn's wording for estimator (see _convert)."""
-    return as_array(data, name, estimator)
-
-
 def _fit_feature_names(X):
     """The feature names fit keeps (scikit-learn's rule: the string column names of a
     DataFrame, an error for mixed types; None for arrays, lists and data handles)."""
@@ -148,7 +143,7 @@ class GsbEstimator(BaseEstimator):
         if X is None or is_engine_ref(X):
             return X
         _check_feature_names(self, X, reset=False)
-        return _as_array(X, name, self)
+        return as_array(X, name, self)
 
     def _model(self, create=False):
         model = self.__dict__.get("_gsb_handle")
@@ -253,16 +248,16 @@ class GsbEstimator(BaseEstimator):
         if "init" in names and init is not None and not isinstance(init, str):
             if callable(init):
                 raise _callable_param_error(self, "init", init)
-            values["init"] = _as_array(init, "init", self)
+            values["init"] = as_array(init, "init", self)
         return [values.get(n) for n in names]
 
     def _fit_arrays(self, X, y, sample_weight, fit_params):
         """The engine's inputs of fit (and fit_transform) from the user's arguments."""
-        Xa = _as_array(X, "X", self)
+        Xa = as_array(X, "X", self)
         if y is not None:
             y = self._encode_y_for_fit(y)
         if sample_weight is not None:
-            sample_weight = _as_array(sample_weight, "sample_weight", self)
+            sample_weight = as_array(sample_weight, "sample_weight", self)
         return self._fit_inputs(Xa, y, sample_weight, fit_params)
 
     def _fit(self, X, y=None, sample_weight=None, **fit_params):
@@ -298,7 +293,7 @@ class GsbEstimator(BaseEstimator):
         return {}
 
     def _encode_y_for_fit(self, y):
-        y = _as_array(y, "y", self)
+        y = as_array(y, "y", self)
         if isinstance(y, DataHandle):
             return y  # the engine checks its shape
         if (self._gsb_desc["kind"] == "regressor" and y.ndim == 2 and y.shape[1] == 1
@@ -393,7 +388,7 @@ def transform(self, X):
 def inverse_transform(self, X):
     """Transform X back to the original space."""
     # scikit-learn checks no feature names here: X is in the transformed space
-    return _first(self._call("inverse_transform", [_as_array(X, "X", self)]))
+    return _first(self._call("inverse_transform", [as_array(X, "X", self)]))
 
 
 def predict_proba(self, X):
@@ -422,10 +417,10 @@ def score(self, X, y=None, sample_weight=None):
     inputs = [self._input(X)]
     names = [i["name"] for i in (self._method("score") or {}).get("inputs", [])]
     if "y" in names or not names:
-        inputs.append(None if y is None else _as_array(y, "y", self))
+        inputs.append(None if y is None else as_array(y, "y", self))
     if sample_weight is not None:
         inputs += [None] * (3 - len(inputs))
-        inputs[2] = _as_array(sample_weight, "sample_weight", self)
+        inputs[2] = as_array(sample_weight, "sample_weight", self)
     return float(_first(self._call("score", inputs)))
 
 

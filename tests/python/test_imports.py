@@ -121,15 +121,18 @@ HEAVY = ("sklearn", "scipy", "pandas", "gsb._estimator", "gsb._registry", "gsb.c
 
 
 def test_import_gsb_is_fast_and_loads_no_estimators():
+    """The budget is 0.3 s.  It is checked on the CPU time the import takes (the minimum of
+    3 fresh interpreters): on a busy machine (CI, or 8 builds on 2 cores) the wall clock
+    adds the time spent waiting for a core, 1 s and more, while the CPU time stays put
+    (0.1 s here; 1.3 s when `import gsb` loaded scikit-learn)."""
     code = ("import sys, time\n"
-            "t = time.perf_counter()\n"
+            "t, c = time.perf_counter(), time.process_time()\n"
             "import gsb\n"
-            "print(time.perf_counter() - t)\n"
+            "print(time.process_time() - c, time.perf_counter() - t)\n"
             f"print([m for m in {HEAVY!r} if m in sys.modules])\n")
     runs = [_fresh_python(code).split("\n") for _ in range(3)]
     assert all(run[1] == "[]" for run in runs), runs  # nothing heavy, whatever the clock
-    # 0.3 s on a quiet machine (numpy and libgsb); twice that for a loaded CI VM
-    assert min(float(run[0]) for run in runs) < 0.6, runs
+    assert min(float(run[0].split()[0]) for run in runs) < 0.3, runs
 
 
 def test_lazy_modules_behave_as_plain_ones(tmp_path):
