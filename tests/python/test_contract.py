@@ -29,6 +29,19 @@ NAMES = ["alpha", "beta", "gamma", "delta"]
 TWO_D = sorted(n for n in ALL if n != "LabelEncoder")
 
 
+@pytest.fixture
+def own_store(tmp_path, monkeypatch):
+    """A session of its own whose model store is in tmp_path (a session opens its store
+    once, at its first save: a fresh session reads the new GSB_DATA_DIR)."""
+    from gsb import _session
+    previous = _session.get_session()
+    monkeypatch.setenv("GSB_DATA_DIR", str(tmp_path))
+    gsb.connect(f"local?device={gsb.get_config()['device']}")
+    yield tmp_path
+    gsb.connect(None)
+    _session._current = previous  # the same URL: connect(None) alone would keep this one
+
+
 def _data(n=40, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 4)) + 2.0
@@ -132,12 +145,11 @@ def test_matching_dataframe_is_quiet_and_names_are_kept():
     assert not hasattr(est, "feature_names_in_")
 
 
-def test_feature_names_survive_save_and_load(tmp_path, monkeypatch):
-    monkeypatch.setenv("GSB_DATA_DIR", str(tmp_path))
-    gsb.connect(None)
+def test_feature_names_survive_save_and_load(own_store):
     X, y = _data()
     LogisticRegression().fit(pd.DataFrame(X, columns=NAMES), y).save("named")
     est = gsb.load("named")
+    assert gsb.list_saved() == ["named"] and (own_store / "models.db").exists()
     assert list(est.feature_names_in_) == NAMES
     with pytest.warns(UserWarning, match="X does not have valid feature names"):
         est.predict(X)
@@ -285,10 +297,8 @@ def test_long_choice_lists_are_whole_in_parameter_errors():
 
 @pytest.mark.parametrize("labels", [np.array(["no", "yes"]), np.array([False, True]),
                                     np.array([3, 7])], ids=["str", "bool", "int"])
-def test_saved_classifier_keeps_its_labels(tmp_path, monkeypatch, labels):
+def test_saved_classifier_keeps_its_labels(own_store, labels):
     """docs/PYTHON.md: classes_ and predictions after gsb.load are the fitted labels."""
-    monkeypatch.setenv("GSB_DATA_DIR", str(tmp_path))
-    gsb.connect(None)
     X, y = _data()
     est = LogisticRegression().fit(X, labels[y])
     est.save("labelled")
@@ -298,10 +308,8 @@ def test_saved_classifier_keeps_its_labels(tmp_path, monkeypatch, labels):
     np.testing.assert_array_equal(again.predict(X), est.predict(X))
 
 
-def test_labels_json_cannot_hold_come_back_as_codes(tmp_path, monkeypatch):
+def test_labels_json_cannot_hold_come_back_as_codes(own_store):
     """docs/PYTHON.md: datetimes and other objects JSON cannot hold are saved as codes."""
-    monkeypatch.setenv("GSB_DATA_DIR", str(tmp_path))
-    gsb.connect(None)
     X, y = _data()
     labels = np.array(["2020-01-01", "2021-01-01"], dtype="datetime64[D]")
     est = LogisticRegression().fit(X, labels[y])
