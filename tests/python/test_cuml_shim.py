@@ -87,7 +87,8 @@ def test_input_pandas_in_pandas_out():
     assert isinstance(lr.coef_, pd.DataFrame) and isinstance(lr.intercept_, pd.Series)
     pred = lr.predict(df)
     assert isinstance(pred, pd.Series) and pred.index.equals(df.index)
-    np.testing.assert_array_equal(pred.to_numpy(), lr.predict(X))
+    np.testing.assert_array_equal(pred.to_numpy(),
+                                  gsb.linear_model.LogisticRegression().fit(X, y).predict(X))
     proba = lr.predict_proba(df)
     assert isinstance(proba, pd.DataFrame) and proba.shape == (len(X), 2)
     with pytest.warns(UserWarning, match="X does not have valid feature names"):
