@@ -37,6 +37,9 @@ def _fit_feature_names(X):
     return None if X is None or is_engine_ref(X) else _get_feature_names(X)
 
 
+# where a callable has a precomputed alternative in gsb (SVC's Gram matrix)
+_PRECOMPUTED = {("SVC", "kernel")}
+
 _TYPE_WORDS = {"int": "an int", "float": "a float", "bool": "an instance of 'bool'",
                "pair": "a tuple of two floats (min, max)", "dict": "an instance of 'dict'",
                "array": "an array-like", "none": "None"}
@@ -59,8 +62,8 @@ def _callable_param_error(est, name, value):
     allowed = ", ".join(kinds[:-1]) + " or " + kinds[-1] if len(kinds) > 1 else \
         (kinds[0] if kinds else "not a callable")
     hint = ""
-    if "precomputed" in choices:
-        hint = f" Compute the matrix in Python and pass {name}='precomputed' instead."
+    if (type(est).__name__, name) in _PRECOMPUTED:
+        hint = f" Compute the kernel matrix in Python and pass {name}='precomputed' instead."
     return InvalidParameterError(
         f"The {name!r} parameter of {type(est).__name__} must be {allowed}. Got {value!r} "
         f"instead. Callables are not supported by gsb: its engine runs outside Python and "

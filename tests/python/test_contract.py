@@ -214,8 +214,9 @@ def test_callable_kernel_is_refused_in_sklearn_style():
 def test_other_callables_are_refused(make):
     X, y = _data()
     est = make()
-    with pytest.raises(InvalidParameterError, match="Callables are not supported by gsb"):
+    with pytest.raises(InvalidParameterError, match="Callables are not supported by gsb") as e:
         est.fit(X, y)
+    assert "='precomputed' instead" not in str(e.value)  # no precomputed metric to point at
 
 
 # ---- get_feature_names_out and set_output -----------------------------------------------
