@@ -7,22 +7,21 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/estimator.h"
 
-static const gsb__param_desc *find_param(const gsb__estimator_desc *est, const char *name)
+static const gsb__param_desc *find_param(const gsb__param_desc *list, const char *name)
 {
-    for (const gsb__param_desc *p = est->params; p->name; p++)
+    for (const gsb__param_desc *p = list; p->name; p++)
         if (strcmp(p->name, name) == 0)
             return p;
     return NULL;
 }
 
-json_t *gsb__params_defaults(const gsb__estimator_desc *est)
+json_t *gsb__params_defaults(const gsb__param_desc *list)
 {
     json_t *obj = json_object();
     if (!obj)
         return NULL;
-    for (const gsb__param_desc *p = est->params; p->name; p++) {
+    for (const gsb__param_desc *p = list; p->name; p++) {
         json_error_t jerr;
         json_t *v = json_loads(p->default_json, JSON_DECODE_ANY, &jerr);
         if (!v || json_object_set_new(obj, p->name, v) != 0) {
@@ -168,8 +167,7 @@ static int value_ok(const gsb__param_desc *p, const json_t *v)
     return 0;
 }
 
-int gsb__param_check(const gsb__estimator_desc *est, const gsb__param_desc *p,
-                     const json_t *value)
+int gsb__param_check(const char *owner, const gsb__param_desc *p, const json_t *value)
 {
     if (value_ok(p, value))
         return GSB_OK;
@@ -180,10 +178,10 @@ int gsb__param_check(const gsb__estimator_desc *est, const gsb__param_desc *p,
     int rc;
     if (json_is_string(value))
         rc = gsb__err(GSB_EPARAM, "The '%s' parameter of %s must be %s. Got '%s' instead.",
-                      p->name, est->name, want, json_string_value(value));
+                      p->name, owner, want, json_string_value(value));
     else
         rc = gsb__err(GSB_EPARAM, "The '%s' parameter of %s must be %s. Got %s instead.",
-                      p->name, est->name, want,
+                      p->name, owner, want,
                       json_is_null(value) ? "None"
                       : json_is_true(value) ? "True"
                       : json_is_false(value) ? "False"
@@ -192,7 +190,8 @@ int gsb__param_check(const gsb__estimator_desc *est, const gsb__param_desc *p,
     return rc;
 }
 
-int gsb__params_update(const gsb__estimator_desc *est, json_t *params, const json_t *update)
+int gsb__params_update(const char *owner, const gsb__param_desc *list, json_t *params,
+                       const json_t *update)
 {
     if (!json_is_object(update))
         return gsb__err(GSB_EPARAM, "parameters must be a JSON object");
@@ -200,20 +199,20 @@ int gsb__params_update(const gsb__estimator_desc *est, json_t *params, const jso
     json_t *val;
     /* validate everything first so a failure leaves params unchanged */
     json_object_foreach((json_t *)update, key, val) {
-        const gsb__param_desc *p = find_param(est, key);
+        const gsb__param_desc *p = find_param(list, key);
         if (!p) {
             char valid[1024];
             size_t off = 0;
             valid[0] = '\0';
-            for (const gsb__param_desc *q = est->params; q->name && off < sizeof valid; q++)
+            for (const gsb__param_desc *q = list; q->name && off < sizeof valid; q++)
                 off += (size_t)snprintf(valid + off, sizeof valid - off, "%s'%s'",
-                                        q == est->params ? "" : ", ", q->name);
+                                        q == list ? "" : ", ", q->name);
             return gsb__err(GSB_EPARAM,
                             "Invalid parameter '%s' for estimator %s(). Valid parameters "
                             "are: [%s].",
-                            key, est->name, valid);
+                            key, owner, valid);
         }
-        GSB_TRY(gsb__param_check(est, p, val));
+        GSB_TRY(gsb__param_check(owner, p, val));
     }
     json_object_foreach((json_t *)update, key, val) {
         if (json_object_set(params, key, val) != 0)
