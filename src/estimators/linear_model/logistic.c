@@ -23,7 +23,15 @@
  * b^2 / (2 intercept_scaling^2), is the one above times C sum(s) plus that
  * term, which the objective here then carries too.
  *
- * Not converging within max_iter warns as scikit-learn's lbfgs does (a
+ * The L1 and elastic-net penalties (l1_ratio > 0, which scikit-learn
+ * solves with solver='saga' only) add l1_ratio ||W||_1 / (C sum_i s_i) and
+ * scale the L2 term by (1 - l1_ratio): saga's objective, minimised by
+ * OWL-QN (solvers/owlqn.h) from the same loss and gradient, so coef_ is
+ * saga's optimum within tol, with the same zeros; n_iter_ counts OWL-QN's
+ * iterations, not saga's epochs.  liblinear's L1 penalty (which also
+ * penalises the intercept) is not supported.
+ *
+ * Not converging within max_iter warns as scikit-learn does (a
  * ConvergenceWarning in its words, core/warn.h); ignored parameters (n_jobs,
  * random_state) are documented below.
  */
@@ -35,6 +43,7 @@
 #include "core/estimator.h"
 #include "core/warn.h"
 #include "solvers/lbfgs.h"
+#include "solvers/owlqn.h"
 #include "estimators/common/classes.h"
 #include "estimators/common/partial_stats.h"
 #include "estimators/common/pyrepr.h"
@@ -51,11 +60,12 @@ static const char *const solver_choices[] = {"lbfgs",           "liblinear", "ne
 static const gsb__param_desc logistic_params[] = {
     {"penalty", GSB__P_STR | GSB__P_NONE, "\"deprecated\"", 0, 0, 0, penalty_choices,
      "Deprecated in scikit-learn 1.8: use l1_ratio and C. 'l2' or None (no penalty, C "
-     "ignored) with lbfgs; 'l1' and 'elasticnet' fail as scikit-learn's lbfgs does."},
+     "ignored) with lbfgs; 'l1' and 'elasticnet' with saga (as in scikit-learn)."},
     {"C", GSB__P_FLOAT, "1.0", 0, INFINITY, GSB__CLOSED_RIGHT, NULL,
      "Inverse of the regularisation strength: the L2 term is ||coef||^2 / (2 C sum(w))."},
     {"l1_ratio", GSB__P_FLOAT | GSB__P_NONE, "0.0", 0, 1, GSB__CLOSED_BOTH, NULL,
-     "Elastic-net mixing: 0 (or None) is the L2 penalty, the only one lbfgs supports."},
+     "Elastic-net mixing: 0 (or None) is the L2 penalty (lbfgs); > 0 needs solver='saga' "
+     "(fitted by OWL-QN on saga's objective)."},
     {"dual", GSB__P_BOOL, "false", 0, 0, 0, NULL,
      "Dual formulation (liblinear only): must be false."},
     {"tol", GSB__P_FLOAT, "0.0001", 0, INFINITY, GSB__CLOSED_LEFT, NULL,
@@ -74,7 +84,8 @@ static const gsb__param_desc logistic_params[] = {
      "Accepted; unused: every solver name runs gsb's deterministic L-BFGS."},
     {"solver", GSB__P_STR, "\"lbfgs\"", 0, 0, 0, solver_choices,
      "Every name runs L-BFGS to the same optimum (with scikit-learn's checks of each "
-     "solver); 'liblinear' also penalises the intercept, as liblinear does."},
+     "solver); 'liblinear' also penalises the intercept, as liblinear does; 'saga' with "
+     "l1_ratio > 0 runs OWL-QN on saga's L1 / elastic-net objective."},
     {"max_iter", GSB__P_INT, "100", 0, INFINITY, GSB__CLOSED_LEFT, NULL,
      "Maximum L-BFGS iterations; stopping there warns (ConvergenceWarning) as "
      "scikit-learn does."},
@@ -89,9 +100,12 @@ static const gsb__param_desc logistic_params[] = {
 
 /* ---- fit: penalty and solver, as LogisticRegression.fit checks them ------ */
 
-/* Sets *l2_scale to 1/C, or 0 without a penalty, and *icpt_scale to the
- * intercept's share of the penalty (liblinear's 1 / intercept_scaling^2). */
-static int check_penalty_solver(gsb__ctx *c, double *l2_scale, double *icpt_scale)
+/* Sets *l2_scale and *l1_scale: the penalty's (1 - r) / C and r / C for the
+ * L1 share r (0 for 'l2', 1 for 'l1'), both 0 without a penalty; and
+ * *icpt_scale, the intercept's share of the L2 penalty (liblinear's
+ * 1 / intercept_scaling^2). */
+static int check_penalty_solver(gsb__ctx *c, double *l2_scale, double *l1_scale,
+                                double *icpt_scale)
 {
     const json_t *p = c->params;
     const char *solver = gsb__param_str(p, "solver");
@@ -123,14 +137,20 @@ static int check_penalty_solver(gsb__ctx *c, double *l2_scale, double *icpt_scal
                         "the liblinear solver");
     if (penalty && strcmp(penalty, "elasticnet") == 0 && gsb__param_is_none(p, "l1_ratio"))
         return gsb__err(GSB_EINVAL, "l1_ratio must be specified when penalty is elasticnet.");
-    /* l1 and elasticnet (liblinear and saga): another objective, not L-BFGS's */
-    if (penalty && strcmp(penalty, "l2") != 0)
-        return gsb__err(GSB_EUNSUPPORTED, "LogisticRegression: the '%s' penalty (solver '%s') "
-                        "is not supported by gsb yet; use l1_ratio=0 (the L2 penalty)",
-                        penalty, solver);
+    /* saga with the L1 or elastic-net penalty: OWL-QN on saga's objective
+     * (its optimum within tol; owlqn.h) */
+    int l1_path = penalty && strcmp(solver, "saga") == 0 &&
+                  (strcmp(penalty, "l1") == 0 || strcmp(penalty, "elasticnet") == 0);
+    /* liblinear's l1: another objective (the intercept penalised too) */
+    if (penalty && strcmp(penalty, "l2") != 0 && !l1_path)
+        return gsb__err(GSB_EUNSUPPORTED, "LogisticRegression: the '%s' penalty with solver "
+                        "'%s' is not supported by gsb yet; use solver='saga'", penalty, solver);
 
     /* penalty None (given, or from C = inf) drops the L2 term */
-    *l2_scale = !penalty || isinf(C) ? 0.0 : 1.0 / C;
+    double r = !l1_path ? 0.0 : strcmp(penalty, "l1") == 0 ? 1.0
+                                                         : gsb__param_float(p, "l1_ratio");
+    *l2_scale = !penalty || isinf(C) ? 0.0 : (1.0 - r) / C;
+    *l1_scale = !penalty || isinf(C) ? 0.0 : r / C;
     double s = gsb__param_float(p, "intercept_scaling");
     *icpt_scale = liblinear ? 1.0 / (s * s) : 0.0;
     return GSB_OK;
@@ -315,9 +335,36 @@ static int objective_iter(void *data, int64_t iteration, double f)
     "Please also refer to the documentation for alternative solver options:\n"    \
     "    https://scikit-learn.org/stable/modules/linear_model.html#logistic-regression"
 
+/* OWL-QN for the L1 share: weights l1 on the coefficients, none on intercepts. */
+static int minimise_l1(objective *o, double l1, int64_t max_iter, double tol, double *x,
+                       int64_t *n_iter)
+{
+    int64_t n = o->R * o->p;
+    double *w = malloc((size_t)n * sizeof *w);
+    if (!w)
+        return gsb__err(GSB_ENOMEM, "LogisticRegression: out of memory for %lld weights",
+                        (long long)n);
+    for (int64_t k = 0; k < n; k++)
+        w[k] = k % o->p < o->d ? l1 : 0.0;
+    gsb__owlqn_opts opts;
+    gsb__owlqn_defaults(&opts);
+    opts.max_iter = max_iter;
+    opts.pgtol = tol;
+    gsb__owlqn_result res;
+    int rc = gsb__owlqn_minimize(n, x, w, objective_eval, objective_iter, o, &opts, &res);
+    free(w);
+    *n_iter = res.n_iter;
+    /* saga's own words when it stops at max_iter (sklearn/linear_model/_sag.py) */
+    if (rc == GSB_OK && res.stop == GSB__OWLQN_MAX_ITER)
+        gsb__warn(GSB__CONVERGENCE_WARNING,
+                  "The max_iter was reached which means the coef_ did not converge");
+    return rc;
+}
+
 /* Minimise from x; *n_iter as scikit-learn reports it. */
 static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const double *w,
-                    double sw_sum, double l2_scale, double icpt_scale, int64_t R,
+                    double sw_sum, double l2_scale, double l1_scale, double icpt_scale,
+                    int64_t R,
                     int fit_intercept, double *x, int64_t *n_iter)
 {
     const gsb__backend *be = c->be;
@@ -342,6 +389,11 @@ static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const 
     }
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, R, p, &o.coef));
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, R, p, &o.grad));
+    if (l1_scale > 0) {
+        rc = minimise_l1(&o, l1_scale / sw_sum, gsb__param_int(c->params, "max_iter"),
+                         gsb__param_float(c->params, "tol"), x, n_iter);
+        goto done;
+    }
 
     gsb__lbfgs_opts opts;
     gsb__lbfgs_defaults(&opts); /* m 10 and maxfun 15000, as scikit-learn leaves them */
@@ -406,8 +458,8 @@ static int logistic_fit(gsb__ctx *c)
 {
     const gsb__tensor *X = gsb__in(c, "X"), *y = gsb__in(c, "y");
     const gsb__tensor *sw = gsb__in(c, "sample_weight");
-    double l2_scale = 0, icpt_scale = 0;
-    GSB_TRY(check_penalty_solver(c, &l2_scale, &icpt_scale));
+    double l2_scale = 0, l1_scale = 0, icpt_scale = 0;
+    GSB_TRY(check_penalty_solver(c, &l2_scale, &l1_scale, &icpt_scale));
 
     int64_t n = X->rows, d = X->cols, K = 0;
     int fit_intercept = gsb__param_bool(c->params, "fit_intercept");
@@ -438,9 +490,9 @@ static int logistic_fit(gsb__ctx *c)
         goto done;
     }
     GSB_CHECK(warm_start(c, K, R, p, fit_intercept, x));
-    int64_t n_iter;
-    GSB_CHECK(minimise(c, X, yi, w, sw_sum, l2_scale, icpt_scale, R, fit_intercept, x,
-                       &n_iter));
+    int64_t n_iter = 0;
+    GSB_CHECK(minimise(c, X, yi, w, sw_sum, l2_scale, l1_scale, icpt_scale, R, fit_intercept,
+                       x, &n_iter));
     rc = store_fit(c, X->dtype, classes, K, R, d, fit_intercept, x, n_iter);
 done:
     free(yi);
@@ -597,7 +649,7 @@ static const gsb__attr_desc logistic_attrs[] = {
     {"coef_", "Coefficients (1, n_features) for two classes, else (n_classes, n_features); "
               "X's dtype."},
     {"intercept_", "Intercepts (1,) or (n_classes,), X's dtype; zeros without fit_intercept."},
-    {"n_iter_", "L-BFGS iterations as int32 of shape (1,); equal to max_iter when the fit did "
+    {"n_iter_", "L-BFGS (OWL-QN with l1_ratio > 0) iterations as int32 of shape (1,); equal to max_iter when the fit did "
                 "not converge."},
     {0}};
 
@@ -605,4 +657,5 @@ const gsb__estimator_desc gsb__est_LogisticRegression = {
     "LogisticRegression", "linear_model", GSB__KIND_CLASSIFIER, logistic_params,
     logistic_methods, logistic_attrs,
     "Logistic regression (binary or multinomial) with an L2 penalty, fitted by L-BFGS as "
-    "scikit-learn's solver='lbfgs'."};
+    "scikit-learn's solver='lbfgs', or L1 / elastic-net penalties (solver='saga', fitted by "
+    "OWL-QN)."};
