@@ -12,11 +12,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 # --break-system-packages: a distribution's own python refuses plain pip installs
 flags=""
 $PIP install --help 2>/dev/null | grep -q -- --break-system-packages && flags="--break-system-packages"
-<<<<<<< HEAD
-$PIP install -q $flags "numpy>=1.22" "scikit-learn>=1.3" pytest pandas
+$PIP install -q $flags "numpy>=1.22" "scikit-learn>=1.3" pytest pandas matplotlib polars
 # gsb.dask and its tests (tests/python/test_dask.py: a LocalCluster of worker processes)
 $PIP install -q $flags "dask[array,dataframe]>=2024.8" "distributed>=2024.8"
-=======
-$PIP install -q $flags "numpy>=1.22" "scikit-learn>=1.3" pytest pandas matplotlib polars
->>>>>>> main
 $PIP install -q $flags --force-reinstall --no-deps . ./python/cuml_shim
