@@ -167,6 +167,11 @@ static const gsb__backend_ops cpu_ops = {
     .kmeanspp = gsb__cpu_kmeanspp,
     .logistic_loss_grad = gsb__cpu_logistic_loss_grad,
     .kernel = gsb__cpu_kernel,
+    .tsne_repulse_exact = gsb__cpu_tsne_repulse_exact,
+    .tsne_repulse_bh = gsb__cpu_tsne_repulse_bh,
+    .tsne_repulse_fft = gsb__cpu_tsne_repulse_fft,
+    .tsne_attract = gsb__cpu_tsne_attract,
+    .tsne_update = gsb__cpu_tsne_update,
     .rand_normal = gsb__cpu_rand_normal,
 };
 
