@@ -91,7 +91,8 @@ static inline int gsb__tsne_grid_plan(double lo, double hi, int d, int p, int mi
  * edge belongs to the last box) and the p Lagrange weights of its position in
  * the box on the box's nodes.
  */
-GSB__TSNE_HD static inline int64_t gsb__tsne_grid_weights(const gsb__tsne_grid *g, double x, double *w)
+GSB__TSNE_HD static inline int64_t gsb__tsne_grid_weights(const gsb__tsne_grid *g, double x,
+                                                        double *w)
 {
     double t = (x - g->lo) / g->box;
     int64_t b = (int64_t)floor(t);
@@ -120,7 +121,8 @@ GSB__TSNE_HD static inline int64_t gsb__tsne_grid_weights(const gsb__tsne_grid *
  * a for a < nodes, a - m for a > m - nodes; *ok = 0 elsewhere (entries the
  * convolution never reads).
  */
-GSB__TSNE_HD static inline int64_t gsb__tsne_grid_offset(const gsb__tsne_grid *g, int64_t a, int *ok)
+GSB__TSNE_HD static inline int64_t gsb__tsne_grid_offset(const gsb__tsne_grid *g, int64_t a,
+                                                       int *ok)
 {
     *ok = 1;
     if (a < g->nodes)

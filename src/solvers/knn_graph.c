@@ -68,10 +68,15 @@ static int64_t block_rows(const gsb__backend *be, int64_t n, int64_t d)
     return rows < n ? rows : n;
 }
 
-static int graph_features(gsb__ctx *c, const gsb__tensor *X, const gsb__knn_opts *o,
-                          gsb__knn_graph *g)
+/* progress between blocks, when there is a caller to tell */
+static int progress(gsb__ctx *c, int64_t rows)
 {
-    const gsb__backend *be = c->be;
+    return c ? gsb__progress(c, "neighbors", rows, 0.0) : GSB_OK;
+}
+
+static int graph_features(gsb__ctx *c, const gsb__backend *be, const gsb__tensor *X,
+                          const gsb__knn_opts *o, gsb__knn_graph *g)
+{
     int64_t n = X->rows, kq = o->include_self ? o->k : o->k + 1;
     gsb__tensor R = GSB__TENSOR_NONE, d = GSB__TENSOR_NONE, ix = GSB__TENSOR_NONE;
     gsb__tensor dh = GSB__TENSOR_NONE, ih = GSB__TENSOR_NONE;
@@ -94,7 +99,7 @@ static int graph_features(gsb__ctx *c, const gsb__tensor *X, const gsb__knn_opts
         gsb__tensor_free(&ix);
         gsb__tensor_free(&dh);
         gsb__tensor_free(&ih);
-        GSB_CHECK(gsb__progress(c, "neighbors", first + q, 0.0));
+        GSB_CHECK(progress(c, first + q));
     }
 done:
     gsb__tensor_free(&R);
@@ -186,14 +191,14 @@ static int graph_precomputed(gsb__ctx *c, const gsb__tensor *X, const gsb__knn_o
 #pragma omp parallel for schedule(dynamic, 16) if (n > 512)
         for (int64_t row = first; row < last; row++)
             select_row(&D, row, k, o->include_self, g->dist + row * k, g->idx + row * k);
-        rc = gsb__progress(c, "neighbors", last, 0.0);
+        rc = progress(c, last);
     }
     gsb__tensor_free(&D);
     return rc;
 }
 
-int gsb__knn_graph_build(gsb__ctx *c, const gsb__tensor *X, const gsb__knn_opts *o,
-                         gsb__knn_graph *out)
+int gsb__knn_graph_build(gsb__ctx *c, const gsb__backend *be, const gsb__tensor *X,
+                         const gsb__knn_opts *o, gsb__knn_graph *out)
 {
     memset(out, 0, sizeof *out);
     int64_t n = X->rows, k = o->k;
@@ -211,7 +216,8 @@ int gsb__knn_graph_build(gsb__ctx *c, const gsb__tensor *X, const gsb__knn_opts 
         return gsb__err(GSB_ENOMEM, "knn_graph: out of host memory for %lld x %lld neighbours",
                         (long long)n, (long long)k);
     }
-    int rc = o->precomputed ? graph_precomputed(c, X, o, out) : graph_features(c, X, o, out);
+    int rc = o->precomputed ? graph_precomputed(c, X, o, out)
+                            : graph_features(c, be, X, o, out);
     if (rc != GSB_OK)
         gsb__knn_graph_free(out);
     return rc;

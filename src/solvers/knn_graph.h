@@ -31,12 +31,12 @@ typedef struct gsb__knn_graph {
 } gsb__knn_graph;
 
 /*
- * The graph of X (n x d on any backend; precomputed: n x n) on c->be, with
- * progress reported to c as stage "neighbors" (rows done).  Errors: the
- * backend's, GSB_ENOMEM, GSB_ECANCELLED.
+ * The graph of X (n x d on any backend; precomputed: n x n), searched on be,
+ * with progress reported to c (may be NULL) as stage "neighbors" (rows
+ * done).  Errors: the backend's, GSB_ENOMEM, GSB_ECANCELLED.
  */
-int gsb__knn_graph_build(gsb__ctx *c, const gsb__tensor *X, const gsb__knn_opts *o,
-                         gsb__knn_graph *out);
+int gsb__knn_graph_build(gsb__ctx *c, const gsb__backend *be, const gsb__tensor *X,
+                         const gsb__knn_opts *o, gsb__knn_graph *out);
 void gsb__knn_graph_free(gsb__knn_graph *g);
 
 /* A sparse n x n matrix in CSR form (host). */

@@ -231,7 +231,7 @@ static int affinities(gsb__ctx *c, const gsb__tensor *X, const tsne_cfg *cfg, p_
         return upload_p(c->be, &empty, out);
     }
     gsb__knn_opts o = {k, cfg->metric, cfg->precomputed, 0};
-    GSB_CHECK(gsb__knn_graph_build(c, X, &o, &g));
+    GSB_CHECK(gsb__knn_graph_build(c, c->be, X, &o, &g));
     if (cfg->square)
         for (int64_t e = 0; e < n * k; e++)
             g.dist[e] *= g.dist[e];
