@@ -374,7 +374,7 @@ static void test_thread_count_independent(void)
 {
     int64_t n = 6000, d = 2;
     gsb__tensor Y = make_embedding(n, d, 10.0, 5);
-    csr_t P = make_csr(n, 20);
+    csr_t P = make_csr(n, 200); /* enough entries for the parallel path */
     float *a = malloc((size_t)(4 * n * d) * sizeof *a), *b = malloc((size_t)(4 * n * d) * sizeof *b);
     double za[4], zb[4];
     int saved = omp_get_max_threads();

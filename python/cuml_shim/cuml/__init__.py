@@ -27,13 +27,14 @@ if _real and _os.environ.get("GSB_CUML_SHIM") != "1":
         f"RAPIDS cuML, or set GSB_CUML_SHIM=1 to use gsb deliberately.")
 
 import gsb as _gsb  # noqa: E402
-from gsb import (cluster, decomposition, ensemble, linear_model, manifold,  # noqa: E402,F401
+from gsb import (cluster, decomposition, ensemble, linear_model,  # noqa: E402,F401
                  neighbors, preprocessing, svm)
 from gsb.cluster import *  # noqa: E402,F401,F403
 from gsb.decomposition import *  # noqa: E402,F401,F403
 from gsb.ensemble import *  # noqa: E402,F401,F403
 from gsb.linear_model import *  # noqa: E402,F401,F403
-from gsb.manifold import *  # noqa: E402,F401,F403
+from . import manifold  # noqa: E402  (cuML's TSNE signature)
+from .manifold import *  # noqa: E402,F401,F403
 from gsb.neighbors import *  # noqa: E402,F401,F403
 from gsb.preprocessing import *  # noqa: E402,F401,F403
 from gsb.svm import *  # noqa: E402,F401,F403
@@ -42,6 +43,6 @@ __version__ = _gsb.__version__
 __gsb_shim__ = True
 
 # `import cuml.svm` style module paths resolve to gsb's modules
-for _name in ("cluster", "decomposition", "ensemble", "linear_model", "manifold",
-              "neighbors", "preprocessing", "svm"):
+for _name in ("cluster", "decomposition", "ensemble", "linear_model", "neighbors",
+              "preprocessing", "svm"):
     _sys.modules[f"{__name__}.{_name}"] = getattr(_gsb, _name)

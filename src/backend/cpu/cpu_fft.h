@@ -17,7 +17,7 @@
 
 typedef struct gsb__cpu_fft {
     int64_t n;      /* a power of two >= 1 */
-    double *tw;     /* n / 2 twiddles e^(-2 pi i k / n), interleaved */
+    double *tw;     /* each stage's twiddles, interleaved (see cpu_fft.c) */
     int64_t *rev;   /* bit-reversal permutation of 0..n-1 */
 } gsb__cpu_fft;
 

@@ -18,8 +18,10 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_tsne.h"
 
-/* Below this many pair terms a loop stays on one thread. */
-#define TSNE_PAR_MIN ((int64_t)1 << 15)
+/* Below this many pair terms (~1 ms of work) a loop stays on one thread: t-SNE
+ * calls these ops a thousand times, and on a busy machine each parallel
+ * region's fork and join can wait milliseconds for a core. */
+#define TSNE_PAR_MIN ((int64_t)1 << 20)
 
 /* ---- attraction ------------------------------------------------------------ */
 

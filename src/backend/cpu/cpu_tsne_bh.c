@@ -228,7 +228,7 @@ int gsb__cpu_tsne_repulse_bh(const gsb__backend *be, const gsb__tensor *Y, int d
     double theta2 = angle * angle;
     int64_t stack_len = (int64_t)(BH_MAX_DEPTH + 2) << d; /* (levels) x (children) bounds it */
     int failed = 0;
-#pragma omp parallel if (n > 256)
+#pragma omp parallel if (n > 2048) /* smaller: less work than a fork and join */
     {
         int64_t *stack = cpu_alloc(stack_len, sizeof *stack);
         if (!stack) {

@@ -83,7 +83,7 @@ static void locate(fft_work *w, const float *y)
 {
     const gsb__tsne_grid *g = &w->g;
     int64_t n = w->n, d = g->d, p = g->p;
-#pragma omp parallel for schedule(static) if (n > 4096)
+#pragma omp parallel for schedule(static) if (n > 16384)
     for (int64_t i = 0; i < n; i++) {
         int64_t b = 0;
         for (int64_t a = 0; a < d; a++) {
@@ -136,7 +136,7 @@ static void spread(fft_work *w, const float *y)
 {
     const gsb__tsne_grid *g = &w->g;
     int64_t pd = g->d == 1 ? g->p : (int64_t)g->p * g->p, channels = g->d + 2;
-#pragma omp parallel for schedule(dynamic, 16) if (w->n > 4096)
+#pragma omp parallel for schedule(dynamic, 16) if (w->n > 16384)
     for (int64_t b = 0; b < w->nb; b++) {
         for (int64_t s = w->start[b]; s < w->start[b + 1]; s++) {
             int64_t i = w->order[s];
@@ -248,7 +248,7 @@ static void gather(const fft_work *w, const float *y, float *out, double *zrow)
     const gsb__tsne_grid *g = &w->g;
     int64_t d = g->d, pd = d == 1 ? g->p : (int64_t)g->p * g->p, channels = d + 2;
     double scale = 1.0 / (double)w->cells; /* the inverse FFT's normalisation */
-#pragma omp parallel for schedule(static) if (w->n > 4096)
+#pragma omp parallel for schedule(static) if (w->n > 16384)
     for (int64_t i = 0; i < w->n; i++) {
         double phi[FFT_MAX_CHANNELS] = {0}, q[FFT_MAX_CHANNELS];
         for (int64_t k = 0; k < pd; k++) {
