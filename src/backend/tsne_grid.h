@@ -10,9 +10,10 @@
  * lo + (g + 1/2) h.  The convolution of node charges with a kernel is then a
  * Toeplitz product, done as a circular convolution of length m >= 2 * nodes
  * by FFT.  FIt-SNE rounds the box count up to sizes FFTW handles well; here
- * m is the next power of two (both backends' FFTs like it, the CPU's own
- * radix-2 needs it) and the box count is then raised to the most that m
- * holds, which refines the grid at no extra FFT cost.
+ * m is the next length whose prime factors are 2, 3 and 5 (cuFFT's fast
+ * sizes, and the CPU's own mixed-radix FFT's only ones) and the box count is
+ * then raised to the most that m holds, which refines the grid at no extra
+ * FFT cost.
  *
  * Coordinates are taken relative to the square's centre: the charges y_j
  * and the product y_i * phi then stay small, which keeps float32 sums on
@@ -27,7 +28,7 @@
 /* FIt-SNE's defaults (interpolation nodes per box, fewest boxes a side) */
 #define GSB__TSNE_FFT_INTERP 3
 #define GSB__TSNE_FFT_MIN_BOXES 50
-/* Largest FFT length a side: 2-D grids hold m^2 nodes per channel. */
+/* Largest FFT length a side (about): 2-D grids hold m^2 nodes per channel. */
 #define GSB__TSNE_FFT_MAX_M_2D 2048
 #define GSB__TSNE_FFT_MAX_M_1D (1 << 20)
 /* Most nodes per box (callers size their weight arrays by it). */
@@ -45,12 +46,22 @@ typedef struct gsb__tsne_grid {
     int p;          /* nodes per box and dimension */
     int64_t boxes;  /* boxes a side */
     int64_t nodes;  /* nodes a side: boxes * p */
-    int64_t m;      /* FFT length a side: a power of two, >= 2 * nodes */
+    int64_t m;      /* FFT length a side: 2-3-5-smooth, >= 2 * nodes */
     double centre;  /* coordinates are relative to this */
     double lo;      /* the square's low corner, relative to centre */
     double box;     /* box width */
     double h;       /* node spacing: box / p */
 } gsb__tsne_grid;
+
+/* 1 when n's prime factors are all 2, 3 or 5 */
+static inline int gsb__tsne_grid_smooth(int64_t n)
+{
+    static const int64_t primes[3] = {2, 3, 5};
+    for (int k = 0; k < 3; k++)
+        while (n % primes[k] == 0)
+            n /= primes[k];
+    return n == 1;
+}
 
 /*
  * The grid for an embedding whose coordinates (all dimensions together) lie
@@ -69,11 +80,10 @@ static inline int gsb__tsne_grid_plan(double lo, double hi, int d, int p, int mi
         span = floor_span;
     int64_t max_m = d == 2 ? GSB__TSNE_FFT_MAX_M_2D : GSB__TSNE_FFT_MAX_M_1D;
     double want = fmax((double)min_boxes, ceil(span)); /* about one box per unit */
-    int64_t m = 2;
-    while (m < max_m && (double)m < 2.0 * want * p)
-        m *= 2;
-    if ((double)m < 2.0 * p) /* tiny max_m cannot happen, but keep boxes >= 1 */
-        m = 2 * (int64_t)p;
+    double need = fmin(2.0 * want * p, (double)max_m);
+    int64_t m = 2 * (int64_t)p;
+    while ((double)m < need || !gsb__tsne_grid_smooth(m))
+        m++;
     g->d = d;
     g->p = p;
     g->m = m;

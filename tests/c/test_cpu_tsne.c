@@ -190,17 +190,17 @@ static void test_bh_duplicates(void)
 static void test_fft_vs_exact(void)
 {
     for (int64_t d = 1; d <= 2; d++) {
-        /* a spread like a converged embedding's (boxes of width ~0.5), a
-         * small one, and early optimisation's tiny one.  FIt-SNE's accuracy
-         * with 3 nodes a box falls like the box width cubed: coarse boxes
-         * (sparse embeddings spanning hundreds) give errors of a few %, as
-         * Barnes-Hut at angle 0.5 does. */
+        /* a spread like a converged embedding's (boxes of width ~1, FIt-SNE's
+         * default grid), a small one, and early optimisation's tiny one.
+         * FIt-SNE's error with 3 nodes a box falls like the box width cubed;
+         * at width 1 the largest is a few % of max |R| (rms ~1-3%), Barnes-Hut
+         * at angle 0.5 errs as much. */
         static const double spreads[] = {4.0, 0.5, 1e-3};
         for (int s = 0; s < 3; s++) {
             gsb__tensor Y = make_embedding(1500, d, spreads[s], 3);
             double er, ez;
             repulse_errors(run_fft, &Y, 1, 0, &er, &ez);
-            CHECK(er < 4e-2);
+            CHECK(er < 8e-2);
             CHECK(ez < 2e-3);
             gsb__tensor_free(&Y);
         }
@@ -213,7 +213,7 @@ static void test_fft_one_point(void)
     gsb__tensor R = testing_tensor(be, GSB_F32, 1, 2, NULL), z = testing_tensor(be, GSB_F64, 1, 1, NULL);
     CHECK_OK(run_fft(&Y, 1, &R, &z));
     CHECK(fabs(gsb__tensor_get(&R, 0)) < 1e-6 && fabs(gsb__tensor_get(&R, 1)) < 1e-6);
-    CHECK(fabs(gsb__tensor_get(&z, 0)) < 1e-6);
+    CHECK(fabs(gsb__tensor_get(&z, 0)) < 1e-4); /* its own w = 1, interpolated, less 1 */
     gsb__tensor_set(&Y, 0, NAN);
     CHECK_ERR(run_fft(&Y, 1, &R, &z), GSB_EINTERNAL, "no grid");
     gsb__tensor_free(&Y);
@@ -409,29 +409,31 @@ static void naive_dft(const double *x, int64_t n, int inverse, double *out)
 
 static void test_fft_vs_dft(void)
 {
-    static const int64_t sizes[] = {1, 2, 4, 8, 64, 256};
-    for (int s = 0; s < 6; s++)
+    static const int64_t sizes[] = {1, 2, 3, 4, 5, 8, 12, 30, 64, 90, 256, 300, 750};
+    for (int s = 0; s < 13; s++)
         for (int inverse = 0; inverse <= 1; inverse++) {
             int64_t n = sizes[s];
             double *x = malloc((size_t)(2 * n) * sizeof *x), *ref = malloc((size_t)(2 * n) * sizeof *ref);
             testing_fill_normal(x, 2 * n);
             naive_dft(x, n, inverse, ref);
             gsb__cpu_fft f;
+            double *scratch = malloc((size_t)(2 * n) * sizeof *scratch);
             CHECK_OK(gsb__cpu_fft_init(&f, n));
-            gsb__cpu_fft_1d(&f, x, inverse);
+            gsb__cpu_fft_1d(&f, x, inverse, scratch);
             CHECK(testing_relerr(x, ref, 2 * n) < 1e-13);
             gsb__cpu_fft_free(&f);
+            free(scratch);
             free(x);
             free(ref);
         }
     gsb__cpu_fft f;
-    CHECK_ERR(gsb__cpu_fft_init(&f, 12), GSB_EINTERNAL, "power of two");
+    CHECK_ERR(gsb__cpu_fft_init(&f, 14), GSB_EINTERNAL, "prime factor above 5");
 }
 
 /* 2-D: rows then columns of the naive DFT, with live_rows pruning */
 static void test_fft_2d(void)
 {
-    int64_t n = 16, live = 5;
+    int64_t n = 30, live = 7;
     double *x = calloc((size_t)(2 * n * n), sizeof *x), *ref = malloc((size_t)(2 * n * n) * sizeof *ref);
     double *row = malloc((size_t)(2 * n) * sizeof *row), *tmp = malloc((size_t)(2 * n) * sizeof *tmp);
     testing_fill_normal(x, 2 * live * n); /* rows >= live are zero */

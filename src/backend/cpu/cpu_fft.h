@@ -1,11 +1,12 @@
 /*
- * cpu_fft.h - a small complex FFT in double for power-of-two lengths, in 1-D
- * and 2-D (the CPU twin of cuFFT in t-SNE's FFT repulsion, cpu_tsne_fft.c).
+ * cpu_fft.h - a small mixed-radix complex FFT in double for lengths whose
+ * prime factors are 2, 3 and 5, in 1-D and 2-D (the CPU twin of cuFFT in
+ * t-SNE's FFT repulsion, cpu_tsne_fft.c).
  *
  * Why our own: the Debian FFT libraries are FFTW (GPL, not compatible with
  * gsb's MIT licence) and KissFFT, whose Debian build is float32 only; the
- * CPU backend computes in double.  The t-SNE grids are powers of two a side
- * (backend/tsne_grid.h), so an iterative radix-2 transform suffices.
+ * CPU backend computes in double.  The t-SNE grids are 2-3-5-smooth a side
+ * (backend/tsne_grid.h), which a short recursive transform handles.
  *
  * Data are interleaved complex numbers (re, im).  Transforms are
  * unnormalised: forward uses e^(-2 pi i jk / n), inverse e^(+2 pi i jk / n).
@@ -15,18 +16,22 @@
 
 #include <stdint.h>
 
+#define GSB__CPU_FFT_MAX_FACTORS 64
+
 typedef struct gsb__cpu_fft {
-    int64_t n;      /* a power of two >= 1 */
-    double *tw;     /* each stage's twiddles, interleaved (see cpu_fft.c) */
-    int64_t *rev;   /* bit-reversal permutation of 0..n-1 */
+    int64_t n;      /* >= 1, no prime factor above 5 */
+    double *tw;     /* n twiddles e^(-2 pi i k / n), interleaved */
+    int nf;         /* factors: (radix, remaining length) pairs */
+    int64_t factor[2 * GSB__CPU_FFT_MAX_FACTORS];
 } gsb__cpu_fft;
 
-/* GSB_OK, GSB_EINTERNAL (n not a power of two) or GSB_ENOMEM. */
+/* GSB_OK, GSB_EINTERNAL (a prime factor above 5) or GSB_ENOMEM. */
 int gsb__cpu_fft_init(gsb__cpu_fft *f, int64_t n);
 void gsb__cpu_fft_free(gsb__cpu_fft *f);
 
-/* In place on f->n complex values x; inverse != 0 for the inverse transform. */
-void gsb__cpu_fft_1d(const gsb__cpu_fft *f, double *x, int inverse);
+/* In place on f->n complex values x; inverse != 0 for the inverse transform;
+ * scratch holds 2 * f->n doubles. */
+void gsb__cpu_fft_1d(const gsb__cpu_fft *f, double *x, int inverse, double *scratch);
 
 /*
  * In place on the n x n complex array x (row-major, n = f->n), rows then

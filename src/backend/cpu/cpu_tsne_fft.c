@@ -176,7 +176,11 @@ static int transform(const fft_work *w, const gsb__cpu_fft *f, double *x, int in
                      int64_t live_rows)
 {
     if (w->g.d == 1) {
-        gsb__cpu_fft_1d(f, x, inverse);
+        double *scratch = cpu_alloc(2 * f->n, sizeof *scratch);
+        if (!scratch)
+            return gsb__err(GSB_ENOMEM, "tsne_repulse_fft: out of host memory");
+        gsb__cpu_fft_1d(f, x, inverse, scratch);
+        free(scratch);
         return GSB_OK;
     }
     return gsb__cpu_fft_2d(f, x, inverse, live_rows);

@@ -339,6 +339,9 @@ extern "C" int gsb__cuda_tsne_repulse_exact(const gsb__backend *be, const gsb__t
         return rc;
     const int64_t n = Y->rows;
     const int d = (int)Y->cols;
+    if (d <= 3 && n > MAX_BLOCKS * BLOCK) /* the tiled kernels take one thread per point */
+        return GSB_CUDA_ERR(GSB_EUNSUPPORTED, "tsne_repulse_exact: %lld points (at most %lld)",
+                            (long long)n, (long long)(MAX_BLOCKS * BLOCK));
     cudaStream_t s = gsb__cuda_ctx_of(be)->stream;
     double *zrow = NULL;
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)n * sizeof(double), (void **)&zrow));
