@@ -162,7 +162,7 @@ static void test_bh_accuracy(void)
 {
     bh_angle = 0.5;
     for (int64_t d = 2; d <= 3; d++) {
-        gsb__tensor Y = make_embedding(2000, d, 5.0, 4);
+        gsb__tensor Y = make_embedding(1200, d, 5.0, 4);
         double er, ez;
         repulse_errors(run_bh, &Y, 1, 1, &er, &ez);
         CHECK(er < 5e-2);
@@ -197,7 +197,7 @@ static void test_fft_vs_exact(void)
          * at angle 0.5 errs as much. */
         static const double spreads[] = {4.0, 0.5, 1e-3};
         for (int s = 0; s < 3; s++) {
-            gsb__tensor Y = make_embedding(1500, d, spreads[s], 3);
+            gsb__tensor Y = make_embedding(800, d, spreads[s], 3);
             double er, ez;
             repulse_errors(run_fft, &Y, 1, 0, &er, &ez);
             CHECK(er < 8e-2);
@@ -372,9 +372,9 @@ static void run_all(const gsb__tensor *Y, const csr_t *P, float *out, double *zs
 
 static void test_thread_count_independent(void)
 {
-    int64_t n = 6000, d = 2;
+    int64_t n = 3000, d = 2; /* above every op's parallel threshold */
     gsb__tensor Y = make_embedding(n, d, 10.0, 5);
-    csr_t P = make_csr(n, 200); /* enough entries for the parallel path */
+    csr_t P = make_csr(n, 400);
     float *a = malloc((size_t)(4 * n * d) * sizeof *a), *b = malloc((size_t)(4 * n * d) * sizeof *b);
     double za[4], zb[4];
     int saved = omp_get_max_threads();

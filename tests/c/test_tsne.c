@@ -74,13 +74,13 @@ static void fit_embedding(const char *params, double *E, int k)
 static void test_methods_separate_blobs(void)
 {
     static const char *const params[] = {
-        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 400}",
-        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 400, \"method\": \"exact\"}",
-        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 400, \"method\": \"fft\"}",
-        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 400, \"n_components\": 3}",
-        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 400, \"n_components\": 1, "
+        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 300}",
+        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 300, \"method\": \"exact\"}",
+        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 300, \"method\": \"fft\"}",
+        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 300, \"n_components\": 3}",
+        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 300, \"n_components\": 1, "
         "\"method\": \"fft\", \"init\": \"random\"}",
-        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 400, \"metric\": \"cosine\"}",
+        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 300, \"metric\": \"cosine\"}",
     };
     static const int comps[] = {2, 2, 2, 3, 1, 2};
     double E[N * 3];
@@ -154,12 +154,12 @@ static int on_progress(void *data, const char *stage, int64_t iteration, double 
 static void test_progress_and_cancel(void)
 {
     gsb_model *m = testing_model(sess, "TSNE", "{\"perplexity\": 10, \"random_state\": 0, "
-                                               "\"max_iter\": 500}");
+                                               "\"max_iter\": 350}");
     gsb_array x = x_array();
     reports r = {0};
     gsb_model_set_progress(m, on_progress, &r);
     CHECK_OK(testing_fit(m, &x, NULL, NULL));
-    CHECK(r.count >= 10 && r.last_iter == 500);
+    CHECK(r.count >= 7 && r.last_iter == 350);
     CHECK(r.kl_last < r.kl_250); /* exaggeration off: the KL drops */
     reports c = {0, 100, 0, 0, 0};
     gsb_model_set_progress(m, on_progress, &c);
@@ -186,9 +186,9 @@ static void test_init_array_and_precomputed(void)
     double E[N * 2];
     for (int pre = 0; pre <= 1; pre++) {
         gsb_model *m = testing_model(sess, "TSNE",
-                                     pre ? "{\"perplexity\": 15, \"max_iter\": 400, "
+                                     pre ? "{\"perplexity\": 15, \"max_iter\": 300, "
                                            "\"metric\": \"precomputed\"}"
-                                         : "{\"perplexity\": 15, \"max_iter\": 400}");
+                                         : "{\"perplexity\": 15, \"max_iter\": 300}");
         const gsb_array *ins[3] = {pre ? &dm : &x, NULL, &ia};
         CHECK_OK(gsb_model_call(m, "fit", ins, 3, NULL, NULL));
         CHECK(testing_attr(m, "embedding_", E, N * 2, NULL) == N * 2);
