@@ -210,7 +210,8 @@ static void test_fft_vs_exact(void)
 static void test_fft_one_point(void)
 {
     gsb__tensor Y = make_embedding(1, 2, 1.0, 0);
-    gsb__tensor R = testing_tensor(be, GSB_F32, 1, 2, NULL), z = testing_tensor(be, GSB_F64, 1, 1, NULL);
+    gsb__tensor R = testing_tensor(be, GSB_F32, 1, 2, NULL);
+    gsb__tensor z = testing_tensor(be, GSB_F64, 1, 1, NULL);
     CHECK_OK(run_fft(&Y, 1, &R, &z));
     CHECK(fabs(gsb__tensor_get(&R, 0)) < 1e-6 && fabs(gsb__tensor_get(&R, 1)) < 1e-6);
     CHECK(fabs(gsb__tensor_get(&z, 0)) < 1e-4); /* its own w = 1, interpolated, less 1 */
@@ -355,7 +356,8 @@ static void test_update_vs_sklearn_steps(void)
 static void run_all(const gsb__tensor *Y, const csr_t *P, float *out, double *zs)
 {
     int64_t n = Y->rows, d = Y->cols;
-    gsb__tensor R = testing_tensor(be, GSB_F32, n, d, NULL), z = testing_tensor(be, GSB_F64, 1, 1, NULL);
+    gsb__tensor R = testing_tensor(be, GSB_F32, n, d, NULL);
+    gsb__tensor z = testing_tensor(be, GSB_F64, 1, 1, NULL);
     bh_angle = 0.5;
     repulse_fn fns[3] = {run_exact, run_bh, run_fft};
     for (int f = 0; f < 3; f++) {
@@ -375,7 +377,8 @@ static void test_thread_count_independent(void)
     int64_t n = 3000, d = 2; /* above every op's parallel threshold */
     gsb__tensor Y = make_embedding(n, d, 10.0, 5);
     csr_t P = make_csr(n, 400);
-    float *a = malloc((size_t)(4 * n * d) * sizeof *a), *b = malloc((size_t)(4 * n * d) * sizeof *b);
+    float *a = malloc((size_t)(4 * n * d) * sizeof *a);
+    float *b = malloc((size_t)(4 * n * d) * sizeof *b);
     double za[4], zb[4];
     int saved = omp_get_max_threads();
     omp_set_num_threads(1);
@@ -413,7 +416,8 @@ static void test_fft_vs_dft(void)
     for (int s = 0; s < 13; s++)
         for (int inverse = 0; inverse <= 1; inverse++) {
             int64_t n = sizes[s];
-            double *x = malloc((size_t)(2 * n) * sizeof *x), *ref = malloc((size_t)(2 * n) * sizeof *ref);
+            double *x = malloc((size_t)(2 * n) * sizeof *x);
+            double *ref = malloc((size_t)(2 * n) * sizeof *ref);
             testing_fill_normal(x, 2 * n);
             naive_dft(x, n, inverse, ref);
             gsb__cpu_fft f;
@@ -434,8 +438,10 @@ static void test_fft_vs_dft(void)
 static void test_fft_2d(void)
 {
     int64_t n = 30, live = 7;
-    double *x = calloc((size_t)(2 * n * n), sizeof *x), *ref = malloc((size_t)(2 * n * n) * sizeof *ref);
-    double *row = malloc((size_t)(2 * n) * sizeof *row), *tmp = malloc((size_t)(2 * n) * sizeof *tmp);
+    double *x = calloc((size_t)(2 * n * n), sizeof *x);
+    double *ref = malloc((size_t)(2 * n * n) * sizeof *ref);
+    double *row = malloc((size_t)(2 * n) * sizeof *row);
+    double *tmp = malloc((size_t)(2 * n) * sizeof *tmp);
     testing_fill_normal(x, 2 * live * n); /* rows >= live are zero */
     memcpy(ref, x, (size_t)(2 * n * n) * sizeof *ref);
     for (int64_t r = 0; r < n; r++) {
@@ -540,7 +546,8 @@ static void test_symmetrize(void)
     int64_t n = 30, k = 5;
     gsb__knn_graph g = {n, k, malloc((size_t)(n * k) * sizeof(double)),
                         malloc((size_t)(n * k) * sizeof(int64_t))};
-    double *w = malloc((size_t)(n * k) * sizeof *w), *dense = calloc((size_t)(n * n), sizeof *dense);
+    double *w = malloc((size_t)(n * k) * sizeof *w);
+    double *dense = calloc((size_t)(n * n), sizeof *dense);
     for (int64_t i = 0; i < n; i++)
         for (int64_t t = 0; t < k; t++) { /* distinct neighbours, in no order */
             g.idx[i * k + t] = (i + 1 + 3 * t + (t * i) % 2) % n;

@@ -1,7 +1,7 @@
 /*
  * test_tsne.c - TSNE through the public API: an embedding that separates
- * well-separated blobs (every method), the fitted attributes, reproducibility
- * with a random_state, the progress reports (every 50 iterations, KL
+ * well-separated blobs (every method; for the 2-D FFT see below), the fitted
+ * attributes, reproducibility with a random_state, the progress reports (every 50 iterations, KL
  * decreasing after the exaggeration) and cancellation (the model left
  * unfitted), fit_transform equal to embedding_, an init array, precomputed
  * distances, and scikit-learn's errors.  Runs on $GSB_DEVICE (the CPU by
@@ -71,23 +71,26 @@ static void fit_embedding(const char *params, double *E, int k)
     gsb_model_free(m);
 }
 
+/* Every method.  The 2-D FFT fit is left to test_parity_manifold.py and the op
+ * tests (test_cpu_tsne, test_cuda_tsne): its grid costs the same for any n, and
+ * seconds an iteration in the sanitizer build.  On the GPU, 'barnes_hut' runs the
+ * 2-D FFT here anyway. */
 static void test_methods_separate_blobs(void)
 {
     static const char *const params[] = {
-        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 300}",
-        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 300, \"method\": \"exact\"}",
-        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 300, \"method\": \"fft\"}",
-        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 300, \"n_components\": 3}",
-        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 300, \"n_components\": 1, "
+        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 250}",
+        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 250, \"method\": \"exact\"}",
+        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 250, \"n_components\": 3}",
+        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 250, \"n_components\": 1, "
         "\"method\": \"fft\", \"init\": \"random\"}",
-        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 300, \"metric\": \"cosine\"}",
+        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 250, \"metric\": \"cosine\"}",
     };
-    static const int comps[] = {2, 2, 2, 3, 1, 2};
+    static const int comps[] = {2, 2, 3, 1, 2};
     double E[N * 3];
-    for (int p = 0; p < 6; p++) {
+    for (int p = 0; p < 5; p++) {
         fit_embedding(params[p], E, comps[p]);
         /* 3 components have dof 2 (heavier kernel tails): scikit-learn's own 3-D fits
-         * of these blobs reach 0.88-0.98 at this iteration count, seed to seed */
+         * of these blobs reach 0.88-0.98, seed to seed */
         double agree = nn_agreement(E, comps[p]), want = comps[p] == 3 ? 0.85 : 0.95;
         if (!(agree >= want))
             fprintf(stderr, "  %s: agreement %.3f\n", params[p], agree);
@@ -98,7 +101,7 @@ static void test_methods_separate_blobs(void)
 static void test_attributes_and_fit_transform(void)
 {
     gsb_model *m = testing_model(sess, "TSNE", "{\"perplexity\": 10, \"random_state\": 1, "
-                                               "\"max_iter\": 300}");
+                                               "\"max_iter\": 250}");
     gsb_array x = x_array();
     const gsb_array *ins[1] = {&x};
     gsb_result *r = NULL;
@@ -109,7 +112,7 @@ static void test_attributes_and_fit_transform(void)
     CHECK(testing_attr(m, "embedding_", E2, N * 2, NULL) == N * 2);
     CHECK(memcmp(E, E2, sizeof E) == 0);
     gsb_result_free(r);
-    CHECK(testing_attr(m, "n_iter_", &v, 1, NULL) == 1 && v == 299);
+    CHECK(testing_attr(m, "n_iter_", &v, 1, NULL) == 1 && v == 249);
     CHECK(testing_attr(m, "learning_rate_", &v, 1, NULL) == 1 && v == 50.0);
     CHECK(testing_attr(m, "kl_divergence_", &v, 1, NULL) == 1 && v > 0.0 && v < 5.0);
     CHECK(testing_attr(m, "n_features_in_", &v, 1, NULL) == 1 && v == D);
@@ -119,8 +122,8 @@ static void test_attributes_and_fit_transform(void)
 static void test_reproducible(void)
 {
     static const char *const params[] = {
-        "{\"perplexity\": 10, \"random_state\": 7, \"max_iter\": 300, \"init\": \"random\"}",
-        "{\"perplexity\": 10, \"random_state\": 7, \"max_iter\": 300, \"method\": \"exact\"}"};
+        "{\"perplexity\": 10, \"random_state\": 7, \"max_iter\": 250, \"init\": \"random\"}",
+        "{\"perplexity\": 10, \"random_state\": 7, \"max_iter\": 250, \"method\": \"exact\"}"};
     const char *dev = getenv("GSB_DEVICE");
     /* on the GPU the FFT's spreading adds in no fixed order: exact only there */
     int first = dev && strcmp(dev, "cuda") == 0 ? 1 : 0;
@@ -154,12 +157,12 @@ static int on_progress(void *data, const char *stage, int64_t iteration, double 
 static void test_progress_and_cancel(void)
 {
     gsb_model *m = testing_model(sess, "TSNE", "{\"perplexity\": 10, \"random_state\": 0, "
-                                               "\"max_iter\": 350}");
+                                               "\"max_iter\": 300}");
     gsb_array x = x_array();
     reports r = {0};
     gsb_model_set_progress(m, on_progress, &r);
     CHECK_OK(testing_fit(m, &x, NULL, NULL));
-    CHECK(r.count >= 7 && r.last_iter == 350);
+    CHECK(r.count >= 6 && r.last_iter == 300);
     CHECK(r.kl_last < r.kl_250); /* exaggeration off: the KL drops */
     reports c = {0, 100, 0, 0, 0};
     gsb_model_set_progress(m, on_progress, &c);
@@ -186,9 +189,9 @@ static void test_init_array_and_precomputed(void)
     double E[N * 2];
     for (int pre = 0; pre <= 1; pre++) {
         gsb_model *m = testing_model(sess, "TSNE",
-                                     pre ? "{\"perplexity\": 15, \"max_iter\": 300, "
+                                     pre ? "{\"perplexity\": 15, \"max_iter\": 250, "
                                            "\"metric\": \"precomputed\"}"
-                                         : "{\"perplexity\": 15, \"max_iter\": 300}");
+                                         : "{\"perplexity\": 15, \"max_iter\": 250}");
         const gsb_array *ins[3] = {pre ? &dm : &x, NULL, &ia};
         CHECK_OK(gsb_model_call(m, "fit", ins, 3, NULL, NULL));
         CHECK(testing_attr(m, "embedding_", E, N * 2, NULL) == N * 2);
