@@ -7,6 +7,7 @@
  * distances, and scikit-learn's errors.  Runs on $GSB_DEVICE (the CPU by
  * default; tools/gpu-check runs it with GSB_DEVICE=cuda).
  */
+#include <float.h>
 #include <stdlib.h>
 
 #include "test_api_helpers.h"
@@ -101,7 +102,7 @@ static void test_methods_separate_blobs(void)
 static void test_attributes_and_fit_transform(void)
 {
     gsb_model *m = testing_model(sess, "TSNE", "{\"perplexity\": 10, \"random_state\": 1, "
-                                               "\"max_iter\": 250}");
+                                               "\"max_iter\": 300}");
     gsb_array x = x_array();
     const gsb_array *ins[1] = {&x};
     gsb_result *r = NULL;
@@ -112,10 +113,17 @@ static void test_attributes_and_fit_transform(void)
     CHECK(testing_attr(m, "embedding_", E2, N * 2, NULL) == N * 2);
     CHECK(memcmp(E, E2, sizeof E) == 0);
     gsb_result_free(r);
-    CHECK(testing_attr(m, "n_iter_", &v, 1, NULL) == 1 && v == 249);
+    CHECK(testing_attr(m, "n_iter_", &v, 1, NULL) == 1 && v == 299);
     CHECK(testing_attr(m, "learning_rate_", &v, 1, NULL) == 1 && v == 50.0);
     CHECK(testing_attr(m, "kl_divergence_", &v, 1, NULL) == 1 && v > 0.0 && v < 5.0);
     CHECK(testing_attr(m, "n_features_in_", &v, 1, NULL) == 1 && v == D);
+    gsb_model_free(m);
+    /* max_iter=250: scikit-learn's second phase runs no iteration and reports
+     * n_iter_ 250 and the KL it starts from, float64's max */
+    m = testing_model(sess, "TSNE", "{\"perplexity\": 10, \"max_iter\": 250}");
+    CHECK_OK(testing_fit(m, &x, NULL, NULL));
+    CHECK(testing_attr(m, "n_iter_", &v, 1, NULL) == 1 && v == 250);
+    CHECK(testing_attr(m, "kl_divergence_", &v, 1, NULL) == 1 && v == DBL_MAX);
     gsb_model_free(m);
 }
 

@@ -84,6 +84,11 @@ def test_attributes_like_sklearn(digits):
     assert auto.learning_rate_ == skm.TSNE(max_iter=250, early_exaggeration=1.0,
                                            random_state=0).fit(X360).learning_rate_ == 90
     assert gsm.TSNE(max_iter=250, learning_rate=10.0, random_state=0).fit(X).learning_rate_ == 10
+    # max_iter=250: scikit-learn's second phase runs no iteration (its quirk, kept)
+    g250 = gsm.TSNE(max_iter=250, random_state=0).fit(X)
+    s250 = skm.TSNE(max_iter=250, random_state=0).fit(X)
+    assert (g250.n_iter_, g250.kl_divergence_) == (s250.n_iter_, s250.kl_divergence_) == \
+        (250, np.finfo(np.float64).max)
 
 
 def test_reproducible_with_random_state(digits):
