@@ -15,7 +15,7 @@ PLANNED = {
     "svm": ["SVC", "SVR"],
     "cluster": ["DBSCAN"],
     "ensemble": ["RandomForestClassifier", "RandomForestRegressor"],
-    "manifold": ["TSNE", "UMAP"],
+    "manifold": ["UMAP"],
 }
 
 
