@@ -59,7 +59,8 @@ def _sklearn_class(name):
 
 
 def _instances(select=lambda cls: True):
-    return [pytest.param(cls(), id=name) for name, cls in sorted(ALL.items()) if select(cls)]
+    return [pytest.param(cls(**INIT_PARAMS.get(name, {})), id=name)
+            for name, cls in sorted(ALL.items()) if select(cls)]
 
 
 def _two_d(cls):
