@@ -135,7 +135,7 @@ static int lloyd_sums(gsb__ctx *c, km_part *p, int64_t k, int64_t d)
     const gsb__backend *be = c->be;
     gsb__tensor sums = GSB__TENSOR_NONE, counts = GSB__TENSOR_NONE, wm = GSB__TENSOR_NONE,
                 out = GSB__TENSOR_NONE;
-    double *sh = NULL, *ch = NULL, *o, mean = 0;
+    double *sh = NULL, *ch = NULL, *o = NULL, mean = 0;
     int rc;
     const gsb__tensor *w = p->w.data ? &p->w : NULL;
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, k, d, &sums));
@@ -170,7 +170,7 @@ static int lloyd_far(gsb__ctx *c, km_part *p, int64_t m, int64_t offset, int64_t
     int64_t n = p->Xc.rows, have = 0;
     int32_t *lab = malloc((size_t)n * sizeof *lab);
     int64_t *far = malloc((size_t)(m > 0 ? m : 1) * sizeof *far);
-    double *dist = NULL, *o;
+    double *dist = NULL, *o = NULL;
     gsb__tensor out = GSB__TENSOR_NONE;
     int rc;
     if (!lab || !far) {
@@ -241,7 +241,7 @@ int gsb__kmeans_stats_lloyd(gsb__ctx *c)
 static int par_cost(gsb__ctx *c, km_part *p)
 {
     gsb__tensor out = GSB__TENSOR_NONE;
-    double *dist = NULL, *o, acc = 0;
+    double *dist = NULL, *o = NULL, acc = 0;
     int rc;
     GSB_CHECK(gsb__tensor_to_f64(&p->mind, &dist));
     for (int64_t i = 0; i < p->Xc.rows; i++)
@@ -268,7 +268,7 @@ static int par_sample(gsb__ctx *c, km_part *p)
     seed ^= 0x9E3779B97F4A7C15ull * (uint64_t)(gsb__opt_int(c, "round", 0) + 1);
     seed ^= 0xC2B2AE3D27D4EB4Full * (uint64_t)(gsb__opt_int(c, "offset", 0) + 1);
     gsb__rng_seed(&rng, seed);
-    double *dist = NULL, *X = NULL, *o;
+    double *dist = NULL, *X = NULL, *o = NULL;
     int64_t *keep = malloc((size_t)(n > 0 ? n : 1) * sizeof *keep);
     gsb__tensor out = GSB__TENSOR_NONE;
     int rc;

@@ -209,7 +209,7 @@ int gsb__stats_merge(const gsb__stats *x, const gsb__stats *y, gsb__tensor *out)
                         "(%lld, %lld, %lld) and (%lld, %lld, %lld)", kind_name(x->kind),
                         (long long)x->a, (long long)x->b, (long long)x->c, (long long)y->a,
                         (long long)y->b, (long long)y->c);
-    double *o;
+    double *o = NULL;
     GSB_TRY(gsb__stats_alloc(x->kind, sample ? x->a + y->a : x->a, x->b, x->c, out, &o));
     switch (x->kind) {
     case GSB__STATS_MOMENTS: merge_moments(x, y, o); break;
@@ -273,7 +273,8 @@ int gsb__stats_moments_method(gsb__ctx *c)
     gsb__tensor Xb = GSB__TENSOR_NONE, wb = GSB__TENSOR_NONE, mb = GSB__TENSOR_NONE,
                 vb = GSB__TENSOR_NONE, lo = GSB__TENSOR_NONE, hi = GSB__TENSOR_NONE,
                 out = GSB__TENSOR_NONE;
-    double *w = NULL, *mean = NULL, *var = NULL, *mn = NULL, *mx = NULL, *o, wsum = (double)n;
+    double *w = NULL, *mean = NULL, *var = NULL, *mn = NULL, *mx = NULL, *o = NULL;
+    double wsum = (double)n;
     int rc;
     GSB_CHECK(gsb__stats_weights(gsb__in(c, "sample_weight"), X->dtype, &w, &wsum));
     GSB_CHECK(gsb__tensor_to(be, X, &Xb));
@@ -400,7 +401,7 @@ int gsb__stats_gram_method(gsb__ctx *c)
     int64_t n = X->rows, d = X->cols, t = Y ? Y->cols : 0, q = d + t;
     gsb__tensor wb = GSB__TENSOR_NONE, A = GSB__TENSOR_NONE, B = GSB__TENSOR_NONE,
                 out = GSB__TENSOR_NONE;
-    double *w = NULL, *sqw = NULL, *o, wsum = (double)n;
+    double *w = NULL, *sqw = NULL, *o = NULL, wsum = (double)n;
     int rc;
     GSB_CHECK(gsb__stats_weights(gsb__in(c, "sample_weight"), X->dtype, &w, &wsum));
     GSB_CHECK(gsb__stats_alloc(GSB__STATS_GRAM, q, t, 0, &out, &o));

@@ -73,7 +73,7 @@ int gsb__logistic_stats_lossgrad(gsb__ctx *c)
                         "and a coef of n_rows * (n_features + fit_intercept) = %lld values "
                         "needed (got %lld)", (long long)(R * p), (long long)co->rows);
     int32_t *yi = malloc((size_t)n * sizeof *yi);
-    double *s = malloc((size_t)n * sizeof *s), *g = NULL, *o, loss = 0, ssum = 0;
+    double *s = malloc((size_t)n * sizeof *s), *g = NULL, *o = NULL, loss = 0, ssum = 0;
     gsb__tensor Xb = GSB__TENSOR_NONE, yb = GSB__TENSOR_NONE, wb = GSB__TENSOR_NONE,
                 cb = GSB__TENSOR_NONE, gb = GSB__TENSOR_NONE, out = GSB__TENSOR_NONE;
     int rc;

@@ -351,7 +351,7 @@ static int neighbors_stats_kneighbors(gsb__ctx *c)
     int64_t kk = X ? n_fit : n_fit - 1, t = y ? y->cols : 0;
     kk = kk < k ? kk : k;
     gsb__tensor dist = GSB__TENSOR_NONE, idx = GSB__TENSOR_NONE, out = GSB__TENSOR_NONE;
-    double *o;
+    double *o = NULL;
     int rc;
     if (kk > 0)
         GSB_CHECK(knn_search(c, X, kk, &dist, &idx));
