@@ -419,16 +419,18 @@ static int handle_request(gsb__conn *c, gsb__frame *f)
         fatal = 1;
         rc = gsb__err(GSB_EINVAL, "a REQUEST needs a JSON head with \"op\"");
     } else {
+        /* the op first: the decoder streams a data.put's bytes straight into
+         * its handle, which it can only do knowing the op */
+        int op = opname ? gsb__op_lookup(opname) : -1;
+        if (op >= 0)
+            rq.op = op;
         rc = decode_arrays(c, &rq, &fatal);
         if (rc == GSB_OK) {
-            int op = opname ? gsb__op_lookup(opname) : -1;
-            if (op < 0) {
+            if (op < 0)
                 rc = opname ? gsb__err(GSB_ENOTFOUND, "unknown op '%.64s'", opname)
                             : gsb__err(GSB_EINVAL, "the REQUEST head has no \"op\" string");
-            } else {
-                rq.op = op;
+            else
                 rc = gsb__op_run(c, &rq, &rp);
-            }
         }
     }
 
