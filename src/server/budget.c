@@ -26,8 +26,6 @@
 #include "core/error.h"
 #include "server/server.h"
 
-static const char *const kind_names[GSB__MEM_KINDS] = {"requests", "data handles",
-                                                        "shared memory", "staging"};
 const char *const gsb__mem_kind_labels[GSB__MEM_KINDS] = {"requests", "data", "shm", "staging"};
 
 /* cgroup v2's memory.max (v1's limit_in_bytes), or 0 when unlimited/unknown */
@@ -71,11 +69,10 @@ int gsb__budget_take(gsb__budget *b, int kind, uint64_t n, const char *what)
         if (n > b->limit || used > b->limit - n) {
             atomic_fetch_add(&b->refusals, 1);
             return gsb__err(GSB_ENOMEM,
-                            "gsbd's memory budget is used up: %s needs %.1f MiB, and %.1f of "
-                            "the %.1f MiB budget are in use (requests %.1f, data handles %.1f, "
-                            "shared memory %.1f, staging %.1f MiB). Free data handles or wait "
-                            "for other uploads to finish, or start gsbd with a larger "
-                            "--memory-budget-mb",
+                            "gsbd's memory budget cannot take %s (%.1f MiB): %.1f of its %.1f "
+                            "MiB are in use (requests %.1f, data handles %.1f, shared memory "
+                            "%.1f, staging %.1f MiB). Free data handles or wait for other "
+                            "uploads to finish, or start gsbd with a larger --memory-budget-mb",
                             what, mib(n), mib(used), mib(b->limit),
                             mib(atomic_load(&b->kind[GSB__MEM_REQUESTS])),
                             mib(atomic_load(&b->kind[GSB__MEM_DATA])),
@@ -94,8 +91,6 @@ void gsb__budget_give(gsb__budget *b, int kind, uint64_t n)
     atomic_fetch_sub(&b->kind[kind], n);
     atomic_fetch_sub(&b->used, n);
 }
-
-const char *gsb__budget_kind_name(int kind) { return kind_names[kind]; }
 
 /*
  * glibc gives each thread its own malloc arena, and once a buffer of up to

@@ -393,7 +393,7 @@ static int decode_arrays(gsb__conn *c, gsb__req *rq, int *fatal)
         rq->bytes_in += chunk_total;
         return GSB_OK;
     }
-    if (n_chunked > 0 && charge(c, chunk_total, "this request's arrays") != GSB_OK)
+    if (n_chunked > 0 && charge(c, chunk_total, "a request's arrays") != GSB_OK)
         return drain_chunks(c, rq, chunk_total, GSB_ENOMEM, gsb_errmsg(), fatal);
     if (n_chunked > 0) {
         struct iovec *iov = calloc((size_t)n_chunked, sizeof *iov);

@@ -135,11 +135,9 @@ static int parse_limits(const json_t *root, gsb__srv_opts *o)
         o->reserved_connections = (int)x;
     }
     /* a quarter of the connections unless told (one user or address cannot
-     * take them all), but not below 16 nor above the connections */
+     * take them all), but not below 16 */
     int quarter = o->max_connections / 4;
     o->max_per_peer = quarter > 16 ? quarter : 16;
-    if (o->max_per_peer > o->max_connections)
-        o->max_per_peer = o->max_connections;
     if ((v = json_object_get(root, "max_connections_per_peer"))) {
         GSB_TRY(parse_int(v, "max_connections_per_peer", 1, 100000, &x));
         o->max_per_peer = (int)x;

@@ -172,9 +172,11 @@ static void refuse(gsb_server *srv, gsb__conn *c, int fd)
     gsb__limit_message(srv, c, 0, msg, sizeof msg);
     pthread_mutex_unlock(&srv->lock);
     atomic_fetch_add(&srv->metrics.conns_refused, 1);
-    if (gsb__refuser_add(srv->refuser, fd, msg)) {
-        atomic_fetch_add(&srv->metrics.refused_by[c->limit], 1);
-    } else {
+    /* counted before the refuser may answer: whoever reads the answer then
+     * finds it counted */
+    atomic_fetch_add(&srv->metrics.refused_by[c->limit], 1);
+    if (!gsb__refuser_add(srv->refuser, fd, msg)) {
+        atomic_fetch_sub(&srv->metrics.refused_by[c->limit], 1);
         atomic_fetch_add(&srv->metrics.conns_dropped, 1);
         close(fd);
     }
