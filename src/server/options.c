@@ -143,7 +143,7 @@ static int parse_limits(const json_t *root, gsb__srv_opts *o)
         o->max_per_peer = (int)x;
     }
     if ((v = json_object_get(root, "idle_timeout_s"))) {
-        GSB_TRY(parse_int(v, "idle_timeout_s", 0, 365 * 86400, &x));
+        GSB_TRY(parse_int(v, "idle_timeout_s", 0, 7 * 86400, &x)); /* ms fit an int */
         o->idle_timeout_s = (int)x;
     }
     o->memory_budget_bytes = gsb__budget_default_bytes();

@@ -370,6 +370,7 @@ static void close_listeners(gsb_server *srv)
 
 static void destroy(gsb_server *srv)
 {
+    gsb__refuser_stop(srv->refuser); /* first: it answers /health from srv's state */
     close_listeners(srv);
     for (int i = 0; srv->urls && i < srv->n_listen; i++)
         free(srv->urls[i]);
@@ -383,7 +384,6 @@ static void destroy(gsb_server *srv)
         if (srv->stop_pipe[i] >= 0)
             close(srv->stop_pipe[i]);
     }
-    gsb__refuser_stop(srv->refuser);
     gsb__peers_free(srv->peers);
     gsb_close(srv->local);
     free(srv->backend_name);

@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "net/wire.h"
+#include "server/cli_args.h"
 #include "server/server.h"
 #include "testing.h"
 
@@ -364,6 +365,30 @@ static void test_options(void)
     CHECK_ERR(gsb_server_start("{\"listen\": [\"tcp://127.0.0.1:0\"], \"device\": \"tpu\"}", &srv),
               GSB_EPARAM, "device");
     CHECK_ERR(gsb_server_start("[1]", &srv), GSB_EPARAM, "JSON object");
+    CHECK_ERR(gsb_server_start("{\"reserved_connections\": -1}", &srv), GSB_EPARAM,
+              "'reserved_connections' must be an integer in [0, 10000]");
+    CHECK_ERR(gsb_server_start("{\"idle_timeout_s\": 604801}", &srv), GSB_EPARAM,
+              "'idle_timeout_s' must be an integer in [0, 604800]");
+    CHECK_ERR(gsb_server_start("{\"memory_budget_mb\": 0}", &srv), GSB_EPARAM,
+              "'memory_budget_mb' must be an integer in [1, ");
+    CHECK_ERR(gsb_server_start("{\"max_connections_per_peer\": \"x\"}", &srv), GSB_EPARAM,
+              "'max_connections_per_peer' must be an integer");
+    /* the command line: 0 turns the idle timeout and the reserved slots off */
+    {
+        char *argv[] = {"--idle-timeout", "0", "--reserved-connections=0", "--memory-budget-mb",
+                        "512", "--max-connections-per-peer", "8"};
+        char *json = NULL, err[200];
+        CHECK(gsb_cli_serve_options(7, argv, NULL, NULL, &json, err, sizeof err) == 0);
+        CHECK(json && strstr(json, "\"idle_timeout_s\":0") && strstr(json, "\"reserved_connections\":0")
+              && strstr(json, "\"memory_budget_mb\":512") &&
+              strstr(json, "\"max_connections_per_peer\":8"));
+        free(json);
+        char *bad[] = {"--max-connections", "0"};
+        CHECK(gsb_cli_serve_options(2, bad, NULL, NULL, &json, err, sizeof err) == 2 &&
+              strstr(err, "needs a positive integer"));
+    }
+    /* the budget's default: three quarters of the machine (or cgroup) */
+    CHECK(gsb__budget_default_bytes() > ((uint64_t)64 << 20));
     char dir[300], opts[1024], tok[400];
     tmpdir(dir, sizeof dir);
     /* non-local without a token: refused before binding */
