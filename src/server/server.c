@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -38,6 +39,7 @@
 #define IO_TIMEOUT_S 30           /* a stalled peer mid-frame */
 #define SOCK_BUF (8 << 20)        /* asked for; the kernel caps it */
 #define TRIM_EVERY_S 1.0          /* heap trims after connections ended, at most this often */
+#define FD_PAUSE_MS 100           /* out of file descriptors: accepting waits this long */
 
 double gsb__now_s(void)
 {
@@ -186,17 +188,26 @@ static void refuse(gsb_server *srv, gsb__conn *c, int fd)
               gsb__log_q((char[80]){0}, 80, c->peer.key), srv->opt.reserved_connections);
 }
 
-static void accept_one(gsb_server *srv, int li)
+/* Accept what listener li has waiting; 1 when the process ran out of file
+ * descriptors (the caller stops accepting for a moment instead of spinning
+ * on a listener that stays readable). */
+static int accept_one(gsb_server *srv, int li)
 {
     for (;;) {
         int fd = accept4(srv->lfd[li], NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                gsb__logf(&srv->log, GSB__LOG_WARN, "accept failed", "listen=%s errno=%d",
-                          srv->urls[li], errno);
-            return;
+            int out_of_fds = errno == EMFILE || errno == ENFILE;
+            double now = gsb__now_s();
+            if (errno != EAGAIN && errno != EWOULDBLOCK && now - srv->last_accept_warn > 10) {
+                srv->last_accept_warn = now;
+                gsb__logf(&srv->log, GSB__LOG_WARN, "accept failed", "listen=%s errno=%d%s",
+                          srv->urls[li], errno,
+                          out_of_fds ? " reason=\"out of file descriptors: raise ulimit -n or "
+                                       "lower --max-connections\"" : "");
+            }
+            return out_of_fds;
         }
         atomic_fetch_add(&srv->metrics.conns_total, 1);
         gsb__conn *c = calloc(1, sizeof *c);
@@ -251,6 +262,31 @@ static void accept_one(gsb_server *srv, int li)
     }
 }
 
+/*
+ * Every slot, reserved and refused ones included, holds a file descriptor:
+ * raise the soft limit on open files to what the limits need (within the
+ * hard limit), or say that it cannot be.  Past it accept fails (EMFILE) with
+ * connections below max_connections.
+ */
+static void fit_fd_limit(gsb_server *srv)
+{
+    const gsb__srv_opts *o = &srv->opt;
+    rlim_t need = (rlim_t)o->max_connections + (rlim_t)o->reserved_connections + 256;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > was)
+        gsb__logf(&srv->log, GSB__LOG_INFO, "raised the open-file limit", "from=%llu to=%llu",
+                  (unsigned long long)was, (unsigned long long)rl.rlim_cur);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need)
+        gsb__logf(&srv->log, GSB__LOG_WARN, "too few file descriptors for the connection limits",
+                  "open_files=%llu needed=%llu reason=\"raise ulimit -n (LimitNOFILE= under "
+                  "systemd) or lower --max-connections\"",
+                  (unsigned long long)rl.rlim_cur, (unsigned long long)need);
+}
+
 static void *accept_main(void *arg)
 {
     gsb_server *srv = arg;
@@ -266,6 +302,7 @@ static void *accept_main(void *arg)
         p[i + 1].fd = srv->lfd[i];
         p[i + 1].events = POLLIN;
     }
+    double paused_until = 0; /* out of file descriptors: listeners not polled */
     while (!atomic_load(&srv->stopping)) {
         /* a heap trim put off by its throttle is done when the time comes */
         int timeout = -1;
@@ -273,7 +310,10 @@ static void *accept_main(void *arg)
             double wait = srv->last_trim + TRIM_EVERY_S - gsb__now_s();
             timeout = wait > 0 ? (int)(wait * 1000) + 1 : 0;
         }
-        int k = poll(p, (nfds_t)srv->n_listen + 1, timeout);
+        int paused = gsb__now_s() < paused_until;
+        if (paused && (timeout < 0 || timeout > FD_PAUSE_MS))
+            timeout = FD_PAUSE_MS;
+        int k = poll(p, paused ? 1 : (nfds_t)srv->n_listen + 1, timeout);
         if (k < 0 && errno != EINTR) {
             gsb__logf(&srv->log, GSB__LOG_ERROR, "poll failed", "errno=%d", errno);
             struct timespec ts = {0, 10000000};
@@ -292,9 +332,9 @@ static void *accept_main(void *arg)
         }
         if (atomic_load(&srv->stopping))
             break;
-        for (int i = 0; i < srv->n_listen; i++)
-            if (p[i + 1].revents & POLLIN)
-                accept_one(srv, i);
+        for (int i = 0; !paused && i < srv->n_listen; i++)
+            if ((p[i + 1].revents & POLLIN) && accept_one(srv, i))
+                paused_until = gsb__now_s() + FD_PAUSE_MS / 1000.0;
     }
     free(p);
     return NULL;
@@ -413,6 +453,7 @@ static int start(gsb_server *srv, const char *options_json)
     GSB_TRY(gsb__log_open(&srv->log, o->log_file, o->log_level, o->log_stderr));
     srv->budget.limit = o->memory_budget_bytes;
     GSB_TRY(gsb__peers_create(&srv->peers));
+    fit_fd_limit(srv);
 
     char url[64];
     snprintf(url, sizeof url, "local?device=%s", o->device);

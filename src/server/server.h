@@ -277,6 +277,7 @@ struct gsb_server {
     gsb__refuser *refuser;
     uint64_t next_conn_id;
     double last_trim;          /* when the heap was last trimmed (accept thread) */
+    double last_accept_warn;   /* accept failures are logged at most every 10 s */
     int reaped_since_trim;
 
     gsb__budget budget;
