@@ -136,10 +136,12 @@ void gsb__limit_message(const gsb_server *srv, const gsb__conn *c, int counted, 
     const gsb__srv_opts *o = &srv->opt;
     if (c->limit == GSB__LIMIT_PEER)
         snprintf(buf, n, "gsbd refused the connection: %s already has %d connections open, the "
-                 "limit for one peer (--max-connections-per-peer %d). Close idle ones, or "
+                 "limit for one peer (--max-connections-per-peer %d)%s. Close idle ones, or "
                  "raise the limit",
                  c->peer.key, peer_n(srv->peers, c->peer.key) - (counted ? 1 : 0),
-                 o->max_per_peer);
+                 o->max_per_peer,
+                 counted ? "" : ", and the reserved slots where an idle one could be closed "
+                                "for this one are busy");
     else if (c->limit == GSB__LIMIT_MEMORY)
         snprintf(buf, n, "gsbd refused the connection: out of memory");
     else if (!counted)

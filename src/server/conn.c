@@ -51,6 +51,7 @@
 #define MAP_FROM 65536    /* received buffers this large are mapped (budget.c says why) */
 #define MAX_ARRAYS 64     /* arrays in one request */
 #define LINGER_MS 2000    /* discarding a refused request's bytes before closing */
+#define RESERVED_LINGER_MS 500 /* the same in a reserved slot (a refused HELLO: nothing follows) */
 
 /* ---- small things ---------------------------------------------------------- */
 
@@ -814,10 +815,10 @@ static void serve_protocol(gsb__conn *c)
  * kernel send a reset, which can destroy the ERROR before the client reads
  * it.  So half-close and discard what still comes, for a bounded time.
  */
-static void linger_close(int fd)
+static void linger_close(int fd, int ms)
 {
     shutdown(fd, SHUT_WR);
-    double deadline = gsb__now_s() + LINGER_MS / 1000.0;
+    double deadline = gsb__now_s() + ms / 1000.0;
     static char sink[65536]; /* contents never read: shared by all threads */
     for (;;) {
         int left = (int)((deadline - gsb__now_s()) * 1000);
@@ -880,7 +881,7 @@ void *gsb__conn_main(void *arg)
                   "conn=%llu reason=\"no protocol magic or HTTP request line in the first bytes\"",
                   (unsigned long long)c->id);
     if (c->linger && !atomic_load(&srv->stopping))
-        linger_close(c->fd);
+        linger_close(c->fd, c->slot == GSB__SLOT_RESERVED ? RESERVED_LINGER_MS : LINGER_MS);
     /* admit.c looks at idle connections' sockets and sessions under srv->lock
      * and may have just shut this one down: wait until it is done */
     pthread_mutex_lock(&srv->lock);
