@@ -84,12 +84,12 @@ static void gauge(buf *b, const char *name, const char *help, double v)
 static void limits(buf *b, gsb_server *srv)
 {
     gsb__metrics *m = &srv->metrics;
-    static const char *const why[GSB__LIMIT_N] = {"other", "max_connections", "per_peer",
+    static const char *const why[GSB__LIMIT_N] = {NULL, "max_connections", "per_peer",
                                                   "out_of_memory"};
     put(b, "# HELP gsbd_connections_refused_by_limit_total Connections refused with the reason "
            "(an ERROR frame or HTTP 503), by the limit that was reached.\n"
            "# TYPE gsbd_connections_refused_by_limit_total counter\n");
-    for (int i = 0; i < GSB__LIMIT_N; i++)
+    for (int i = GSB__LIMIT_NONE + 1; i < GSB__LIMIT_N; i++)
         put(b, "gsbd_connections_refused_by_limit_total{limit=\"%s\"} %llu\n", why[i],
             LOAD(m->refused_by[i]));
     counter(b, "gsbd_connections_dropped_total",
