@@ -122,8 +122,31 @@ static void describe(const gsb__param_desc *p, char *buf, size_t n)
                                 i == 0 ? "" : (i == k - 1 ? " or " : ", "), parts[i]);
 }
 
+/*
+ * A Python callable as the Python package sends it: {"__callable__": repr}.
+ * No parameter accepts one (the engine cannot call back into Python), but
+ * the error can then show it the way scikit-learn shows a bad value.
+ */
+static const char *callable_repr(const json_t *v)
+{
+    return json_is_object(v) && json_object_size(v) == 1
+               ? json_string_value(json_object_get(v, "__callable__"))
+               : NULL;
+}
+
+/* "kernel='precomputed'" style advice for a callable, where there is one. */
+static const char *callable_advice(const gsb__param_desc *p)
+{
+    for (const char *const *c = p->choices; c && *c; c++)
+        if (strcmp(choice_name(*c), "precomputed") == 0)
+            return "; compute the matrix in Python and pass it with 'precomputed' instead";
+    return "";
+}
+
 static int value_ok(const gsb__param_desc *p, const json_t *v)
 {
+    if (callable_repr(v))
+        return 0;
     if (json_is_null(v))
         return (p->types & GSB__P_NONE) != 0;
     if (json_is_boolean(v))
@@ -176,7 +199,12 @@ int gsb__param_check(const char *owner, const gsb__param_desc *p, const json_t *
     char *got = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
     /* Show strings the Python way ('x'), other values as JSON. */
     int rc;
-    if (json_is_string(value))
+    if (callable_repr(value))
+        rc = gsb__err(GSB_EPARAM, "The '%s' parameter of %s must be %s. Got %s instead. "
+                      "Callables are not supported by gsb: its estimators run in C, possibly "
+                      "on a server, and cannot call back into Python%s.",
+                      p->name, owner, want, callable_repr(value), callable_advice(p));
+    else if (json_is_string(value))
         rc = gsb__err(GSB_EPARAM, "The '%s' parameter of %s must be %s. Got '%s' instead.",
                       p->name, owner, want, json_string_value(value));
     else

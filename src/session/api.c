@@ -1,7 +1,8 @@
 /*
  * api.c - the public C API (gsb.h) for sessions, models, data handles and
  * the arena, dispatched through the session interface (session.h).  Each
- * entry point clears the thread's error message, checks its arguments, keeps
+ * entry point clears the thread's error message (gsb_model_call its warnings
+ * too), checks its arguments, keeps
  * the bookkeeping every kind of session shares (model and data-handle
  * objects, the session's references) and calls the session's table for the
  * rest.  The URL picks the table at gsb_open: tcp:// and unix:// a gsbd
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/warn.h"
 #include "session/remote.h"
 #include "session/session.h"
 #ifndef GSB_CLIENT_ONLY
@@ -132,6 +134,7 @@ int gsb_model_call(gsb_model *m, const char *method, const gsb_array *const *inp
                    int n_inputs, const char *options_json, gsb_result **out)
 {
     gsb__err_clear();
+    gsb__warn_clear();
     ARG_CHECK(m && method, "model and method");
     if (out)
         *out = NULL;

@@ -38,6 +38,7 @@
 #include "core/data.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "core/warn.h"
 #include "net/arena.h"
 #include "net/wire.h"
 
@@ -1147,6 +1148,20 @@ static int remote_list_attrs(gsb__model *m, char **out_json)
                       out_json);
 }
 
+/* The server's warnings of a call ("warnings" in the reply head) become this
+ * thread's, as if the engine had run here; malformed entries are skipped. */
+static void take_warnings(const json_t *head)
+{
+    size_t i;
+    const json_t *w;
+    json_array_foreach(json_object_get(head, "warnings"), i, w) {
+        const char *cat = json_string_value(json_object_get(w, "category"));
+        const char *msg = json_string_value(json_object_get(w, "message"));
+        if (cat && msg)
+            gsb__warn(cat, "%s", msg);
+    }
+}
+
 /* Could `method` change the fitted state?  Then a failure may have unfitted it. */
 static int may_fit(const gsb__model *m, const char *method)
 {
@@ -1183,6 +1198,8 @@ static int remote_call(gsb__model *m, const char *method, const gsb_array *const
         rc = rpc_run(&c, head, "inputs", &msg, -1, m, 1);
         if (rc == GSB_OK) {
             rc = reply_tensors(&c, &results);
+            if (rc == GSB_OK)
+                take_warnings(c.reply.head);
             rpc_end(&c, rc == GSB_OK);
         } else if (rc != GSB_EIO && !c.fitted_seen && may_fit(m, method)) {
             /* the ERROR did not say whether the failed fit unfitted the

@@ -415,6 +415,29 @@ static void test_error_words(void)
     }
 }
 
+/* A call's warnings travel in the reply: each session lists what a local one
+ * lists, and the next call starts with none. */
+static void test_warnings(void)
+{
+    gsb_array Xa = gsb_array_2d(X, GSB_F64, N, D), ya = gsb_array_1d(YCLS, GSB_F64, N);
+    gsb_session *ss[3] = {LOCAL, TCP, UNX};
+    char local[4096] = "";
+    for (int i = 0; i < 3; i++) {
+        gsb_model *m = NULL;
+        CHECK_OK(gsb_model_create(ss[i], "LogisticRegression", "{\"max_iter\": 1}", &m));
+        CHECK_OK(gsb_model_fit(m, &Xa, &ya));
+        CHECK(strstr(gsb_warnings(), "lbfgs failed to converge after 1 iteration(s)") != NULL);
+        if (i == 0)
+            snprintf(local, sizeof local, "%s", gsb_warnings());
+        else
+            CHECK(strcmp(gsb_warnings(), local) == 0);
+        const gsb_array *in[1] = {&Xa};
+        CHECK_OK(gsb_model_call(m, "predict", in, 1, NULL, NULL));
+        CHECK(strcmp(gsb_warnings(), "[]") == 0);
+        gsb_model_free(m);
+    }
+}
+
 /* ---- blobs and the store ----------------------------------------------------------- */
 
 static void predict_into(tr *t, gsb_model *m, const char *method)
@@ -1440,6 +1463,7 @@ int main(void)
     }
     RUN(test_parity);
     RUN(test_error_words);
+    RUN(test_warnings);
     RUN(test_export_import);
     RUN(test_store);
     RUN(test_data_handles);
