@@ -30,11 +30,13 @@
 #define REFUSE_MAX 64
 #define FIRST_MS 1000 /* for the client's first bytes */
 #define DRAIN_MS 500  /* for the client to close after the answer */
+#define PARTIAL_MS 10 /* first bytes came but not enough: look again this much later */
 
 typedef struct pending {
     int fd;
     int answered;
     uint64_t deadline_us;
+    uint64_t again_us;    /* not polled before this (its bytes so far are not enough) */
     char msg[600];
 } pending;
 
@@ -63,6 +65,9 @@ static int answer(gsb__refuser *r, pending *e, int late)
 {
     char b[1024];
     ssize_t k = recv(e->fd, b, sizeof b - 1, MSG_PEEK | MSG_DONTWAIT);
+    if (!late && (k < 0 ? errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
+                        : k > 0 && k < 4))
+        return 0;
     if (k >= 4 && gsb__http_method(b)) {
         /* /health and /metrics answer even now: that is what they are for */
         if (!gsb__http_answer_peeked(r->srv, e->fd, b, (size_t)k,
@@ -92,8 +97,10 @@ static int step(gsb__refuser *r, pending *e, short revents, uint64_t now)
 {
     if (!e->answered) {
         int late = now >= e->deadline_us;
-        if (revents || late)
-            answer(r, e, late);
+        /* bytes are peeked, not read: until there are enough the socket stays
+         * readable, so it is not polled again for a moment */
+        if ((revents || late) && !answer(r, e, late))
+            e->again_us = now + PARTIAL_MS * 1000u;
         return 0;
     }
     if (revents) {
@@ -119,9 +126,12 @@ static void *refuser_main(void *arg)
         pthread_mutex_lock(&r->lock);
         int n = r->n;
         for (int i = 0; i < n; i++) {
-            pf[i + 1] = (struct pollfd){r->p[i].fd, POLLIN, 0};
-            if (r->p[i].deadline_us < next)
-                next = r->p[i].deadline_us;
+            const pending *e = &r->p[i];
+            int resting = e->again_us > now;
+            pf[i + 1] = (struct pollfd){e->fd, resting ? 0 : POLLIN, 0};
+            uint64_t when = resting && e->again_us < e->deadline_us ? e->again_us : e->deadline_us;
+            if (when < next)
+                next = when;
         }
         pthread_mutex_unlock(&r->lock);
         pf[0] = (struct pollfd){r->wake[0], POLLIN, 0};
@@ -181,6 +191,7 @@ int gsb__refuser_add(gsb__refuser *r, int fd, const char *msg)
         e->fd = fd;
         e->answered = 0;
         e->deadline_us = gsb__now_us() + FIRST_MS * 1000u;
+        e->again_us = 0;
         snprintf(e->msg, sizeof e->msg, "%s", msg);
     }
     pthread_mutex_unlock(&r->lock);
