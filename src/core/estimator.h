@@ -8,9 +8,9 @@
  * A method is a function of a gsb__ctx.  The dispatcher (core/dispatch.c)
  * has already validated the inputs the method declares and converted them
  * to contiguous host tensors, so a method starts with clean data:
- *   - GSB__IN_X inputs are 2-D float32/float64 (ints become float64), finite,
- *     with >= 1 row and column, and for non-fit methods the feature count
- *     seen at fit;
+ *   - GSB__IN_X inputs are 2-D float32/float64 (ints become float64), finite
+ *     (or NaN where the input says GSB__IN_ALLOW_NAN), with >= 1 row and
+ *     column, and for non-fit methods the feature count seen at fit;
  *   - every other input has as many rows as X (when X is given).
  * A fit method writes fitted attributes with gsb__fit_set(); they replace the
  * model's attributes only when the fit succeeds.  Other methods read them
@@ -37,9 +37,11 @@ enum {
     GSB__IN_KIND_MASK = 7,
     GSB__IN_OPTIONAL = 8,      /* may be omitted */
     GSB__IN_ANY_FEATURES = 16, /* X may have any feature count (not checked against fit) */
-    GSB__IN_DEVICE_OK = 32     /* the method reads this input only through ops and
+    GSB__IN_DEVICE_OK = 32,    /* the method reads this input only through ops and
                                   gsb__tensor_to, so a data handle already on the GPU
                                   is passed as a device tensor (core/data.h) */
+    GSB__IN_ALLOW_NAN = 64     /* X may hold NaN (missing values; infinity is still
+                                  refused), as scikit-learn's allow_nan estimators */
 };
 
 typedef struct gsb__input_desc {

@@ -167,6 +167,12 @@ static const gsb__backend_ops cpu_ops = {
     .kmeanspp = gsb__cpu_kmeanspp,
     .logistic_loss_grad = gsb__cpu_logistic_loss_grad,
     .kernel = gsb__cpu_kernel,
+    .forest_bin = gsb__cpu_forest_bin,
+    .forest_hist = gsb__cpu_forest_hist,
+    .forest_hist_sub = gsb__cpu_forest_hist_sub,
+    .forest_split = gsb__cpu_forest_split,
+    .forest_partition = gsb__cpu_forest_partition,
+    .forest_predict = gsb__cpu_forest_predict,
     .rand_normal = gsb__cpu_rand_normal,
 };
 

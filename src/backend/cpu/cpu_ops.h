@@ -9,6 +9,8 @@
  *   cpu_family.c    segment_sum, logistic_loss_grad
  *   cpu_kmeanspp.c  kmeanspp (greedy k-means++)
  *   cpu_kernel.c    kernel (the SVM kernels)
+ *   cpu_forest.c    forest_bin, forest_hist, forest_hist_sub, forest_split,
+ *                   forest_partition, forest_predict (random forests)
  *   cpu_random.c    rand_normal
  */
 #ifndef GSB_CPU_OPS_H
@@ -61,6 +63,21 @@ int gsb__cpu_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
                                 gsb__tensor *grad);
 int gsb__cpu_kernel(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *Y, int kind,
                     double gamma, double coef0, int degree, gsb__tensor *K);
+
+int gsb__cpu_forest_bin(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *edges,
+                        int nan_code, gsb__tensor *codes);
+int gsb__cpu_forest_hist(const gsb__backend *be, const gsb__forest_data *d,
+                         const gsb__tensor *nodes, const gsb__tensor *feats);
+int gsb__cpu_forest_hist_sub(const gsb__backend *be, const gsb__forest_data *d,
+                             const gsb__tensor *pairs);
+int gsb__cpu_forest_split(const gsb__backend *be, const gsb__forest_data *d,
+                          const gsb__tensor *nodes, const gsb__tensor *feats,
+                          const gsb__forest_rule *rule, gsb__tensor *best);
+int gsb__cpu_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
+                              const gsb__tensor *nodes, const gsb__tensor *splits,
+                              gsb__tensor *n_left);
+int gsb__cpu_forest_predict(const gsb__backend *be, const gsb__tensor *X,
+                            const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
 
 int gsb__cpu_rand_normal(const gsb__backend *be, gsb__tensor *t, uint64_t seed);
 
