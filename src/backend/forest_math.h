@@ -32,6 +32,15 @@
 #define GSB_FOREST_FN static inline
 #endif
 
+/* A product added to a sum, rounded twice on both backends: the device would
+ * otherwise contract it into one fused multiply-add and score exactly tied
+ * candidates differently from the CPU twin. */
+#ifdef __CUDA_ARCH__
+#define GSB__FOREST_MULADD(acc, a, b) __dadd_rn((acc), __dmul_rn((a), (b)))
+#else
+#define GSB__FOREST_MULADD(acc, a, b) ((acc) + (a) * (b))
+#endif
+
 /* the record forest_split writes per node (backend.h) */
 enum {
     GSB__FREC_PROXY = 0,
@@ -54,8 +63,12 @@ GSB_FOREST_FN int gsb__forest_rec_len(int V1) { return GSB__FREC_LEFT + 2 * V1; 
 /* sklearn's EPSILON (np.finfo('double').eps) */
 #define GSB__FOREST_EPS 2.220446049250313e-16
 
-/* x ln x, 0 for x <= 0 (a class absent from a side, or rounding below 0) */
-GSB_FOREST_FN double gsb__forest_xlogx(double x) { return x > 0 ? x * log(x) : 0.0; }
+/* acc + sign x ln x, the term 0 for x <= 0 (a class absent from a side, or
+ * rounding below 0) */
+GSB_FOREST_FN double gsb__forest_add_xlogx(double acc, double sign, double x)
+{
+    return x > 0 ? GSB__FOREST_MULADD(acc, sign * x, log(x)) : acc;
+}
 
 /* The weight of stats s. */
 GSB_FOREST_FN double gsb__forest_weight(const double *s, int n_classes)
@@ -89,18 +102,18 @@ GSB_FOREST_FN double gsb__forest_proxy(const double *lp, const double *lx, const
             wl += l;
             wt += tot[1 + k];
             if (criterion == GSB__FOREST_ENTROPY) {
-                a += gsb__forest_xlogx(l);
-                b += gsb__forest_xlogx(r);
+                a = gsb__forest_add_xlogx(a, 1.0, l);
+                b = gsb__forest_add_xlogx(b, 1.0, r);
             } else {
-                a += l * l;
-                b += r * r;
+                a = GSB__FOREST_MULADD(a, l, l);
+                b = GSB__FOREST_MULADD(b, r, r);
             }
         }
         double wr = wt - wl;
         if (wl < min_weight || wr < min_weight || !(wl > 0) || !(wr > 0))
             return -INFINITY;
         if (criterion == GSB__FOREST_ENTROPY)
-            return a + b - gsb__forest_xlogx(wl) - gsb__forest_xlogx(wr);
+            return gsb__forest_add_xlogx(gsb__forest_add_xlogx(a + b, -1.0, wl), -1.0, wr);
         return a / wl + b / wr;
     }
     double wl = GSB__FOREST_LEFT(lp, lx, 1), wr = tot[1] - wl;
@@ -112,9 +125,9 @@ GSB_FOREST_FN double gsb__forest_proxy(const double *lp, const double *lx, const
         if (criterion == GSB__FOREST_POISSON) {
             if (sl <= GSB__FOREST_EPS || sr <= GSB__FOREST_EPS)
                 return -INFINITY;
-            p += sl * log(sl / wl) + sr * log(sr / wr);
+            p = GSB__FOREST_MULADD(GSB__FOREST_MULADD(p, sl, log(sl / wl)), sr, log(sr / wr));
         } else {
-            p += sl * sl / wl + sr * sr / wr;
+            p += sl * sl / wl + sr * sr / wr; /* quotients: nothing to contract */
         }
     }
     return p;

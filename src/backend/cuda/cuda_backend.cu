@@ -597,6 +597,12 @@ static void bind_ops(gsb__backend_ops *o)
     o->kmeanspp = guarded<gsb__cuda_kmeanspp>::call;
     o->logistic_loss_grad = guarded<gsb__cuda_logistic_loss_grad>::call;
     o->kernel = guarded<gsb__cuda_kernel>::call;
+    o->forest_bin = guarded<gsb__cuda_forest_bin>::call;
+    o->forest_hist = guarded<gsb__cuda_forest_hist>::call;
+    o->forest_hist_sub = guarded<gsb__cuda_forest_hist_sub>::call;
+    o->forest_split = guarded<gsb__cuda_forest_split>::call;
+    o->forest_partition = guarded<gsb__cuda_forest_partition>::call;
+    o->forest_predict = guarded<gsb__cuda_forest_predict>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;
     o->host_register = cuda_host_register;
     o->host_unregister = cuda_host_unregister;

@@ -7,6 +7,8 @@
  *   cuda_distance.cu  pairwise, argmin_sqdist, topk, segment_sum (fused kernels)
  *   cuda_family.cu    logistic_loss_grad, kernel
  *   cuda_kmeanspp.cu  kmeanspp (greedy k-means++, no host wait inside a call)
+ *   cuda_forest.cu    forest_bin, forest_hist, forest_hist_sub, forest_split,
+ *                     forest_partition, forest_predict (random forests)
  * Device errors become gsb statuses through cuda_common.h; no op uses
  * managed memory; float32 stays float32 (no TF32 unless GSB_ALLOW_TF32=1).
  */
@@ -67,6 +69,21 @@ int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
                                  gsb__tensor *grad);
 int gsb__cuda_kernel(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *Y,
                      int kind, double gamma, double coef0, int degree, gsb__tensor *K);
+
+int gsb__cuda_forest_bin(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *edges,
+                         int nan_code, gsb__tensor *codes);
+int gsb__cuda_forest_hist(const gsb__backend *be, const gsb__forest_data *d,
+                          const gsb__tensor *nodes, const gsb__tensor *feats);
+int gsb__cuda_forest_hist_sub(const gsb__backend *be, const gsb__forest_data *d,
+                              const gsb__tensor *pairs);
+int gsb__cuda_forest_split(const gsb__backend *be, const gsb__forest_data *d,
+                           const gsb__tensor *nodes, const gsb__tensor *feats,
+                           const gsb__forest_rule *rule, gsb__tensor *best);
+int gsb__cuda_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
+                               const gsb__tensor *nodes, const gsb__tensor *splits,
+                               gsb__tensor *n_left);
+int gsb__cuda_forest_predict(const gsb__backend *be, const gsb__tensor *X,
+                             const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
 
 #ifdef __cplusplus
 }

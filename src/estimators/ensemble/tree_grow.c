@@ -62,28 +62,10 @@ static int oom(const char *what)
     return gsb__err(GSB_ENOMEM, "random forest: out of memory for %s", what);
 }
 
-/* A host array as a tensor on be: a view on the CPU, else an uploaded copy. */
-static int to_be(const gsb__backend *be, void *host, gsb_dtype dt, int64_t rows, int64_t cols,
-                 gsb__tensor *out)
+/* A host array as a tensor (the ops take the small ones from the host). */
+static gsb__tensor view(void *host, int64_t rows, int64_t cols)
 {
-    gsb__tensor h = gsb__tensor_host_view(host, dt, rows, cols);
-    return gsb__tensor_to(be, &h, out);
-}
-
-/* A result tensor on be for host memory: a view on the CPU, else fresh memory. */
-static int out_be(const gsb__backend *be, void *host, gsb_dtype dt, int64_t rows,
-                  int64_t cols, gsb__tensor *out)
-{
-    if (be == gsb__cpu_backend()) {
-        *out = gsb__tensor_host_view(host, dt, rows, cols);
-        return GSB_OK;
-    }
-    return gsb__tensor_alloc(be, dt, rows, cols, out);
-}
-
-static int fetch(const gsb__backend *be, const gsb__tensor *t, void *host)
-{
-    return t->data == host ? GSB_OK : be->ops->download(be, t, host);
+    return gsb__tensor_host_view(host, GSB_I32, rows, cols);
 }
 
 /* Storage for n nodes' stats and records. */
@@ -225,8 +207,6 @@ static int search(grower *g, fnode **list, int64_t n, int64_t from, int64_t to,
                              first_only};
     for (int64_t b0 = 0; b0 < n && rc == GSB_OK; b0 += g->batch) {
         int64_t B = n - b0 < g->batch ? n - b0 : g->batch, n_temp = 0;
-        gsb__tensor tn = GSB__TENSOR_NONE, tf = GSB__TENSOR_NONE, tr = GSB__TENSOR_NONE,
-                    th = GSB__TENSOR_NONE, thf = GSB__TENSOR_NONE;
         for (int64_t b = 0; b < B; b++) {
             fnode *x = list[b0 + b];
             draw_features(g, g->trees[x->tree].seed, x->id, from, to, g->feats + b * m);
@@ -253,29 +233,15 @@ static int search(grower *g, fnode **list, int64_t n, int64_t from, int64_t to,
                     memcpy(hf + m * k, g->feats + m * b, (size_t)m * sizeof *hf);
                     k++;
                 }
-            rc = to_be(be, hn, GSB_I32, n_temp, 3, &th);
-            if (rc == GSB_OK)
-                rc = to_be(be, hf, GSB_I32, n_temp, m, &thf);
-            if (rc == GSB_OK)
-                rc = be->ops->forest_hist(be, g->d, &th, &thf);
-            gsb__tensor_free(&th);
-            gsb__tensor_free(&thf);
+            gsb__tensor th = view(hn, n_temp, 3), thf = view(hf, n_temp, m);
+            rc = be->ops->forest_hist(be, g->d, &th, &thf);
             free(hn);
             free(hf);
         }
-        if (rc == GSB_OK)
-            rc = to_be(be, g->nodes3, GSB_I32, B, 3, &tn);
-        if (rc == GSB_OK)
-            rc = to_be(be, g->feats, GSB_I32, B, m, &tf);
-        if (rc == GSB_OK)
-            rc = out_be(be, g->recs, GSB_F64, B, g->R, &tr);
+        gsb__tensor tn = view(g->nodes3, B, 3), tf = view(g->feats, B, m);
+        gsb__tensor tr = gsb__tensor_host_view(g->recs, GSB_F64, B, g->R);
         if (rc == GSB_OK)
             rc = be->ops->forest_split(be, g->d, &tn, &tf, &rule, &tr);
-        if (rc == GSB_OK)
-            rc = fetch(be, &tr, g->recs);
-        gsb__tensor_free(&tn);
-        gsb__tensor_free(&tf);
-        gsb__tensor_free(&tr);
         for (int64_t b = 0; b < B; b++) {
             if (g->nodes3[3 * b + 2] >= 0 && list[b0 + b]->slot < 0)
                 give_slot(g, g->nodes3[3 * b + 2]);
@@ -358,19 +324,9 @@ static int partition(grower *g, fnode **list, int64_t n, int32_t *n_left)
             g->splits3[3 * b + 1] = (int32_t)r[GSB__FREC_BIN_LO];
             g->splits3[3 * b + 2] = (int32_t)r[GSB__FREC_MISSING_LEFT];
         }
-        gsb__tensor tn = GSB__TENSOR_NONE, ts = GSB__TENSOR_NONE, tl = GSB__TENSOR_NONE;
-        rc = to_be(be, g->nodes3, GSB_I32, B, 3, &tn);
-        if (rc == GSB_OK)
-            rc = to_be(be, g->splits3, GSB_I32, B, 3, &ts);
-        if (rc == GSB_OK)
-            rc = out_be(be, n_left + b0, GSB_I32, B, 1, &tl);
-        if (rc == GSB_OK)
-            rc = be->ops->forest_partition(be, g->d, &tn, &ts, &tl);
-        if (rc == GSB_OK)
-            rc = fetch(be, &tl, n_left + b0);
-        gsb__tensor_free(&tn);
-        gsb__tensor_free(&ts);
-        gsb__tensor_free(&tl);
+        gsb__tensor tn = view(g->nodes3, B, 3), ts = view(g->splits3, B, 3);
+        gsb__tensor tl = view(n_left + b0, B, 1);
+        rc = be->ops->forest_partition(be, g->d, &tn, &ts, &tl);
     }
     for (int64_t i = 0; i < n && rc == GSB_OK; i++) {
         double want = list[i]->stats[g->V1 + GSB__FREC_LEFT];
@@ -423,16 +379,10 @@ static int derive_histograms(grower *g, fnode **parents, int64_t n, fnode *child
     }
     for (int64_t b0 = 0; b0 < nb && rc == GSB_OK; b0 += g->batch) {
         int64_t B = nb - b0 < g->batch ? nb - b0 : g->batch;
-        gsb__tensor tn = GSB__TENSOR_NONE, tp = GSB__TENSOR_NONE;
-        rc = to_be(be, build + 3 * b0, GSB_I32, B, 3, &tn);
-        if (rc == GSB_OK)
-            rc = be->ops->forest_hist(be, g->d, &tn, NULL);
-        if (rc == GSB_OK)
-            rc = to_be(be, pairs + 2 * b0, GSB_I32, B, 2, &tp);
+        gsb__tensor tn = view(build + 3 * b0, B, 3), tp = view(pairs + 2 * b0, B, 2);
+        rc = be->ops->forest_hist(be, g->d, &tn, NULL);
         if (rc == GSB_OK)
             rc = be->ops->forest_hist_sub(be, g->d, &tp);
-        gsb__tensor_free(&tn);
-        gsb__tensor_free(&tp);
     }
     for (int64_t i = 0; i < nd; i++)
         give_slot(g, drop[i]);
@@ -576,13 +526,9 @@ static int grow(grower *g, gsb__grow_progress progress, void *progress_data)
                 build[3 * nb + 2] = front[t].slot;
                 nb++;
             }
-        gsb__tensor tn = GSB__TENSOR_NONE;
-        if (nb > 0) {
-            rc = to_be(g->be, build, GSB_I32, nb, 3, &tn);
-            if (rc == GSB_OK)
-                rc = g->be->ops->forest_hist(g->be, g->d, &tn, NULL);
-            gsb__tensor_free(&tn);
-        }
+        gsb__tensor tn = view(build, nb, 3);
+        if (nb > 0)
+            rc = g->be->ops->forest_hist(g->be, g->d, &tn, NULL);
         free(build);
         if (rc != GSB_OK)
             goto done;
