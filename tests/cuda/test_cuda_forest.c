@@ -13,8 +13,8 @@
  *    lists with -1 entries, first_only, min_samples_leaf, min_weight_leaf,
  *    every criterion: the same feature, bins, direction of missing values and
  *    count of non-constant features, proxies and stats within 1e-9 relative;
- *    a different choice is accepted only when the two proxies tie within it
- *    (with integral weights the sums are exact and nothing may differ);
+ *    a different choice is accepted only when the two proxies tie within it,
+ *    and never with integral weights and gini (every sum is then exact);
  *    index tensors on the host and on the device.
  *  forest_partition: samples and counts equal.
  *  forest_predict: leaves equal, sums within 1e-12 (registers and in-place
@@ -68,6 +68,7 @@ typedef struct side {
 typedef struct problem {
     int64_t n, F, S, B;
     int n_bins, nan_code, K, O, V1;
+    int exact;         /* integral weights: every histogram sum exact */
     side h, g;         /* host (CPU twin) and GPU */
     int32_t *nodes;    /* B x 3 */
 } problem;
@@ -93,6 +94,7 @@ static void problem_make(problem *p, uint64_t seed, int64_t n, int64_t F, int n_
     p->O = O;
     p->V1 = gsb__forest_nstats(K, O);
     p->B = B;
+    p->exact = integral && K > 0;
     side *h = &p->h;
     h->codes = hzeros(GSB_I32, n, (F + 3) / 4);
     uint8_t *c = h->codes.data;
@@ -339,6 +341,7 @@ static void compare_split(problem *p, int crit, int64_t m, int first_only, int64
     if (ties)
         printf("  split crit %d: %d near-ties broken differently\n", crit, ties);
     CHECK(bad == 0);
+    CHECK(!(p->exact && crit == GSB__FOREST_GINI) || ties == 0);
     gsb__tensor_free(&bh);
     gsb__tensor_free(&bg);
     free(feats);

@@ -632,11 +632,12 @@ int gsb__cpu_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
 
 /* ---- prediction ------------------------------------------------------------------- */
 
-/* Rows per block of prediction: each tree walks a whole block before the next
- * tree, so a tree's nodes stay in cache across the block's rows (a forest is
- * far larger than the caches; walking one row through every tree would miss on
- * nearly every node). */
+/* Rows per block of prediction, at most: each tree walks a whole block before
+ * the next tree, so a tree's nodes stay in cache across the block's rows (a
+ * forest is far larger than the caches; walking one row through every tree
+ * would miss on nearly every node).  Fewer rows give every thread blocks. */
 #define PREDICT_BLOCK 2048
+#define PREDICT_BLOCK_MIN 32
 
 int gsb__cpu_forest_predict(const gsb__backend *be, const gsb__tensor *X,
                             const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves)
@@ -665,9 +666,11 @@ int gsb__cpu_forest_predict(const gsb__backend *be, const gsb__tensor *X,
             return gsb__err(GSB_EINTERNAL, "%s: root %d out of range", op, root[i]);
     if (sum)
         memset(sum->data, 0, (size_t)(n * K) * sizeof(double));
+    int64_t block = cpu_clamp64(n / (4 * (int64_t)omp_get_max_threads()), PREDICT_BLOCK_MIN,
+                                PREDICT_BLOCK);
 #pragma omp parallel for schedule(dynamic, 1) if (n * T > 4096)
-    for (int64_t i0 = 0; i0 < n; i0 += PREDICT_BLOCK) {
-        int64_t i1 = i0 + PREDICT_BLOCK < n ? i0 + PREDICT_BLOCK : n;
+    for (int64_t i0 = 0; i0 < n; i0 += block) {
+        int64_t i1 = i0 + block < n ? i0 + block : n;
         for (int64_t tr = 0; tr < T; tr++)
             for (int64_t i = i0; i < i1; i++) {
                 int64_t node = root[tr];
