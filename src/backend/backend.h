@@ -63,7 +63,7 @@ typedef enum gsb__metric {
  * trees of a batch own disjoint segments.  Binned X ("codes") is n rows of
  * n_features bytes, packed into an n x ceil(n_features / 4) GSB_I32 tensor
  * (byte f of row i is code f of row i; padding bytes are 0); codes are
- * < n_bins, and nan_code (>= 0 when X had NaN) marks a missing value.
+ * < n_bins, and nan_code (the last code, when X had NaN) marks a missing value.
  * The tensors of gsb__forest_data live on the op's backend; the small ones
  * an op call takes (nodes, feats, splits, pairs, best, n_left) may also be
  * host tensors (a GPU backend plans its grid from them and copies them). */
@@ -71,7 +71,8 @@ typedef struct gsb__forest_data {
     const gsb__tensor *codes;
     int64_t n_features;
     int n_bins;             /* codes per feature, nan_code included */
-    int nan_code;           /* -1: no missing values */
+    int nan_code;           /* n_bins - 1 (the last code marks missing values), or -1:
+                               no missing values */
     int n_classes;          /* > 0: classification, y is (n, GSB_I32) class indices */
     int n_outputs;          /* regression: y is n x 2 * n_outputs GSB_F64, [y_k, q_k] */
     const gsb__tensor *y;

@@ -41,7 +41,7 @@ static gsb__tensor host(gsb_dtype dt, int64_t rows, int64_t cols)
     return t;
 }
 
-/* ---- a random problem for the ops ------------------------------------------------------ */
+/* ---- a random problem for the ops ------------------------------------------------- */
 
 typedef struct problem {
     int64_t n, F, S;
@@ -168,7 +168,7 @@ static int close_rel(double a, double b, double tol)
     return fabs(a - b) <= tol * fmax(1.0, fmax(fabs(a), fabs(b)));
 }
 
-/* ---- ops: binning, histograms -------------------------------------------------------- */
+/* ---- ops: binning, histograms ----------------------------------------------------- */
 
 static void test_op_bin(void)
 {
@@ -279,7 +279,7 @@ static void test_op_hist(void)
     }
 }
 
-/* ---- ops: the split search, re-derived ------------------------------------------------- */
+/* ---- ops: the split search, re-derived -------------------------------------------- */
 
 /* The proxy of left L / right R in textbook form (-(weighted child impurities), up to
  * the node's constant), or -inf when a side breaks min_leaf / min_weight. */
@@ -474,7 +474,7 @@ static void test_op_split(void)
     }
 }
 
-/* ---- ops: partition, prediction ----------------------------------------------------------- */
+/* ---- ops: partition, prediction --------------------------------------------------- */
 
 static void test_op_partition(void)
 {
@@ -607,7 +607,7 @@ static void test_op_predict(void)
     free(val);
 }
 
-/* ---- the estimators through the public API ------------------------------------------- */
+/* ---- the estimators through the public API ---------------------------------------- */
 
 /* fit with y (and sample weights sw, may be NULL), params JSON: the model or NULL */
 static gsb_model *fit_model(const char *est, const char *params, const gsb_array *X,
@@ -690,7 +690,8 @@ static void test_fits_exactly(void)
         pred = m ? call_values(m, "predict", &xa, &n) : NULL;
         int off = 0;
         for (int64_t i = 0; pred && i < N * outputs; i++)
-            off += fabs(pred[i] - (outputs == 1 ? yr[i] : Y2[i])) > 1e-6 * (1 + fabs(yr[i / outputs]));
+            off += fabs(pred[i] - (outputs == 1 ? yr[i] : Y2[i])) >
+                   1e-6 * (1 + fabs(yr[i / outputs]));
         CHECK(pred && n == N * outputs && off == 0);
         free(pred);
         double no;
@@ -971,7 +972,7 @@ static void test_progress_cancel(void)
     gsb_model_free(m);
 }
 
-/* ---- persistence ----------------------------------------------------------------------- */
+/* ---- persistence ------------------------------------------------------------------ */
 
 /* Export m, let edit change its attributes, and import the result. */
 static gsb_model *reimport(gsb_model *m, void (*edit)(gsb__nlist *))
@@ -1060,7 +1061,7 @@ static void test_blob(void)
     gsb_model_free(m);
 }
 
-/* ---- errors ------------------------------------------------------------------------------ */
+/* ---- errors ----------------------------------------------------------------------- */
 
 static void test_errors(void)
 {

@@ -58,7 +58,7 @@ static gsb__tensor hzeros(gsb_dtype dt, int64_t rows, int64_t cols)
     return t;
 }
 
-/* ---- a random problem, on both backends ---------------------------------------------- */
+/* ---- a random problem, on both backends ------------------------------------------- */
 
 typedef struct side {
     gsb__tensor codes, y, rows, w, srows, sw, pool;
@@ -200,7 +200,7 @@ static int pools_agree(const problem *p, double tol)
     return bad;
 }
 
-/* ---- ops ------------------------------------------------------------------------------------ */
+/* ---- ops -------------------------------------------------------------------------- */
 
 static void test_bin(void)
 {
@@ -496,7 +496,7 @@ static void test_predict(void)
     }
 }
 
-/* ---- the estimators on both devices ----------------------------------------------------------- */
+/* ---- the estimators on both devices ----------------------------------------------- */
 
 static double *predict_values(gsb_model *m, const char *method, const gsb_array *X, int64_t *n)
 {

@@ -30,13 +30,14 @@
  * team costs more, and much more on a loaded machine. */
 #define PARALLEL_WORK 32768
 
-/* ---- argument checks ------------------------------------------------------- */
+/* ---- argument checks -------------------------------------------------------------- */
 
 static int check_data(const gsb__forest_data *d, const char *op)
 {
     if (!d || !d->codes || !d->y || !d->rows || !d->weights)
         return gsb__err(GSB_EINTERNAL, "%s: forest data incomplete", op);
-    if (d->n_features < 1 || d->n_bins < 1 || d->n_bins > 256 || d->nan_code >= d->n_bins ||
+    if (d->n_features < 1 || d->n_bins < 1 || d->n_bins > 256 ||
+        (d->nan_code >= 0 && d->nan_code != d->n_bins - 1) ||
         (d->n_classes <= 0 && d->n_outputs <= 0))
         return gsb__err(GSB_EINTERNAL, "%s: bad forest shape (%lld features, %d bins)", op,
                         (long long)d->n_features, d->n_bins);
@@ -92,7 +93,7 @@ static int check_feats(const gsb__forest_data *d, const gsb__tensor *feats, int6
     return GSB_OK;
 }
 
-/* ---- binning ---------------------------------------------------------------- */
+/* ---- binning ---------------------------------------------------------------------- */
 
 /* the number of entries of row e (e ascending, +inf padded) below x */
 static int count_below(const float *e, int64_t ne, float x)
@@ -135,7 +136,7 @@ int gsb__cpu_forest_bin(const gsb__backend *be, const gsb__tensor *X, const gsb_
     return GSB_OK;
 }
 
-/* ---- adding a sample to stats ----------------------------------------------- */
+/* ---- adding a sample to stats ----------------------------------------------------- */
 
 typedef struct sample_src {
     const uint8_t *codes;
@@ -208,7 +209,7 @@ static void accumulate(const sample_src *s, int64_t start, int64_t end, int64_t 
     }
 }
 
-/* ---- histograms into the pool ---------------------------------------------- */
+/* ---- histograms into the pool ----------------------------------------------------- */
 
 int gsb__cpu_forest_hist(const gsb__backend *be, const gsb__forest_data *d,
                          const gsb__tensor *nodes, const gsb__tensor *feats)
@@ -278,7 +279,7 @@ int gsb__cpu_forest_hist_sub(const gsb__backend *be, const gsb__forest_data *d,
     return GSB_OK;
 }
 
-/* ---- the best split ----------------------------------------------------------- */
+/* ---- the best split --------------------------------------------------------------- */
 
 /* One thread's scratch: a histogram, the non-empty bins in code order, sort pairs. */
 typedef struct split_scratch {
@@ -582,7 +583,7 @@ int gsb__cpu_forest_split(const gsb__backend *be, const gsb__forest_data *d,
     return GSB_OK;
 }
 
-/* ---- partition ------------------------------------------------------------------ */
+/* ---- partition -------------------------------------------------------------------- */
 
 int gsb__cpu_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
                               const gsb__tensor *nodes, const gsb__tensor *splits,

@@ -56,7 +56,7 @@ constexpr int PRED_KMAX = 16;          /* leaf values summed in registers */
 constexpr size_t REC_BYTES = (size_t)64 << 20; /* split records per pass */
 constexpr size_t HIST_SMEM = (size_t)64 << 10;  /* shared memory per forest_hist block */
 
-/* ---- argument checks (a mismatch is a bug in the caller: GSB_EINTERNAL) --------- */
+/* ---- argument checks (a mismatch is a bug in the caller: GSB_EINTERNAL) ----------- */
 
 /* t present, of dtype, rows x cols (-1: any), on be or (host_ok) on the host. */
 int check(const gsb__backend *be, const gsb__tensor *t, gsb_dtype dtype, int64_t rows,
@@ -96,14 +96,16 @@ int data_of(const gsb__backend *be, const gsb__forest_data *d, bool need_pool, c
     if (!d || !d->codes || !d->y || !d->rows || !d->weights)
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: forest data incomplete", op);
     if (d->n_features < 1 || d->n_features > INT_MAX || d->n_bins < 1 || d->n_bins > 256 ||
-        d->nan_code >= d->n_bins || (d->n_classes <= 0 && d->n_outputs <= 0))
+        (d->nan_code >= 0 && d->nan_code != d->n_bins - 1) ||
+        (d->n_classes <= 0 && d->n_outputs <= 0))
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: bad forest shape", op);
     const int64_t n = d->codes->rows, S = d->rows->rows * d->rows->cols;
     int rc = check(be, d->codes, GSB_I32, n, (d->n_features + 3) / 4, false, op, "codes");
     if (rc == GSB_OK)
         rc = d->n_classes > 0 ? check(be, d->y, GSB_I32, -1, -1, false, op, "y")
                               : check(be, d->y, GSB_F64, n, 2 * d->n_outputs, false, op, "y");
-    if (rc == GSB_OK && d->y->rows * d->y->cols != n * (d->n_classes > 0 ? 1 : 2 * d->n_outputs))
+    const int64_t y_len = n * (d->n_classes > 0 ? 1 : 2 * d->n_outputs);
+    if (rc == GSB_OK && d->y->rows * d->y->cols != y_len)
         rc = GSB_CUDA_ERR(GSB_EINTERNAL, "%s: y has the wrong size", op);
     if (rc == GSB_OK)
         rc = check(be, d->rows, GSB_I32, -1, -1, false, op, "rows");
@@ -134,7 +136,7 @@ int data_of(const gsb__backend *be, const gsb__forest_data *d, bool need_pool, c
     return GSB_OK;
 }
 
-/* ---- small tensors that may live on the host --------------------------------------- */
+/* ---- small tensors that may live on the host -------------------------------------- */
 
 /* Device scratch for count elements of size bytes (none for 0). */
 int scratch(const gsb__backend *be, int64_t count, size_t size, void **out)
@@ -196,7 +198,7 @@ unsigned grid_for(const gsb__backend *be, int64_t work)
     return (unsigned)(want < 1 ? 1 : want < cap ? want : cap);
 }
 
-/* ---- forest_bin ------------------------------------------------------------------------- */
+/* ---- forest_bin ------------------------------------------------------------------- */
 
 template <typename T>
 __global__ void bin_kernel(const T *__restrict__ X, int64_t n, int64_t d,
@@ -233,7 +235,7 @@ __global__ void bin_kernel(const T *__restrict__ X, int64_t n, int64_t d,
     }
 }
 
-/* ---- stats ---------------------------------------------------------------------------------- */
+/* ---- stats ------------------------------------------------------------------------ */
 
 /* h (a bin's V1 stats, shared or global) += sample i of row r */
 __device__ inline void add_sample(const FData &d, int64_t i, int32_t r, double *h)
@@ -261,7 +263,7 @@ __device__ inline int feature_at(const int32_t *feats, int64_t m, int64_t b, int
     return feats ? feats[b * m + j] : (int)j;
 }
 
-/* ---- forest_hist ---------------------------------------------------------------------------- */
+/* ---- forest_hist ------------------------------------------------------------------ */
 
 /* Block (b, j): zero the listed feature j of node b's slot. */
 __global__ void hist_zero(FData d, const int32_t *__restrict__ nodes,
@@ -335,7 +337,7 @@ __global__ void hist_global(FData d, const int32_t *__restrict__ nodes,
     }
 }
 
-/* ---- forest_hist_sub ------------------------------------------------------------------------ */
+/* ---- forest_hist_sub -------------------------------------------------------------- */
 
 __global__ void hist_sub_kernel(FData d, const int32_t *__restrict__ pairs, int64_t P)
 {
@@ -361,7 +363,7 @@ __global__ void hist_sub_kernel(FData d, const int32_t *__restrict__ pairs, int6
     }
 }
 
-/* ---- forest_split --------------------------------------------------------------------------- */
+/* ---- forest_split ----------------------------------------------------------------- */
 
 struct Rule {
     int criterion, first_only;
@@ -524,7 +526,7 @@ __global__ void split_reduce(const double *__restrict__ recs, const int32_t *__r
                        first_only, out + (b0 + b) * rec_len);
 }
 
-/* ---- forest_partition --------------------------------------------------------------------- */
+/* ---- forest_partition ------------------------------------------------------------- */
 
 struct PartWork {
     int32_t b, start, end;    /* node b's samples [start, end) of this chunk */
@@ -624,7 +626,7 @@ __global__ void part_copy_back(const PartWork *__restrict__ work,
     }
 }
 
-/* ---- forest_predict ----------------------------------------------------------------------- */
+/* ---- forest_predict --------------------------------------------------------------- */
 
 /* x: split, y: threshold bits, z: child (left; at a leaf its row of values) */
 __global__ void pack_nodes(const int32_t *__restrict__ split, const float *__restrict__ thr,
@@ -686,7 +688,7 @@ __global__ void predict_kernel(const T *__restrict__ X, int64_t n, int64_t d,
 
 } // namespace
 
-/* ---- the ops --------------------------------------------------------------------------------- */
+/* ---- the ops ---------------------------------------------------------------------- */
 
 extern "C" int gsb__cuda_forest_bin(const gsb__backend *be, const gsb__tensor *X,
                                     const gsb__tensor *edges, int nan_code, gsb__tensor *codes)

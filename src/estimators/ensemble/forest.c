@@ -21,7 +21,7 @@
 #include "estimators/ensemble/forest_model.h"
 #include "estimators/ensemble/forest_params.h"
 
-/* ---- parameters ------------------------------------------------------------------ */
+/* ---- parameters ------------------------------------------------------------------- */
 
 static const char *const clf_criteria[] = {"gini", "entropy", "log_loss", NULL};
 static const char *const reg_criteria[] = {"squared_error", "absolute_error", "poisson",
@@ -72,7 +72,7 @@ static const char *const class_weight_choices[] = {"balanced", "balanced_subsamp
      "feature with at most n_bins distinct values is split exactly.  With NaN in X at most " \
      "255 (one code marks missing values)."},                                                \
     {"split_criterion", GSB__P_INT | GSB__P_STR | GSB__P_NONE, "null", 0, 6,                 \
-     GSB__CLOSED_BOTH, gsb__forest_cuml_criteria,                                                        \
+     GSB__CLOSED_BOTH, gsb__forest_cuml_criteria,                                            \
      "cuML's name for the criterion (0 'gini', 1 'entropy', 2 'mse', 4 'poisson'); "         \
      "overrides criterion when set."}
 
@@ -106,7 +106,7 @@ static const gsb__param_desc reg_params[] = {
     P_FOREST_TAIL,
     {0}};
 
-/* ---- prediction -------------------------------------------------------------------------------------- */
+/* ---- prediction ------------------------------------------------------------------- */
 
 /* forest_predict on be for the model's trees v (host): sum and/or leaves (host). */
 static int predict_on(const gsb__backend *be, const gsb__tensor *X, const gsb__forest_trees *v,
@@ -257,7 +257,7 @@ static int forest_tree_info(gsb__ctx *c)
     return GSB_OK;
 }
 
-/* ---- descriptors --------------------------------------------------------------------------------------- */
+/* ---- descriptors ------------------------------------------------------------------ */
 
 #define IN_X {"X", GSB__IN_X | GSB__IN_ALLOW_NAN}
 #define APPLY_METHOD                                                                             \

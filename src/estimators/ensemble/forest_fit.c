@@ -39,7 +39,7 @@
 #define POOL_BYTES_CPU ((int64_t)256 << 20)
 #define POOL_BYTES_GPU ((int64_t)1 << 30)
 
-/* ---- targets ------------------------------------------------------------------------------ */
+/* ---- targets ---------------------------------------------------------------------- */
 
 /* What the trees are fitted to: class indices, or (scaled) targets. */
 typedef struct targets {
@@ -126,7 +126,7 @@ static int regression_targets(gsb__ctx *c, int criterion, targets *t)
     return GSB_OK;
 }
 
-/* ---- weights and bootstrap samples ------------------------------------------------------------ */
+/* ---- weights and bootstrap samples ------------------------------------------------ */
 
 /*
  * scikit-learn's _sample_weight: sample_weight x expanded class weight (NULL
@@ -161,9 +161,22 @@ static int sample_weights(gsb__ctx *c, const gsb__forest_cfg *cfg, const targets
             free(cw);
             return rc;
         }
-        for (int64_t i = 0; i < t->n; i++)
+        total = 0;
+        int negative = 0;
+        for (int64_t i = 0; i < t->n; i++) {
             w[i] *= cw[t->cls[i]];
+            total += w[i];
+            negative |= w[i] < 0;
+        }
         free(cw);
+        /* the bootstrap draws rows with these weights as probabilities */
+        if (negative || !(total > 0)) {
+            free(w);
+            return gsb__err(GSB_EINVAL, negative ? "%s: class_weight gives negative sample "
+                            "weights: probabilities are not non-negative"
+                            : "%s: Sample weights must contain at least one non-zero number "
+                            "(after class_weight).", c->est->name);
+        }
     }
     *out = w;
     return GSB_OK;
@@ -219,7 +232,7 @@ static void bootstrap_counts(const sampler *s, uint64_t seed, int32_t *counts)
     }
 }
 
-/* ---- growing the trees ------------------------------------------------------------------------- */
+/* ---- growing the trees ------------------------------------------------------------ */
 
 /* A host vector as a tensor on be: a view on the CPU (ops then work in place
  * in the host array), else an uploaded copy. */
@@ -450,7 +463,7 @@ static int grow_all(fit_state *s, const uint64_t *seeds, int64_t from, int64_t t
     return rc;
 }
 
-/* ---- out-of-bag estimates ---------------------------------------------------------------------- */
+/* ---- out-of-bag estimates --------------------------------------------------------- */
 
 /* oob_score_ and oob_decision_function_ / oob_prediction_ of the fitted
  * trees (their seeds give their samples again), as scikit-learn's. */
@@ -536,7 +549,7 @@ done:
     return rc;
 }
 
-/* ---- fit -------------------------------------------------------------------------------------------- */
+/* ---- fit -------------------------------------------------------------------------- */
 
 /* warm_start with no tree to add: the fitted state stays as it is. */
 static int keep_fitted(gsb__ctx *c)
@@ -612,6 +625,10 @@ int gsb__forest_fit(gsb__ctx *c, int classify)
     gsb__forest_model model = {0};
     fit_state s = {0};
     int rc;
+    if (n > INT32_MAX) {
+        rc = gsb__err(GSB_EUNSUPPORTED, "%s: more than 2^31 - 1 rows", c->est->name);
+        goto done;
+    }
     GSB_CHECK(gsb__forest_read_cfg(c, classify, n, F, &cfg));
     GSB_CHECK(classify ? class_targets(c, &t) : regression_targets(c, cfg.criterion, &t));
     GSB_CHECK(sample_weights(c, &cfg, &t, &w));

@@ -158,7 +158,7 @@ int gsb__forest_model_append(gsb__forest_model *m, const gsb__grown *g, uint64_t
     return GSB_OK;
 }
 
-/* ---- attributes ------------------------------------------------------------------------ */
+/* ---- attributes ------------------------------------------------------------------- */
 
 static int put(gsb__ctx *c, const char *name, gsb_dtype dt, int64_t rows, int64_t cols,
                const void *data, int as_1d)
@@ -228,7 +228,7 @@ int gsb__forest_model_store(gsb__ctx *c, const gsb__forest_model *m)
     return store_importances(c, m);
 }
 
-/* ---- reading back ------------------------------------------------------------------------ */
+/* ---- reading back ----------------------------------------------------------------- */
 
 static int altered(gsb__ctx *c, const char *what)
 {

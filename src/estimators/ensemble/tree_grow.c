@@ -123,7 +123,7 @@ static void give_slot(grower *g, int32_t slot)
         g->free_slots[g->n_free++] = slot;
 }
 
-/* ---- impurity ------------------------------------------------------------------------ */
+/* ---- impurity --------------------------------------------------------------------- */
 
 double gsb__forest_impurity(const double *s, int K, int O, int criterion,
                             const double *y_scale2)
@@ -164,7 +164,7 @@ static double impurity_of(const grower *g, const double *s)
 
 static double weight_of(const grower *g, const double *s) { return gsb__forest_weight(s, g->K); }
 
-/* ---- feature draws --------------------------------------------------------------------- */
+/* ---- feature draws ---------------------------------------------------------------- */
 
 /* Features of node (tree seed, id): positions [from, to) of a Fisher-Yates
  * permutation of the features drawn from the node's own stream. */
@@ -189,7 +189,7 @@ static void draw_features(grower *g, uint64_t seed, int32_t id, int64_t from, in
     }
 }
 
-/* ---- split search ----------------------------------------------------------------------- */
+/* ---- split search ----------------------------------------------------------------- */
 
 /*
  * Search the splits of nodes list[0..n) over their features [from, to) of
@@ -305,7 +305,7 @@ static int evaluate(grower *g, fnode **list, int64_t n)
     return rc;
 }
 
-/* ---- applying splits --------------------------------------------------------------------- */
+/* ---- applying splits -------------------------------------------------------------- */
 
 /* Partition the samples of the nodes that split, check the counts. */
 static int partition(grower *g, fnode **list, int64_t n, int32_t *n_left)
@@ -344,7 +344,8 @@ static int partition(grower *g, fnode **list, int64_t n, int32_t *n_left)
 static int derive_histograms(grower *g, fnode **parents, int64_t n, fnode *children)
 {
     const gsb__backend *be = g->be;
-    int32_t *build = gsb__alloc_array(3 * n, sizeof *build), *pairs = gsb__alloc_array(2 * n, sizeof *pairs);
+    int32_t *build = gsb__alloc_array(3 * n, sizeof *build);
+    int32_t *pairs = gsb__alloc_array(2 * n, sizeof *pairs);
     int32_t *drop = gsb__alloc_array(n, sizeof *drop);
     int rc = GSB_OK;
     if (!build || !pairs || !drop) {
@@ -444,7 +445,7 @@ static int expand(grower *g, fnode **list, int64_t n, fnode **children)
     return rc;
 }
 
-/* ---- the growth loop ------------------------------------------------------------------------ */
+/* ---- the growth loop -------------------------------------------------------------- */
 
 /* Which frontier nodes split this step (marked chosen): all that can
  * (breadth first), or in each tree that may still grow the one of the
@@ -615,7 +616,7 @@ done:
     return rc;
 }
 
-/* ---- setup ------------------------------------------------------------------------------------ */
+/* ---- setup ------------------------------------------------------------------------ */
 
 void gsb__grown_free(gsb__grown *g)
 {
