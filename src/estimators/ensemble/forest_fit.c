@@ -41,14 +41,13 @@
 
 /* ---- targets ---------------------------------------------------------------------- */
 
-/* What the trees are fitted to: class indices, or (scaled) targets. */
+/* What the trees are fitted to: class indices, or targets. */
 typedef struct targets {
     int64_t n, K;            /* K: classes, or outputs */
     double *classes;         /* classification: the sorted classes */
     int32_t *cls;            /* classification: each row's class index */
     double *y;               /* regression: n x K targets (float64) */
-    double *ys;              /* regression: n x 2K [y scaled, q] as the ops take them */
-    double *scale2;          /* regression: each output's scale, squared */
+    double *ys;              /* regression: n x 2K [y, q] as the ops take them */
 } targets;
 
 static void targets_free(targets *t)
@@ -57,7 +56,6 @@ static void targets_free(targets *t)
     free(t->cls);
     free(t->y);
     free(t->ys);
-    free(t->scale2);
     memset(t, 0, sizeof *t);
 }
 
@@ -76,10 +74,10 @@ static int class_targets(gsb__ctx *c, targets *t)
 }
 
 /*
- * Regression targets: float64 copies, and the ops' [y', q] with y' centred
- * and scaled per output for squared error (the split search is invariant to
- * it, and the impurities E[y'^2] - E[y']^2 lose less to cancellation), y
- * itself and q = y log y for Poisson.
+ * Regression targets: float64 copies, and the ops' [y, q], q = y^2 (or
+ * y log y for Poisson), as scikit-learn's criteria sum them (unscaled: with
+ * integral targets and bootstrap counts every sum is then exact, so both
+ * backends grow the same trees).
  */
 static int regression_targets(gsb__ctx *c, int criterion, targets *t)
 {
@@ -89,40 +87,24 @@ static int regression_targets(gsb__ctx *c, int criterion, targets *t)
     t->K = K;
     t->y = gsb__alloc_array(n * K, sizeof *t->y);
     t->ys = gsb__alloc_array(n * 2 * K, sizeof *t->ys);
-    t->scale2 = gsb__alloc_array(K, sizeof *t->scale2);
-    if (!t->y || !t->ys || !t->scale2)
+    if (!t->y || !t->ys)
         return oom(c, "targets");
-    for (int64_t i = 0; i < n * K; i++)
-        t->y[i] = gsb__tensor_get(y, i);
-    if (criterion == GSB__FOREST_POISSON) {
-        double sum = 0;
-        for (int64_t i = 0; i < n * K; i++) {
-            if (t->y[i] < 0)
+    int poisson = criterion == GSB__FOREST_POISSON;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t k = 0; k < K; k++) {
+            double v = gsb__tensor_get(y, i * K + k);
+            if (poisson && v < 0)
                 return gsb__err(GSB_EINVAL, "Some value(s) of y are negative which is not "
                                 "allowed for Poisson regression.");
-            sum += t->y[i];
-        }
-        if (!(sum > 0))
-            return gsb__err(GSB_EINVAL, "Sum of y is not strictly positive which is necessary "
-                            "for Poisson regression.");
-    }
-    for (int64_t k = 0; k < K; k++) {
-        double mean = 0, var = 0;
-        for (int64_t i = 0; i < n; i++)
-            mean += t->y[i * K + k];
-        mean /= (double)n;
-        for (int64_t i = 0; i < n; i++)
-            var += (t->y[i * K + k] - mean) * (t->y[i * K + k] - mean);
-        double sd = sqrt(var / (double)n);
-        int poisson = criterion == GSB__FOREST_POISSON;
-        double shift = poisson ? 0.0 : mean, scale = poisson || !(sd > 0) ? 1.0 : sd;
-        t->scale2[k] = scale * scale;
-        for (int64_t i = 0; i < n; i++) {
-            double v = (t->y[i * K + k] - shift) / scale;
+            sum += v;
+            t->y[i * K + k] = v;
             t->ys[i * 2 * K + k] = v;
             t->ys[i * 2 * K + K + k] = poisson ? (v > 0 ? v * log(v) : 0.0) : v * v;
         }
-    }
+    if (poisson && !(sum > 0))
+        return gsb__err(GSB_EINVAL, "Sum of y is not strictly positive which is necessary for "
+                        "Poisson regression.");
     return GSB_OK;
 }
 
@@ -394,7 +376,6 @@ static int grow_group(fit_state *s, const uint64_t *seeds, int64_t t0, int64_t t
     gsb__grow_params gp = s->cfg->grow;
     gp.min_weight_leaf = s->cfg->min_weight_fraction *
                          gsb__forest_weight(stats, s->cfg->classify ? (int)s->t->K : 0);
-    gp.y_scale2 = s->t->scale2;
     gp.pool_bytes = be == gsb__cpu_backend() ? POOL_BYTES_CPU : POOL_BYTES_GPU;
     GSB_CHECK(gsb__grow_trees(be, &d, &gp, trees, G, grown, on_step, s));
     /* the samples as the growth left them: each leaf's are a segment */

@@ -125,8 +125,7 @@ static void give_slot(grower *g, int32_t slot)
 
 /* ---- impurity --------------------------------------------------------------------- */
 
-double gsb__forest_impurity(const double *s, int K, int O, int criterion,
-                            const double *y_scale2)
+double gsb__forest_impurity(const double *s, int K, int O, int criterion)
 {
     if (K > 0) {
         double W = gsb__forest_weight(s, K), acc = 0;
@@ -151,7 +150,7 @@ double gsb__forest_impurity(const double *s, int K, int O, int criterion,
                 return INFINITY;
             acc += (s[2 + O + k] - s[2 + k] * log(mean)) / W;
         } else {
-            acc += (s[2 + O + k] / W - mean * mean) * (y_scale2 ? y_scale2[k] : 1.0);
+            acc += s[2 + O + k] / W - mean * mean;
         }
     }
     return acc / O;
@@ -159,7 +158,7 @@ double gsb__forest_impurity(const double *s, int K, int O, int criterion,
 
 static double impurity_of(const grower *g, const double *s)
 {
-    return gsb__forest_impurity(s, g->K, g->O, g->p->criterion, g->p->y_scale2);
+    return gsb__forest_impurity(s, g->K, g->O, g->p->criterion);
 }
 
 static double weight_of(const grower *g, const double *s) { return gsb__forest_weight(s, g->K); }

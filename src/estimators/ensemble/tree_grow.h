@@ -48,8 +48,6 @@ typedef struct gsb__grow_params {
                                      same total (bootstrap counts, or the weights) */
     double min_impurity_decrease;
     int64_t max_features;         /* features drawn per node, 1 .. n_features */
-    const double *y_scale2;       /* regression: the square of each output's scale
-                                     (y was divided by it), for the impurity values */
     int64_t pool_bytes;           /* the histogram pool's budget */
 } gsb__grow_params;
 
@@ -94,7 +92,6 @@ int gsb__grow_trees(const gsb__backend *be, gsb__forest_data *d, const gsb__grow
                     gsb__grow_progress progress, void *progress_data);
 
 /* The impurity of stats s (V1) as scikit-learn's criterion gives it. */
-double gsb__forest_impurity(const double *s, int n_classes, int n_outputs, int criterion,
-                            const double *y_scale2);
+double gsb__forest_impurity(const double *s, int n_classes, int n_outputs, int criterion);
 
 #endif
