@@ -17,7 +17,7 @@
  *                    arithmetic and clean-up.
  *  forest_split      one block per (node, listed feature): the feature's
  *                    histogram in shared memory, copied from the pool slot or
- *                    summed from the node's samples; one thread per stat makes
+ *                    summed from the node's samples; one warp per stat makes
  *                    the prefix sums over bins, one thread per bin scores its
  *                    candidates, a block reduction keeps the best (proxy, then
  *                    candidate order); then one thread per node reduces the
@@ -418,15 +418,27 @@ __global__ void split_kernel(FData d, const int32_t *__restrict__ nodes,
     if (mine)
         atomicAdd(&nonempty, mine);
     __syncthreads();
-    /* prefix sums over the real bins, one stat per thread; totals with the missing bin */
+    /* prefix sums over the real bins, one stat per warp (32 bins a step, a shuffle
+     * scan: another order of additions than the twin's, the same sums when they
+     * are exact); totals with the missing bin */
     const double *nanrow = d.nan_code >= 0 ? H + (int64_t)d.nan_code * V1 : NULL;
-    for (int s = threadIdx.x; s < V1; s += blockDim.x) {
+    const int lane = threadIdx.x % 32;
+    for (int s = threadIdx.x / 32; s < V1; s += WARPS) {
         double run = 0.0;
-        for (int c = 0; c < n_real; c++) {
-            run += H[(int64_t)c * V1 + s];
-            H[(int64_t)c * V1 + s] = run;
+        for (int c0 = 0; c0 < n_real; c0 += 32) {
+            const int c = c0 + lane;
+            double v = c < n_real ? H[(int64_t)c * V1 + s] : 0.0;
+            for (int k = 1; k < 32; k *= 2) { /* inclusive scan: lanes below add in order */
+                const double u = __shfl_up_sync(0xffffffffu, v, k);
+                if (lane >= k)
+                    v = u + v;
+            }
+            if (c < n_real)
+                H[(int64_t)c * V1 + s] = run + v;
+            run += __shfl_sync(0xffffffffu, v, 31);
         }
-        tot[s] = run + (nanrow ? nanrow[s] : 0.0);
+        if (lane == 0)
+            tot[s] = run + (nanrow ? nanrow[s] : 0.0);
     }
     __syncthreads();
     const bool nonconst = nonempty >= 2, has_nan = nanrow && nanrow[0] > 0.5;

@@ -51,7 +51,7 @@ typedef struct grower {
     block *blocks;         /* stats storage of live nodes */
     gsb__grown *out;
     /* host buffers of an op call, batch rows */
-    int32_t *nodes3, *feats, *splits3, *nleft;
+    int32_t *nodes3, *feats, *splits3;
     double *recs;
 } grower;
 
