@@ -9,6 +9,7 @@ than 0.01 below scikit-learn's, on the data the issue names; and everything
 else a user sees: attribute names, shapes and dtypes, labels of any type,
 missing values, scikit-learn's errors, determinism, persistence, remote use.
 """
+import os
 import pickle
 import warnings
 
@@ -226,7 +227,7 @@ def test_pickle_and_store_round_trip(tmp_path, monkeypatch):
 def test_remote_equals_embedded(tmp_path):
     import gsb.server
     srv = gsb.server.start(listen=["tcp://127.0.0.1:0"], data_dir=tmp_path / "store",
-                           log_level="warn")
+                           device=os.environ.get("GSB_DEVICE", "cpu"), log_level="warn")
     try:
         X, y = load("breast_cancer")
         local = gse.RandomForestClassifier(n_estimators=10, random_state=3).fit(X, y)
