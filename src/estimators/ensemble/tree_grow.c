@@ -47,7 +47,6 @@ typedef struct grower {
     int64_t large;
     int32_t *free_slots;
     int64_t n_free;
-    int32_t *perm, *swaps; /* F each: feature draws */
     block *blocks;         /* stats storage of live nodes */
     gsb__grown *out;
     /* host buffers of an op call, batch rows */
@@ -166,26 +165,55 @@ static double weight_of(const grower *g, const double *s) { return gsb__forest_w
 /* ---- feature draws ---------------------------------------------------------------- */
 
 /* Features of node (tree seed, id): positions [from, to) of a Fisher-Yates
- * permutation of the features drawn from the node's own stream. */
-static void draw_features(grower *g, uint64_t seed, int32_t id, int64_t from, int64_t to,
-                          int32_t *out)
+ * permutation of the F features drawn from the node's own stream.  perm (the
+ * identity on entry and on return) and swaps: F entries of scratch. */
+static void draw_features(int64_t F, uint64_t seed, int32_t id, int64_t from, int64_t to,
+                          int32_t *perm, int32_t *swaps, int32_t *out)
 {
     gsb__rng r;
     gsb__rng_seed(&r, seed ^ ((uint64_t)id + 1) * 0x9E3779B97F4A7C15ull);
     for (int64_t i = 0; i < to; i++) {
-        int64_t j = i + gsb__rng_below(&r, g->F - i);
-        int32_t t = g->perm[i];
-        g->perm[i] = g->perm[j];
-        g->perm[j] = t;
-        g->swaps[i] = (int32_t)j;
+        int64_t j = i + gsb__rng_below(&r, F - i);
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+        swaps[i] = (int32_t)j;
         if (i >= from)
-            out[i - from] = g->perm[i];
+            out[i - from] = perm[i];
     }
     for (int64_t i = to - 1; i >= 0; i--) { /* back to the identity */
-        int32_t t = g->perm[i];
-        g->perm[i] = g->perm[g->swaps[i]];
-        g->perm[g->swaps[i]] = t;
+        int32_t t = perm[i];
+        perm[i] = perm[swaps[i]];
+        perm[swaps[i]] = t;
     }
+}
+
+/* Node arrays of a batch above this size are filled by every thread. */
+#define PARALLEL_NODES 2048
+
+/* The drawn features of nodes list[0..B) into feats (B x (to - from)); 0 when
+ * out of memory. */
+static int draw_batch(grower *g, fnode **list, int64_t B, int64_t from, int64_t to,
+                      int32_t *feats)
+{
+    int failed = 0;
+    int64_t m = to - from, F = g->F;
+#pragma omp parallel reduction(| : failed) if (B > PARALLEL_NODES)
+    {
+        int32_t *perm = gsb__alloc_array(F, sizeof *perm);
+        int32_t *swaps = gsb__alloc_array(F, sizeof *swaps);
+        failed = !perm || !swaps;
+        for (int64_t f = 0; !failed && f < F; f++)
+            perm[f] = (int32_t)f;
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < B; b++)
+            if (!failed)
+                draw_features(F, g->trees[list[b]->tree].seed, list[b]->id, from, to, perm,
+                              swaps, feats + b * m);
+        free(perm);
+        free(swaps);
+    }
+    return !failed;
 }
 
 /* ---- split search ----------------------------------------------------------------- */
@@ -206,9 +234,12 @@ static int search(grower *g, fnode **list, int64_t n, int64_t from, int64_t to,
                              first_only};
     for (int64_t b0 = 0; b0 < n && rc == GSB_OK; b0 += g->batch) {
         int64_t B = n - b0 < g->batch ? n - b0 : g->batch, n_temp = 0;
+        if (!draw_batch(g, list + b0, B, from, to, g->feats)) {
+            rc = oom("feature draws");
+            break;
+        }
         for (int64_t b = 0; b < B; b++) {
             fnode *x = list[b0 + b];
-            draw_features(g, g->trees[x->tree].seed, x->id, from, to, g->feats + b * m);
             int32_t slot = x->slot;
             if (slot < 0 && temp_slots && x->end - x->start >= g->large &&
                 (slot = take_slot(g)) >= 0)
@@ -283,12 +314,14 @@ static int evaluate(grower *g, fnode **list, int64_t n)
     if (!cand)
         return oom("the split search");
     int64_t nc = 0;
+#pragma omp parallel for schedule(static) if (n > PARALLEL_NODES)
     for (int64_t i = 0; i < n; i++) {
         list[i]->can_split = 0;
         list[i]->impurity = impurity_of(g, list[i]->stats);
+    }
+    for (int64_t i = 0; i < n; i++)
         if (!leaf_before_search(g, list[i]))
             cand[nc++] = list[i];
-    }
     int rc = search(g, cand, nc, 0, g->m, 0, !g->full);
     /* all drawn features constant: go on through the rest, up to the first non-constant */
     int64_t nr = 0;
@@ -297,8 +330,9 @@ static int evaluate(grower *g, fnode **list, int64_t n)
             cand[nr++] = cand[i];
     if (rc == GSB_OK && nr > 0 && g->m < g->F)
         rc = search(g, cand, nr, g->m, g->F, 1, 0);
-    for (int64_t i = 0; i < n && rc == GSB_OK; i++)
-        list[i]->can_split = !leaf_before_search(g, list[i]) &&
+#pragma omp parallel for schedule(static) if (n > PARALLEL_NODES && rc == GSB_OK)
+    for (int64_t i = 0; i < n; i++)
+        list[i]->can_split = rc == GSB_OK && !leaf_before_search(g, list[i]) &&
                              accept_split(g, list[i], list[i]->stats + g->V1);
     free(cand);
     return rc;
@@ -661,20 +695,15 @@ int gsb__grow_trees(const gsb__backend *be, gsb__forest_data *d, const gsb__grow
             rc = oom("importances");
             goto done;
         }
-    g.perm = gsb__alloc_array(g.F, sizeof *g.perm);
-    g.swaps = gsb__alloc_array(g.F, sizeof *g.swaps);
     g.free_slots = gsb__alloc_array(n_slots > 0 ? n_slots : 1, sizeof *g.free_slots);
     g.nodes3 = gsb__alloc_array(3 * g.batch, sizeof *g.nodes3);
     g.splits3 = gsb__alloc_array(3 * g.batch, sizeof *g.splits3);
     g.feats = gsb__alloc_array(g.batch * g.F, sizeof *g.feats);
     g.recs = gsb__alloc_array(g.batch * g.R, sizeof *g.recs);
-    if (!g.perm || !g.swaps || !g.free_slots || !g.nodes3 || !g.splits3 || !g.feats ||
-        !g.recs) {
+    if (!g.free_slots || !g.nodes3 || !g.splits3 || !g.feats || !g.recs) {
         rc = oom("the tree grower");
         goto done;
     }
-    for (int64_t f = 0; f < g.F; f++)
-        g.perm[f] = (int32_t)f;
     /* the pool: fewer slots when the device has less memory than the budget */
     while (n_slots > 0 && gsb__tensor_alloc(be, GSB_F64, n_slots, slot_bytes / 8, &pool) != GSB_OK)
         n_slots /= 2;
@@ -694,8 +723,6 @@ done:
     gsb__tensor_free(&srows);
     gsb__tensor_free(&sw);
     free_blocks(g.blocks);
-    free(g.perm);
-    free(g.swaps);
     free(g.free_slots);
     free(g.nodes3);
     free(g.splits3);
