@@ -940,6 +940,63 @@ static void test_oob_weights_importances(void)
     gsb_model_free(m);
 }
 
+/* Large nodes keep histograms in the pool (all features drawn: the larger child's
+ * is the parent's minus the smaller's): fits still exact, and best first too.
+ * A wrong histogram would also trip the grower's check of the partition's
+ * count against the split's. */
+static void test_pool_paths(void)
+{
+    enum { N = 3000, D = 4 };
+    static double X[N * D], y[N], c[N];
+    uint64_t s = 41;
+    for (int64_t i = 0; i < N; i++) {
+        for (int j = 0; j < D; j++)
+            X[i * D + j] = urand(&s);
+        y[i] = sin(6 * X[i * D]) + X[i * D + 1] * X[i * D + 2] + 0.01 * urand(&s);
+        c[i] = (double)((int)(4 * X[i * D]) ^ (X[i * D + 3] > 0.5));
+    }
+    gsb_array xa = gsb_array_2d(X, GSB_F64, N, D), ya = gsb_array_1d(y, GSB_F64, N);
+    gsb_array ca = gsb_array_1d(c, GSB_F64, N);
+    const char *exact = "{\"n_estimators\": 3, \"bootstrap\": false, \"max_features\": null, "
+                        "\"random_state\": 0}";
+    for (int k = 0; k < 2; k++) {
+        gsb_model *m = fit_model(k ? "RandomForestClassifier" : "RandomForestRegressor", exact,
+                                 &xa, k ? &ca : &ya, NULL);
+        int64_t n;
+        double *p = m ? call_values(m, "predict", &xa, &n) : NULL;
+        int off = 0;
+        for (int64_t i = 0; p && i < N; i++)
+            off += fabs(p[i] - (k ? c[i] : y[i])) > 1e-6;
+        CHECK(p && off == 0);
+        free(p);
+        gsb_model_free(m);
+    }
+    gsb_model *m = fit_model("RandomForestRegressor", "{\"n_estimators\": 4, \"max_leaf_nodes\": "
+                             "40, \"random_state\": 0}", &xa, &ya, NULL);
+    gsb_result *r = NULL;
+    if (m)
+        CHECK_OK(gsb_model_call(m, "tree_info", NULL, 0, NULL, &r));
+    const gsb_array *leaves = r ? gsb_result_get(r, "n_leaves") : NULL;
+    for (int64_t t = 0; leaves && t < 4; t++)
+        CHECK(testing_at(leaves, t) == 40);
+    gsb_result_free(r);
+    gsb_model_free(m);
+    /* OOB after a warm start covers every tree: the cold fit's score */
+    gsb_model *a = fit_model("RandomForestClassifier", "{\"n_estimators\": 10, \"oob_score\": "
+                             "true, \"random_state\": 4}", &xa, &ca, NULL);
+    gsb_model *w = fit_model("RandomForestClassifier", "{\"n_estimators\": 4, \"oob_score\": "
+                             "true, \"random_state\": 4, \"warm_start\": true}", &xa, &ca, NULL);
+    double sa = -1, sw = -2;
+    if (w) {
+        CHECK_OK(gsb_model_set_params(w, "{\"n_estimators\": 10}"));
+        CHECK_OK(testing_fit(w, &xa, &ca, NULL));
+    }
+    CHECK(a && w && testing_attr(a, "oob_score_", &sa, 1, NULL) == 1 &&
+          testing_attr(w, "oob_score_", &sw, 1, NULL) == 1 && sa == sw && sa > 0.8);
+    gsb_model_free(a);
+    gsb_model_free(w);
+}
+
 static int progress_trees, progress_levels;
 static int on_progress(void *data, const char *stage, int64_t it, double loss)
 {
@@ -1174,6 +1231,7 @@ int main(void)
     RUN(test_missing_values);
     RUN(test_one_class_and_rules);
     RUN(test_oob_weights_importances);
+    RUN(test_pool_paths);
     RUN(test_progress_cancel);
     RUN(test_blob);
     RUN(test_errors);
