@@ -3,11 +3,12 @@
 The engine keeps a fitted forest as flat arrays (every tree's nodes
 concatenated); Python adds what scikit-learn users reach for and the engine
 cannot say: `estimators_` as light per-tree views (node count, depth, leaves),
-`apply`, scikit-learn's warm-start warning, estimator tags (NaN accepted,
+`apply`, estimator tags (NaN accepted,
 several outputs for the regressor), class_weight keys for non-numeric labels,
-and a clear error for a callable oob_score.
+a clear error for a callable oob_score, and scikit-learn's constructor (the
+engine's cuML parameters n_bins and split_criterion are the cuml shim's).
 """
-import warnings
+import inspect
 
 import numpy as np
 
@@ -56,19 +57,7 @@ def _estimators(self):
 def _apply(self, X):
     """Leaf index of each row in each tree, (n_samples, n_estimators) int64 (gsb's
     node numbering within each tree)."""
-    return self._call("apply", [_estimator._as_array(X, "X")])["leaves"]
-
-
-def _make_fit(engine_fit):
-    def fit(self, X, y=None, sample_weight=None):
-        if self.warm_start and _fitted(self):
-            n_trees = len(self._call("tree_info", [])["depth"])
-            if self.n_estimators == n_trees:
-                warnings.warn("Warm-start fitting without increasing n_estimators does not "
-                              "fit new trees.", UserWarning, stacklevel=2)
-        return engine_fit(self, X, y, sample_weight)
-    fit.__doc__ = engine_fit.__doc__
-    return fit
+    return self._call("apply", [self._input(X)])["leaves"]
 
 
 def _engine_params(self, params):
@@ -94,6 +83,25 @@ def _tags(cls):
     return __sklearn_tags__
 
 
+# cuML's parameters the engine takes too; gsb's classes keep scikit-learn's parameters
+# exactly, the cuml shim's forests add these (python/cuml_shim/cuml/_classes.py)
+CUML_PARAMS = {"n_bins": 128, "split_criterion": None}
+
+
+def _sklearn_init(base_init):
+    """base_init without the cuML-only parameters (they keep their engine defaults)."""
+    signature = inspect.signature(base_init)
+    params = [p for p in signature.parameters.values() if p.name not in CUML_PARAMS]
+
+    def __init__(self, *args, **kwargs):
+        base_init(self, *args, **kwargs)
+        for name in CUML_PARAMS:
+            self.__dict__.pop(name, None)
+    __init__.__signature__ = signature.replace(parameters=params)
+    __init__.__qualname__ = base_init.__qualname__
+    return __init__
+
+
 def patch(classes):
     """Add the forest behaviour to the generated classes of `classes` (name -> class)."""
     _estimator._MULTI_OUTPUT.add("RandomForestRegressor")
@@ -101,10 +109,11 @@ def patch(classes):
         cls = classes.get(name)
         if cls is None or not hasattr(cls, "_gsb_desc"):
             continue
+        cls.__init__ = _sklearn_init(cls.__init__)
+        cls._cuml_params = CUML_PARAMS
         cls.estimators_ = property(_estimators, doc="The fitted trees as light views "
                                    "(node_count, max_depth, n_leaves).")
         cls.apply = _apply
-        cls.fit = _make_fit(cls.fit)
         cls._engine_params = _engine_params
         cls.__sklearn_tags__ = _tags(cls)
     return classes

@@ -192,11 +192,14 @@ def test_poisson_and_cuml_names():
     g = gse.RandomForestRegressor(n_estimators=20, criterion="poisson", random_state=0)
     s = ske.RandomForestRegressor(n_estimators=20, criterion="poisson", random_state=0)
     assert g.fit(X, y).score(X, y) >= s.fit(X, y).score(X, y) - 0.05
-    # cuML's names: n_bins and split_criterion (numbers or names)
-    c = gse.RandomForestClassifier(n_estimators=10, n_bins=16, split_criterion=1).fit(X, y > 3)
-    assert c.score(X, y > 3) > 0.8
+    # cuML's names on the cuml shim's forests: n_bins and split_criterion (numbers or
+    # names); gsb's own keep scikit-learn's parameters exactly
+    import cuml
+    assert "n_bins" not in gse.RandomForestClassifier().get_params()
+    c = cuml.ensemble.RandomForestClassifier(n_estimators=10, n_bins=16, split_criterion=1)
+    assert c.fit(X, y > 3).score(X, y > 3) > 0.8 and c.get_params()["n_bins"] == 16
     with pytest.raises(NotImplementedError, match=r"split_criterion=5 \('gamma'\)"):
-        gse.RandomForestRegressor(split_criterion="gamma").fit(X, y)
+        cuml.RandomForestRegressor(split_criterion="gamma").fit(X, y)
 
 
 def test_cuml_shim_forest():
@@ -255,8 +258,29 @@ def test_progress_reports_trees(capsys):
 
 def test_friedman_mse_is_squared_error():
     X, y = load("diabetes")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        a = gse.RandomForestRegressor(n_estimators=5, criterion="friedman_mse", random_state=0)
+    a = gse.RandomForestRegressor(n_estimators=5, criterion="friedman_mse", random_state=0)
     b = gse.RandomForestRegressor(n_estimators=5, random_state=0)
-    np.testing.assert_array_equal(a.fit(X, y).predict(X), b.fit(X, y).predict(X))
+    # scikit-learn warns when it is constructed, gsb when it is fitted
+    with pytest.warns(FutureWarning, match='Value `"friedman_mse"` for `criterion` is '
+                                           'deprecated'):
+        a.fit(X, y)
+    np.testing.assert_array_equal(a.predict(X), b.fit(X, y).predict(X))
+
+
+@pytest.mark.parametrize("case", ["oob", "max_samples", "balanced_warm_start"])
+def test_warnings_like_scikit_learn(case):
+    X, y = load("iris")
+    params, fit = {
+        "oob": ({"n_estimators": 2, "oob_score": True}, {}),
+        "max_samples": ({"n_estimators": 2, "max_samples": 0.01}, {}),
+        "balanced_warm_start": ({"n_estimators": 2, "class_weight": "balanced",
+                                 "warm_start": True}, {}),
+    }[case]
+    messages = []
+    for cls in (ske.RandomForestClassifier, gse.RandomForestClassifier):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            cls(random_state=0, **params).fit(X, y, **fit)
+        messages.append(sorted({(type(x.message).__name__, str(x.message)) for x in w
+                                if issubclass(x.category, UserWarning)}))
+    assert messages[1] == messages[0] and messages[0]

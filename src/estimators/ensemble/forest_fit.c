@@ -27,6 +27,7 @@
 #include "core/model.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "core/warn.h"
 #include "estimators/common/classes.h"
 #include "estimators/ensemble/forest_bins.h"
 #include "estimators/ensemble/forest_model.h"
@@ -180,6 +181,61 @@ static int64_t bootstrap_size(const gsb__forest_cfg *cfg, int64_t n, const doubl
     }
     int64_t k = (int64_t)(json_real_value(v) * total);
     return k < 1 ? 1 : k;
+}
+
+/* x as Python's repr of a float prints it: the shortest text that reads back. */
+static void float_repr(double x, char *buf, size_t n)
+{
+    if (x == floor(x) && fabs(x) < 1e16) {
+        snprintf(buf, n, "%.1f", x);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x)
+            return;
+    }
+}
+
+/* The warnings scikit-learn gives about these settings at fit. */
+static void warn_settings(gsb__ctx *c, const gsb__forest_cfg *cfg, int64_t n, const double *w)
+{
+    if (gsb__param_is(c->params, "criterion", "friedman_mse") &&
+        gsb__param_is_none(c->params, "split_criterion"))
+        gsb__warn("FutureWarning", "Value `\"friedman_mse\"` for `criterion` is deprecated and "
+                  "will be removed in 1.11. It maps to `\"squared_error\"` as both were always "
+                  "equivalent. Use `criterion=\"squared_error\"` to remove this warning.");
+    if (cfg->classify && cfg->warm_start &&
+        (gsb__param_is(c->params, "class_weight", "balanced") ||
+         gsb__param_is(c->params, "class_weight", "balanced_subsample")))
+        gsb__warn("UserWarning", "class_weight presets \"balanced\" or \"balanced_subsample\" "
+                  "are not recommended for warm_start if the fitted data differs from the full "
+                  "dataset. In order to use \"balanced\" weights, use compute_class_weight "
+                  "(\"balanced\", classes, y). In place of y you can use a large enough sample "
+                  "of the full training set target to properly estimate the class frequency "
+                  "distributions. Pass the resulting weights as the class_weight parameter.");
+    const json_t *ms = cfg->max_samples;
+    if (!cfg->bootstrap || !json_is_real(ms))
+        return;
+    int64_t k = bootstrap_size(cfg, n, w);
+    if ((double)k >= fmax(10.0, cbrt((double)n)))
+        return;
+    char frac[40], total[40];
+    double sum = 0;
+    for (int64_t i = 0; w && i < n; i++)
+        sum += w[i];
+    float_repr(json_real_value(ms), frac, sizeof frac);
+    float_repr(sum, total, sizeof total);
+    if (w)
+        gsb__warn("UserWarning", "Using the fractional value max_samples=%s when the total sum "
+                  "of sample weights is %s results in a low number (%lld) of bootstrap samples. "
+                  "We recommend passing `max_samples` as an integer instead.", frac, total,
+                  (long long)k);
+    else
+        gsb__warn("UserWarning", "Using the fractional value max_samples=%s when the number of "
+                  "samples is %lld results in a low number (%lld) of bootstrap samples. We "
+                  "recommend passing `max_samples` as an integer instead.", frac, (long long)n,
+                  (long long)k);
 }
 
 /* How bootstrap samples are drawn: uniformly, or by the cumulative weights. */
@@ -498,7 +554,13 @@ static int compute_oob(gsb__ctx *c, const gsb__forest_cfg *cfg, const targets *t
                 sum[i * K + j] += val[(int64_t)child[leaf] * K + j];
             cnt[i]++;
         }
-    /* rows no tree left out predict 0, as scikit-learn's (which warns) */
+    /* rows no tree left out predict 0, as scikit-learn's */
+    for (int64_t i = 0; i < n; i++)
+        if (cnt[i] == 0) {
+            gsb__warn("UserWarning", "Some inputs do not have OOB scores. This probably means "
+                      "too few trees were used to compute any reliable OOB estimates.");
+            break;
+        }
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j < K; j++)
             sum[i * K + j] /= (double)(cnt[i] > 0 ? cnt[i] : 1);
@@ -613,6 +675,7 @@ int gsb__forest_fit(gsb__ctx *c, int classify)
     GSB_CHECK(gsb__forest_read_cfg(c, classify, n, F, &cfg));
     GSB_CHECK(classify ? class_targets(c, &t) : regression_targets(c, cfg.criterion, &t));
     GSB_CHECK(sample_weights(c, &cfg, &t, &w));
+    warn_settings(c, &cfg, n, w);
     s = (fit_state){c, c->be, &cfg, &t, w, {n, bootstrap_size(&cfg, n, w), NULL},
                     GSB__TENSOR_NONE, GSB__TENSOR_NONE, &edges, 0, -1,
                     gsb__forest_nstats(classify ? (int)t.K : 0, (int)t.K), F, 0, &model};
@@ -636,6 +699,8 @@ int gsb__forest_fit(gsb__ctx *c, int classify)
             goto done;
         }
         if (cfg.n_estimators == n_old) {
+            gsb__warn("UserWarning", "Warm-start fitting without increasing n_estimators does "
+                      "not fit new trees.");
             GSB_CHECK(keep_fitted(c));
             if (cfg.oob && !gsb__attr(c, "oob_score_"))
                 rc = compute_oob(c, &cfg, &t, &s.smp);
