@@ -362,76 +362,80 @@ static int on_step(void *data, int64_t step)
     return gsb__progress(s->c, "tree level", step, (double)s->trees_done);
 }
 
-/* Grow trees [t0, t1) (seeds) as one group and append them to the model. */
-static int grow_group(fit_state *s, const uint64_t *seeds, int64_t t0, int64_t t1)
+/* The samples a tree may take at most (rows, and bootstrap draws). */
+static int64_t tree_cap(const fit_state *s)
 {
-    const gsb__backend *be = s->be;
-    int64_t n = s->t->n, G = t1 - t0, cap = 0;
-    for (int64_t t = t0; t < t1; t++)
-        cap += s->cfg->bootstrap && s->smp.n_boot < n ? s->smp.n_boot : n;
-    int32_t *rows = gsb__alloc_array(cap, sizeof *rows);
-    float *w = gsb__alloc_array(cap, sizeof *w);
-    int64_t *start = gsb__alloc_array(G + 1, sizeof *start);
-    double *stats = gsb__alloc_array(G * s->V1, sizeof *stats);
-    gsb__grow_tree *trees = gsb__calloc_array(G, sizeof *trees);
-    gsb__grown *grown = gsb__calloc_array(G, sizeof *grown);
-    gsb__tensor rb = GSB__TENSOR_NONE, wb = GSB__TENSOR_NONE;
-    int rc = GSB_OK, failed = 0;
-    if (!rows || !w || !start || !stats || !trees || !grown) {
-        rc = oom(s->c, "the bootstrap samples");
-        goto done;
-    }
-    /* each tree's samples at its own offset, then packed */
-    int64_t off = 0;
-    for (int64_t g = 0; g < G; g++) {
-        start[g] = off;
-        off += s->cfg->bootstrap && s->smp.n_boot < n ? s->smp.n_boot : n;
-    }
+    return s->cfg->bootstrap && s->smp.n_boot < s->t->n ? s->smp.n_boot : s->t->n;
+}
+
+/*
+ * The samples of trees [t0, t0 + G) packed one tree after the other into
+ * rows/w (G tree_cap()s of room), their root stats (G x V1) and the trees'
+ * segments; the number of samples, or -1 (with the status set) on failure.
+ */
+static int64_t draw_samples(fit_state *s, const uint64_t *seeds, int64_t t0, int64_t G,
+                            int32_t *rows, float *w, double *stats, gsb__grow_tree *trees)
+{
+    int64_t n = s->t->n, cap = tree_cap(s);
     int64_t *len = gsb__alloc_array(G, sizeof *len);
-    if (!len) {
-        rc = oom(s->c, "the bootstrap samples");
-        goto done;
-    }
-#pragma omp parallel reduction(| : failed) if (n * G > 65536)
+    int failed = !len;
+#pragma omp parallel reduction(| : failed) if (n * G > 65536 && len)
     {
         int32_t *counts = gsb__alloc_array(n, sizeof *counts);
         double *cw = gsb__alloc_array(2 * s->t->K, sizeof *cw);
-        failed = !counts || !cw;
+        failed = !counts || !cw || !len;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t g = 0; g < G; g++)
-            if (!failed) {
-                len[g] = tree_samples(s, seeds[t0 + g], counts, cw, rows + start[g],
-                                      w + start[g]);
-                root_stats(s, rows + start[g], w + start[g], len[g], stats + g * s->V1);
+            if (!failed) { /* each tree at its own offset first */
+                len[g] = tree_samples(s, seeds[t0 + g], counts, cw, rows + g * cap, w + g * cap);
+                root_stats(s, rows + g * cap, w + g * cap, len[g], stats + g * s->V1);
             }
         free(counts);
         free(cw);
     }
     if (failed) {
         free(len);
-        rc = oom(s->c, "the bootstrap counts");
-        goto done;
+        oom(s->c, "the bootstrap samples");
+        return -1;
     }
-    off = 0;
-    for (int64_t g = 0; g < G; g++) {
-        memmove(rows + off, rows + start[g], (size_t)len[g] * sizeof *rows);
-        memmove(w + off, w + start[g], (size_t)len[g] * sizeof *w);
-        trees[g].start = off;
-        trees[g].end = off + len[g];
-        trees[g].seed = seeds[t0 + g];
-        trees[g].root_stats = stats + g * s->V1;
+    int64_t off = 0;
+    for (int64_t g = 0; g < G; g++) { /* packed */
+        memmove(rows + off, rows + g * cap, (size_t)len[g] * sizeof *rows);
+        memmove(w + off, w + g * cap, (size_t)len[g] * sizeof *w);
+        trees[g] = (gsb__grow_tree){off, off + len[g], seeds[t0 + g], stats + g * s->V1};
         off += len[g];
     }
     free(len);
-    GSB_CHECK(to_backend(be, rows, GSB_I32, off, 1, &rb));
-    GSB_CHECK(to_backend(be, w, GSB_F32, off, 1, &wb));
+    return off;
+}
+
+/* Grow trees [t0, t1) (seeds) as one group and append them to the model. */
+static int grow_group(fit_state *s, const uint64_t *seeds, int64_t t0, int64_t t1)
+{
+    const gsb__backend *be = s->be;
+    int64_t G = t1 - t0, K = s->cfg->classify ? s->t->K : 0;
+    int32_t *rows = gsb__alloc_array(G * tree_cap(s), sizeof *rows);
+    float *w = gsb__alloc_array(G * tree_cap(s), sizeof *w);
+    double *stats = gsb__alloc_array(G * s->V1, sizeof *stats);
+    gsb__grow_tree *trees = gsb__calloc_array(G, sizeof *trees);
+    gsb__grown *grown = gsb__calloc_array(G, sizeof *grown);
+    gsb__tensor rb = GSB__TENSOR_NONE, wb = GSB__TENSOR_NONE;
+    int rc = GSB_OK;
+    if (!rows || !w || !stats || !trees || !grown) {
+        rc = oom(s->c, "the bootstrap samples");
+        goto done;
+    }
+    int64_t S = draw_samples(s, seeds, t0, G, rows, w, stats, trees);
+    if (S < 0) {
+        rc = GSB_ENOMEM;
+        goto done;
+    }
+    GSB_CHECK(to_backend(be, rows, GSB_I32, S, 1, &rb));
+    GSB_CHECK(to_backend(be, w, GSB_F32, S, 1, &wb));
     gsb__forest_data d = {&s->codes, s->F, s->n_real + (s->nan_code >= 0), s->nan_code,
-                          s->cfg->classify ? (int)s->t->K : 0,
-                          s->cfg->classify ? 0 : (int)s->t->K, &s->yb, &rb, &wb,
-                          NULL, NULL, NULL};
+                          (int)K, K ? 0 : (int)s->t->K, &s->yb, &rb, &wb, NULL, NULL, NULL};
     gsb__grow_params gp = s->cfg->grow;
-    gp.min_weight_leaf = s->cfg->min_weight_fraction *
-                         gsb__forest_weight(stats, s->cfg->classify ? (int)s->t->K : 0);
+    gp.min_weight_leaf = s->cfg->min_weight_fraction * gsb__forest_weight(stats, (int)K);
     gp.pool_bytes = be == gsb__cpu_backend() ? POOL_BYTES_CPU : POOL_BYTES_GPU;
     GSB_CHECK(gsb__grow_trees(be, &d, &gp, trees, G, grown, on_step, s));
     /* the samples as the growth left them: each leaf's are a segment */
@@ -443,9 +447,7 @@ static int grow_group(fit_state *s, const uint64_t *seeds, int64_t t0, int64_t t
                             s->n_real};
     for (int64_t g = 0; g < G; g++)
         GSB_CHECK(gsb__forest_model_append(s->model, &grown[g], seeds[t0 + g],
-                                           gsb__forest_weight(stats + g * s->V1,
-                                                              s->cfg->classify ? (int)s->t->K : 0),
-                                           &src));
+                                           gsb__forest_weight(stats + g * s->V1, (int)K), &src));
     s->trees_done += G;
     rc = gsb__progress(s->c, "trees", s->trees_done, 0.0);
 done:
@@ -455,7 +457,6 @@ done:
     gsb__tensor_free(&wb);
     free(rows);
     free(w);
-    free(start);
     free(stats);
     free(trees);
     free(grown);
@@ -487,7 +488,7 @@ done:
 static int grow_all(fit_state *s, const uint64_t *seeds, int64_t from, int64_t to)
 {
     int rc = prepare_data(s);
-    int64_t per_tree = s->cfg->bootstrap && s->smp.n_boot < s->t->n ? s->smp.n_boot : s->t->n;
+    int64_t per_tree = tree_cap(s);
     for (int64_t t0 = from; t0 < to && rc == GSB_OK;) {
         int64_t t1 = t0 + 1;
         while (t1 < to && (t1 - t0 + 1) * per_tree <= GROUP_SAMPLES)
