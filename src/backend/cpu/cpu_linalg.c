@@ -269,7 +269,10 @@ static lapack_int lapack_orgqr(gsb_dtype dt, lapack_int m, lapack_int n, void *a
  * spinning for a while, and OpenBLAS's workers then fight them for the
  * cores (TruncatedSVD.transform 100k x 128 -> 16 on 2 cores: half the time
  * went to the two pools' spinning and yielding).  Blocks depend on the
- * sizes only, so results do not depend on the thread count.
+ * sizes only, so results do not depend on the thread count.  A product
+ * below GSB__BLAS_SERIAL_FLOPS stays one call on this thread: on a busy
+ * machine, waking another thread can take a scheduler slice (a 5000 x 20
+ * Ridge.predict took 7 ms that way on the 2-core VM, 0.1 ms on one thread).
  */
 #define GEMM_SPLIT_MIN_ROWS 4096
 #define GEMM_SPLIT_MAX_COLS 512
@@ -325,6 +328,7 @@ int gsb__cpu_gemm(const gsb__backend *be, int trans_a, int trans_b, double alpha
     if (m == 0 || n == 0)
         return GSB_OK;
     if (!trans_a && m >= GEMM_SPLIT_MIN_ROWS && n <= GEMM_SPLIT_MAX_COLS &&
+        2.0 * (double)m * (double)n * (double)k >= GSB__BLAS_SERIAL_FLOPS &&
         omp_get_max_threads() > 1) {
         gemm_row_blocks(A, trans_b, alpha, B, beta, C, n, k);
         return GSB_OK;
