@@ -60,6 +60,21 @@ typedef struct gsb__enet_cd_params {
     uint64_t seed;
 } gsb__enet_cd_params;
 
+/* the staging ring of stage_open (opaque) and one host range a fill copies */
+typedef struct gsb__stage gsb__stage;
+typedef struct gsb__stage_seg {
+    const void *host;
+    size_t bytes;
+    size_t offset; /* in the buffer */
+} gsb__stage_seg;
+#define GSB__STAGE_MAX_BUFFERS 4
+
+/* copy_stats: host <-> device traffic */
+typedef struct gsb__copy_stats {
+    uint64_t h2d_count, h2d_bytes; /* uploads and stage fills */
+    uint64_t d2h_count, d2h_bytes; /* downloads */
+} gsb__copy_stats;
+
 typedef struct gsb__backend_ops {
     /* ---- memory ------------------------------------------------------- */
     /* t->dtype, rows, cols set by the caller; sets data, be, owned. */
@@ -191,6 +206,43 @@ typedef struct gsb__backend_ops {
      * out has X's dtype */
     int (*gather_cols)(const gsb__backend *be, const gsb__tensor *X, const int64_t *idx,
                        int64_t m, gsb__tensor *out);
+    /* y += alpha * x for float tensors of one shape and dtype: per-batch
+     * statistics summed where they are computed (estimators/common/stream.h) */
+    int (*axpy)(const gsb__backend *be, double alpha, const gsb__tensor *x, gsb__tensor *y);
+    /* X[i, j] *= s[i] in place: X (n x d, float), s (n, GSB_F64): the
+     * sqrt(sample_weight) scaling of weighted cross-products */
+    int (*row_scale)(const gsb__backend *be, gsb__tensor *X, const gsb__tensor *s);
+    /*
+     * The staging ring of streamed fits (estimators/common/stream.h): nbuf
+     * (1..GSB__STAGE_MAX_BUFFERS) buffers of `bytes` each in the backend's
+     * memory, filled from host memory while the compute runs.  Buffer k
+     * cycles through:
+     *   fill     queue the copy of segs (host bytes, each to its offset in
+     *            the buffer).  The copy starts once the compute queued before
+     *            k's last release has run; on the GPU it runs on a second
+     *            stream (pageable host memory through pinned staging of the
+     *            stage's own, pinned memory straight from where it is).  Returns
+     *            without waiting for the copy; the host bytes must stay as
+     *            they are until k is acquired.
+     *   acquire  compute queued from now on sees the copied bytes; *dev is
+     *            the buffer (this backend's memory, 256-byte aligned).
+     *   release  after queuing the compute that reads k: the next fill of k
+     *            waits for that compute (on the GPU without a host wait).
+     * close waits for every queued copy and frees the ring.  The CPU twin
+     * copies at fill (memcpy) and has nothing to wait for.
+     */
+    int (*stage_open)(const gsb__backend *be, size_t bytes, int nbuf, gsb__stage **out);
+    int (*stage_fill)(const gsb__backend *be, gsb__stage *st, int k, const gsb__stage_seg *segs,
+                      int nseg);
+    int (*stage_acquire)(const gsb__backend *be, gsb__stage *st, int k, void **dev);
+    int (*stage_release)(const gsb__backend *be, gsb__stage *st, int k);
+    void (*stage_close)(const gsb__backend *be, gsb__stage *st);
+    /* dst (contiguous, dst's dtype, rows x cols) = the array at src in this
+     * backend's memory, of dtype, element (i, j) at src + i * s0 + j * s1
+     * bytes (strides may be negative or 0); values convert as copy does:
+     * callers' strided or non-float device arrays made into tensors */
+    int (*strided_copy)(const gsb__backend *be, const void *src, gsb_dtype dtype, int64_t s0,
+                        int64_t s1, gsb__tensor *dst);
 
     /* ---- random -------------------------------------------------------- */
     /* fill with N(0, 1) from a counter-based generator: element i depends only
@@ -208,6 +260,22 @@ typedef struct gsb__backend_ops {
     int (*nonfinite)(const gsb__backend *be, const gsb__tensor *t, int *out);
     /* the device's free and total memory in bytes */
     int (*mem_info)(const gsb__backend *be, size_t *free_bytes, size_t *total_bytes);
+    /*
+     * Callers' device memory (gsb.h's gsb_device_array).  device_import
+     * checks that [ptr, ptr + bytes) is memory of CUDA device device_id that
+     * this backend's device reads (GSB_EINVAL with the reason: another
+     * device, host memory, not CUDA memory) and orders the backend's later
+     * work after what is queued on the caller's `stream` (gsb.h's values);
+     * device_export orders `stream` after the backend's work queued so far.
+     * Neither waits on the host.
+     */
+    int (*device_import)(const gsb__backend *be, const void *ptr, size_t bytes, int device_id,
+                         void *stream);
+    int (*device_export)(const gsb__backend *be, void *stream);
+    /* counters of host <-> device copies since the backend opened (uploads,
+     * downloads and stage fills): tests check that a device input was not
+     * copied, benchmarks the streaming rate */
+    int (*copy_stats)(const gsb__backend *be, gsb__copy_stats *out);
 } gsb__backend_ops;
 
 struct gsb__backend {
@@ -222,7 +290,8 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 3 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols */
+#define GSB__BACKEND_ABI 4 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: axpy, row_scale,
+                              stage_*, strided_copy, device_import/export, copy_stats */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

@@ -11,7 +11,9 @@
  *   - GSB__IN_X inputs are 2-D float32/float64 (ints become float64), finite,
  *     with >= 1 row and column, and for non-fit methods the feature count
  *     seen at fit;
- *   - every other input has as many rows as X (when X is given).
+ *   - every other input has as many rows as X (when X is given);
+ *   - X may also be a device tensor (GSB__IN_DEVICE_OK: a data handle on the
+ *     GPU or the caller's device array), and then c->be is that device's.
  * A fit method writes fitted attributes with gsb__fit_set(); they replace the
  * model's attributes only when the fit succeeds.  Other methods read them
  * with gsb__attr() and append results with gsb__out().
@@ -40,9 +42,12 @@ enum {
     GSB__IN_DEVICE_OK = 32,    /* the method reads this input only through ops and
                                   gsb__tensor_to, so a data handle already on the GPU
                                   is passed as a device tensor (core/data.h) */
-    GSB__IN_SAME_FEATURES = 64 /* a fit method that updates a fitted model (partial_fit):
+    GSB__IN_SAME_FEATURES = 64, /* a fit method that updates a fitted model (partial_fit):
                                   X must have the feature count seen before, checked
                                   before the method runs, so a mismatch keeps the model */
+    GSB__IN_STREAM = 128       /* the method reads a host X that does not fit the backend's
+                                  memory in batches (estimators/common/stream.h); without
+                                  it such an X is refused before the method runs */
 };
 
 typedef struct gsb__input_desc {

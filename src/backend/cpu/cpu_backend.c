@@ -169,6 +169,14 @@ static const gsb__backend_ops cpu_ops = {
     .kernel = gsb__cpu_kernel,
     .enet_cd_gram = gsb__cpu_enet_cd_gram,
     .gather_cols = gsb__cpu_gather_cols,
+    .axpy = gsb__cpu_axpy,
+    .row_scale = gsb__cpu_row_scale,
+    .stage_open = gsb__cpu_stage_open,
+    .stage_fill = gsb__cpu_stage_fill,
+    .stage_acquire = gsb__cpu_stage_acquire,
+    .stage_release = gsb__cpu_stage_release,
+    .stage_close = gsb__cpu_stage_close,
+    .strided_copy = gsb__cpu_strided_copy,
     .rand_normal = gsb__cpu_rand_normal,
 };
 

@@ -11,6 +11,7 @@
  *   cpu_kernel.c    kernel (the SVM kernels)
  *   cpu_enet.c      enet_cd_gram, gather_cols (coordinate descent)
  *   cpu_random.c    rand_normal
+ *   cpu_stream.c    axpy, row_scale, stage_* (the streaming ring), strided_copy
  */
 #ifndef GSB_CPU_OPS_H
 #define GSB_CPU_OPS_H
@@ -70,5 +71,16 @@ int gsb__cpu_gather_cols(const gsb__backend *be, const gsb__tensor *X, const int
                          int64_t m, gsb__tensor *out);
 
 int gsb__cpu_rand_normal(const gsb__backend *be, gsb__tensor *t, uint64_t seed);
+
+int gsb__cpu_axpy(const gsb__backend *be, double alpha, const gsb__tensor *x, gsb__tensor *y);
+int gsb__cpu_row_scale(const gsb__backend *be, gsb__tensor *X, const gsb__tensor *s);
+int gsb__cpu_stage_open(const gsb__backend *be, size_t bytes, int nbuf, gsb__stage **out);
+int gsb__cpu_stage_fill(const gsb__backend *be, gsb__stage *st, int k, const gsb__stage_seg *segs,
+                        int nseg);
+int gsb__cpu_stage_acquire(const gsb__backend *be, gsb__stage *st, int k, void **dev);
+int gsb__cpu_stage_release(const gsb__backend *be, gsb__stage *st, int k);
+void gsb__cpu_stage_close(const gsb__backend *be, gsb__stage *st);
+int gsb__cpu_strided_copy(const gsb__backend *be, const void *src, gsb_dtype dtype, int64_t s0,
+                          int64_t s1, gsb__tensor *dst);
 
 #endif

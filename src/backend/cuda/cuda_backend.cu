@@ -599,11 +599,22 @@ static void bind_ops(gsb__backend_ops *o)
     o->kernel = guarded<gsb__cuda_kernel>::call;
     o->enet_cd_gram = guarded<gsb__cuda_enet_cd_gram>::call;
     o->gather_cols = guarded<gsb__cuda_gather_cols>::call;
+    o->axpy = guarded<gsb__cuda_axpy>::call;
+    o->row_scale = guarded<gsb__cuda_row_scale>::call;
+    o->stage_open = guarded<gsb__cuda_stage_open>::call;
+    o->stage_fill = guarded<gsb__cuda_stage_fill>::call;
+    o->stage_acquire = guarded<gsb__cuda_stage_acquire>::call;
+    o->stage_release = guarded<gsb__cuda_stage_release>::call;
+    o->stage_close = guarded<gsb__cuda_stage_close>::call;
+    o->strided_copy = guarded<gsb__cuda_strided_copy>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;
     o->host_register = cuda_host_register;
     o->host_unregister = cuda_host_unregister;
     o->nonfinite = guarded<gsb__cuda_nonfinite>::call;
     o->mem_info = gsb__cuda_mem_info; /* no stream work: needs no op lock */
+    o->device_import = guarded<gsb__cuda_device_import>::call;
+    o->device_export = guarded<gsb__cuda_device_export>::call;
+    o->copy_stats = gsb__cuda_copy_stats; /* atomic counters: no op lock */
 }
 
 extern "C" __attribute__((visibility("default"))) int

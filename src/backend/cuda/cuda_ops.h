@@ -8,6 +8,10 @@
  *   cuda_family.cu    logistic_loss_grad, kernel
  *   cuda_kmeanspp.cu  kmeanspp (greedy k-means++, no host wait inside a call)
  *   cuda_enet.cu      enet_cd_gram (coordinate descent in one launch), gather_cols
+ *   cuda_stream.cu    axpy, row_scale, stage_* (the streaming ring on a copy stream),
+ *                     strided_copy
+ *   cuda_devarray.cu  device_import, device_export (callers' device memory)
+ *   cuda_copy.cu      (upload/download's engine) copy_stats
  * Device errors become gsb statuses through cuda_common.h; no op uses
  * managed memory; float32 stays float32 (no TF32 unless GSB_ALLOW_TF32=1).
  */
@@ -74,6 +78,21 @@ int gsb__cuda_enet_cd_gram(const gsb__backend *be, const gsb__tensor *Q, const g
                            double *gap, int64_t *n_iter);
 int gsb__cuda_gather_cols(const gsb__backend *be, const gsb__tensor *X, const int64_t *idx,
                           int64_t m, gsb__tensor *out);
+
+int gsb__cuda_axpy(const gsb__backend *be, double alpha, const gsb__tensor *x, gsb__tensor *y);
+int gsb__cuda_row_scale(const gsb__backend *be, gsb__tensor *X, const gsb__tensor *s);
+int gsb__cuda_stage_open(const gsb__backend *be, size_t bytes, int nbuf, gsb__stage **out);
+int gsb__cuda_stage_fill(const gsb__backend *be, gsb__stage *st, int k, const gsb__stage_seg *segs,
+                         int nseg);
+int gsb__cuda_stage_acquire(const gsb__backend *be, gsb__stage *st, int k, void **dev);
+int gsb__cuda_stage_release(const gsb__backend *be, gsb__stage *st, int k);
+void gsb__cuda_stage_close(const gsb__backend *be, gsb__stage *st);
+int gsb__cuda_strided_copy(const gsb__backend *be, const void *src, gsb_dtype dtype, int64_t s0,
+                           int64_t s1, gsb__tensor *dst);
+int gsb__cuda_device_import(const gsb__backend *be, const void *ptr, size_t bytes, int device_id,
+                            void *stream);
+int gsb__cuda_device_export(const gsb__backend *be, void *stream);
+int gsb__cuda_copy_stats(const gsb__backend *be, gsb__copy_stats *out);
 
 #ifdef __cplusplus
 }
