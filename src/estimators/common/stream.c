@@ -462,3 +462,72 @@ int gsb__gram_finish(gsb__gram *g, double **mean_x, double **mean_y, double **Cx
     *Cxy = B;
     return GSB_OK;
 }
+
+/* ---- whole passes ----------------------------------------------------------------- */
+
+/* The total of host weights w (float64) over rows [first, first + rows), or rows. */
+double gsb__stream_wsum(const gsb__tensor *w, int64_t first, int64_t rows)
+{
+    if (!w)
+        return (double)rows;
+    const double *v = (const double *)w->data + first;
+    double acc = 0;
+    for (int64_t i = 0; i < rows; i++)
+        acc += v[i];
+    return acc;
+}
+
+int gsb__stream_col_moments(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *w,
+                            int want_minmax, gsb__moments *m, int *streamed)
+{
+    *streamed = 0;
+    gsb__stream_plan plan;
+    /* in memory: X (uploaded) and the column statistics */
+    GSB_TRY(gsb__stream_plan_for(c, X, 1.0, 0, w ? sizeof(double) : 0, &plan));
+    if (!plan.streamed)
+        return GSB_OK;
+    gsb__stream st;
+    const gsb__tensor *extra[1] = {w};
+    GSB_TRY(gsb__moments_init(m, X->cols, want_minmax));
+    int rc = gsb__stream_open(c, &plan, X, extra, 1, 1, &st);
+    for (int more = 1; rc == GSB_OK && more;) {
+        gsb__batch b;
+        rc = gsb__stream_next(&st, &b, &more);
+        if (rc == GSB_OK && more)
+            rc = gsb__moments_add(c, m, &b.X, w ? &b.extra[0] : NULL,
+                                  gsb__stream_wsum(w, b.first, b.rows));
+    }
+    gsb__stream_close(&st);
+    if (rc != GSB_OK)
+        gsb__moments_free(m);
+    else
+        *streamed = 1;
+    return rc;
+}
+
+int gsb__stream_map(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tensor *X,
+                    gsb__batch_fn fn, void *arg, gsb_dtype dtype, int64_t out_cols,
+                    gsb__tensor *out)
+{
+    GSB_TRY(gsb__tensor_alloc(gsb__cpu_backend(), dtype, X->rows, out_cols, out));
+    size_t row = (size_t)out_cols * gsb_dtype_size(dtype);
+    gsb__stream st;
+    int rc = gsb__stream_open(c, plan, X, NULL, 0, 1, &st);
+    for (int more = 1; rc == GSB_OK && more;) {
+        gsb__batch b;
+        rc = gsb__stream_next(&st, &b, &more);
+        if (rc != GSB_OK || !more)
+            break;
+        gsb__tensor res = GSB__TENSOR_NONE;
+        rc = fn(c, &b.X, arg, &res);
+        if (rc == GSB_OK && (res.dtype != dtype || res.rows != b.rows || res.cols != out_cols))
+            rc = gsb__err(GSB_EINTERNAL, "stream_map: a batch result of the wrong shape");
+        if (rc == GSB_OK)
+            rc = res.be->ops->download(res.be, &res, (char *)out->data + b.first * row);
+        gsb__tensor_free(&res);
+    }
+    gsb__stream_close(&st);
+    if (rc != GSB_OK)
+        gsb__tensor_free(out);
+    return rc;
+}

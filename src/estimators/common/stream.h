@@ -113,6 +113,30 @@ int gsb__moments_add(gsb__ctx *c, gsb__moments *m, const gsb__tensor *X, const g
                      double wsum);
 void gsb__moments_free(gsb__moments *m);
 
+/* The total of host float64 weights w over rows [first, first + rows) (rows
+ * when w is NULL): a batch's weight. */
+double gsb__stream_wsum(const gsb__tensor *w, int64_t first, int64_t rows);
+
+/*
+ * X's column moments (with min and max when asked) streamed when X does not
+ * fit c->be: *streamed = 1 and m filled (free it).  Otherwise *streamed = 0
+ * and m is untouched: the caller's in-memory path runs.  w: host float64
+ * sample weights (n) or NULL.
+ */
+int gsb__stream_col_moments(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *w,
+                            int want_minmax, gsb__moments *m, int *streamed);
+
+/*
+ * out (a new host tensor, X's rows x out_cols of dtype) = fn applied to each
+ * batch of X: fn(c, the batch's rows on c->be, arg, &result) makes a tensor
+ * of the batch's rows x out_cols (on any backend; freed here), which lands in
+ * out's rows.  Transforms and projections of an X larger than the backend.
+ */
+typedef int (*gsb__batch_fn)(gsb__ctx *c, const gsb__tensor *Xb, void *arg, gsb__tensor *res);
+int gsb__stream_map(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tensor *X,
+                    gsb__batch_fn fn, void *arg, gsb_dtype dtype, int64_t out_cols,
+                    gsb__tensor *out);
+
 /*
  * Centred cross-products of streamed rows (LinearRegression, Ridge, PCA,
  * TruncatedSVD): with z = [x | y] and weights w, shifted by s (the first

@@ -49,6 +49,19 @@ int gsb__lin_store(gsb__ctx *c, const gsb__lin_data *d, const double *coef,
 /* predict: X @ coef_.T + intercept_ as result "y" (any coef_ layout above). */
 int gsb__lin_predict(gsb__ctx *c);
 
+/* min 0.5 x^T G x - b^T x subject to x >= 0 for symmetric positive
+ * semi-definite G (p x p, host): Lawson-Hanson (linear.c). */
+int gsb__lin_nnls(gsb__ctx *c, const double *G, const double *b, int64_t p, double *x);
+/* Ridge's alpha, one per target (k), from a number or a list (linear.c). */
+int gsb__lin_ridge_alphas(gsb__ctx *c, int64_t k, double **out, int *one_alpha);
+
+/*
+ * The fit of LinearRegression (ridge == 0) or Ridge (ridge == 1) streamed
+ * when X does not fit the backend (estimators/common/stream.h), else
+ * *streamed = 0 and nothing is done (linear_stream.c).
+ */
+int gsb__lin_fit_streamed(gsb__ctx *c, int ridge, int *streamed);
+
 /* ---- host <-> backend helpers ------------------------------------------------ */
 
 /* Allocate rows x cols of dtype on be and fill it from host doubles. */
