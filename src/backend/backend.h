@@ -273,8 +273,9 @@ typedef struct gsb__backend_ops {
                          void *stream);
     int (*device_export)(const gsb__backend *be, void *stream);
     /* counters of host <-> device copies since the backend opened (uploads,
-     * downloads and stage fills): tests check that a device input was not
-     * copied, benchmarks the streaming rate */
+     * downloads and stage fills; the CPU backend counts its ring's copies):
+     * tests check that a device input was not copied and that a fit
+     * streamed, benchmarks the streaming rate */
     int (*copy_stats)(const gsb__backend *be, gsb__copy_stats *out);
 } gsb__backend_ops;
 

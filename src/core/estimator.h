@@ -45,9 +45,10 @@ enum {
     GSB__IN_SAME_FEATURES = 64, /* a fit method that updates a fitted model (partial_fit):
                                   X must have the feature count seen before, checked
                                   before the method runs, so a mismatch keeps the model */
-    GSB__IN_STREAM = 128       /* the method reads a host X that does not fit the backend's
-                                  memory in batches (estimators/common/stream.h); without
-                                  it such an X is refused before the method runs */
+    GSB__IN_STREAM = 128       /* the method takes a host X larger than the backend's memory
+                                  (reads it in batches, estimators/common/stream.h, or keeps
+                                  it on the host); without it such an X is refused before
+                                  the method runs */
 };
 
 typedef struct gsb__input_desc {

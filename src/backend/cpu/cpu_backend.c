@@ -178,6 +178,7 @@ static const gsb__backend_ops cpu_ops = {
     .stage_close = gsb__cpu_stage_close,
     .strided_copy = gsb__cpu_strided_copy,
     .rand_normal = gsb__cpu_rand_normal,
+    .copy_stats = gsb__cpu_copy_stats,
 };
 
 static const gsb__backend cpu_backend = {"cpu", &cpu_ops, NULL, NULL};

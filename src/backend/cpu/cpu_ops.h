@@ -11,7 +11,8 @@
  *   cpu_kernel.c    kernel (the SVM kernels)
  *   cpu_enet.c      enet_cd_gram, gather_cols (coordinate descent)
  *   cpu_random.c    rand_normal
- *   cpu_stream.c    axpy, row_scale, stage_* (the streaming ring), strided_copy
+ *   cpu_stream.c    axpy, row_scale, stage_* (the streaming ring), strided_copy,
+ *                   copy_stats
  */
 #ifndef GSB_CPU_OPS_H
 #define GSB_CPU_OPS_H
@@ -80,6 +81,7 @@ int gsb__cpu_stage_fill(const gsb__backend *be, gsb__stage *st, int k, const gsb
 int gsb__cpu_stage_acquire(const gsb__backend *be, gsb__stage *st, int k, void **dev);
 int gsb__cpu_stage_release(const gsb__backend *be, gsb__stage *st, int k);
 void gsb__cpu_stage_close(const gsb__backend *be, gsb__stage *st);
+int gsb__cpu_copy_stats(const gsb__backend *be, gsb__copy_stats *out);
 int gsb__cpu_strided_copy(const gsb__backend *be, const void *src, gsb_dtype dtype, int64_t s0,
                           int64_t s1, gsb__tensor *dst);
 

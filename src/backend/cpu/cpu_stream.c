@@ -1,7 +1,7 @@
 /*
  * cpu_stream.c - the CPU twins of the streaming and device-array ops:
- * axpy, row_scale, the staging ring (stage_open/fill/acquire/release/close) and
- * strided_copy.  The CUDA ops (cuda_stream.cu) are tested against these.
+ * axpy, row_scale, the staging ring (stage_open/fill/acquire/release/close),
+ * strided_copy and copy_stats (the ring's copies).  The CUDA ops (cuda_stream.cu) are tested against these.
  *
  * The ring's buffers are host memory and a fill copies at once, so acquire
  * and release have nothing to order: a streamed fit on the CPU backend (a
@@ -9,6 +9,7 @@
  * same calls as on the GPU, which is how CI tests the batching without one.
  */
 #include <cblas.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +112,19 @@ static void copy_bytes(void *dst, const void *src, size_t n)
     }
 }
 
+/* the ring's copies, for copy_stats: on the CPU backend the only "uploads"
+ * that move memory, so tests can see that a fit streamed */
+static _Atomic uint64_t staged_count, staged_bytes;
+
+int gsb__cpu_copy_stats(const gsb__backend *be, gsb__copy_stats *out)
+{
+    (void)be;
+    memset(out, 0, sizeof *out);
+    out->h2d_count = atomic_load(&staged_count);
+    out->h2d_bytes = atomic_load(&staged_bytes);
+    return GSB_OK;
+}
+
 int gsb__cpu_stage_fill(const gsb__backend *be, gsb__stage *st, int k, const gsb__stage_seg *segs,
                         int nseg)
 {
@@ -124,8 +138,11 @@ int gsb__cpu_stage_fill(const gsb__backend *be, gsb__stage *st, int k, const gsb
             return gsb__err(GSB_EINTERNAL, "stage_fill: no host memory");
     }
     for (int i = 0; i < nseg; i++)
-        if (segs[i].bytes)
+        if (segs[i].bytes) {
             copy_bytes((char *)st->buf[k] + segs[i].offset, segs[i].host, segs[i].bytes);
+            atomic_fetch_add(&staged_bytes, segs[i].bytes);
+        }
+    atomic_fetch_add(&staged_count, 1);
     return GSB_OK;
 }
 

@@ -337,7 +337,7 @@ static const gsb__method_desc lr_methods[] = {
     {"fit", lr_fit,
      {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "ordinary least squares (non-negative with positive=True)"},
-    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
+    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
     {0}};
 
 static const gsb__attr_desc lr_attrs[] = {
@@ -662,7 +662,7 @@ static const gsb__method_desc ridge_methods[] = {
     {"fit", ridge_fit,
      {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "L2-regularised least squares"},
-    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
+    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
     {0}};
 
 static const gsb__attr_desc ridge_attrs[] = {

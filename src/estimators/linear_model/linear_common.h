@@ -46,8 +46,14 @@ void gsb__lin_free(gsb__lin_data *d);
 int gsb__lin_store(gsb__ctx *c, const gsb__lin_data *d, const double *coef,
                    gsb_dtype coef_dtype, int fit_intercept, int coef_1d);
 
-/* predict: X @ coef_.T + intercept_ as result "y" (any coef_ layout above). */
+/* predict: X @ coef_.T + intercept_ as result "y" (any coef_ layout above); an
+ * X larger than the backend's memory in batches (GSB__IN_STREAM). */
 int gsb__lin_predict(gsb__ctx *c);
+/* numpy's promotion: float32 X with float64 coef_ predicts in float64 */
+static inline gsb_dtype gsb__lin_predict_dtype(gsb_dtype x, gsb_dtype coef)
+{
+    return x == GSB_F64 || coef == GSB_F64 ? GSB_F64 : GSB_F32;
+}
 
 /* min 0.5 x^T G x - b^T x subject to x >= 0 for symmetric positive
  * semi-definite G (p x p, host): Lawson-Hanson (linear.c). */

@@ -31,6 +31,7 @@
 
 #include "core/estimator.h"
 #include "estimators/common/classes.h"
+#include "estimators/neighbors/neighbors_stream.h"
 
 /* ---- parameters ---------------------------------------------------------- */
 
@@ -217,7 +218,11 @@ static int knn_search(gsb__ctx *c, const gsb__tensor *X, int64_t k, gsb__tensor 
     gsb_dtype cdt = !X || X->dtype == fit_X->dtype ? fit_X->dtype : GSB_F64;
     gsb__tensor R = GSB__TENSOR_NONE, Q = GSB__TENSOR_NONE;
     gsb__tensor d = GSB__TENSOR_NONE, ix = GSB__TENSOR_NONE;
-    int rc;
+    int rc, streamed;
+    /* index and queries larger than the backend's memory: in blocks and batches */
+    GSB_TRY(gsb__knn_search_streamed(c, X, fit_X, k, metric, cdt, dist, idx, &streamed));
+    if (streamed)
+        return GSB_OK;
     GSB_CHECK(gsb__tensor_to_dtype(c->be, fit_X, cdt, &R));
     if (X)
         GSB_CHECK(gsb__tensor_to_dtype(c->be, X, cdt, &Q));
@@ -588,7 +593,7 @@ static int regressor_score(gsb__ctx *c)
 
 /* ---- descriptors --------------------------------------------------------- */
 
-#define IN_QUERY {"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_OPTIONAL}
+#define IN_QUERY {"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_OPTIONAL | GSB__IN_STREAM}
 #define KNEIGHBORS_METHOD                                                                  \
     {"kneighbors", neighbors_kneighbors, {IN_QUERY}, 0,                                    \
      "distances (X's dtype) and indices (int64) of the n_neighbors nearest training rows, "\
@@ -596,13 +601,13 @@ static int regressor_score(gsb__ctx *c)
      "return_distance"}
 
 static const gsb__method_desc nn_methods[] = {
-    {"fit", neighbors_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
+    {"fit", neighbors_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
      "store the training rows (y is ignored)"},
     KNEIGHBORS_METHOD,
     {0}};
 
 static const gsb__method_desc classifier_methods[] = {
-    {"fit", classifier_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_LABELS}}, 1,
+    {"fit", classifier_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_LABELS}}, 1,
      "store the training rows and their class labels (1-D)"},
     KNEIGHBORS_METHOD,
     {"predict", classifier_predict, {IN_QUERY}, 0,
@@ -615,7 +620,7 @@ static const gsb__method_desc classifier_methods[] = {
     {0}};
 
 static const gsb__method_desc regressor_methods[] = {
-    {"fit", regressor_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X}}, 1,
+    {"fit", regressor_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X}}, 1,
      "store the training rows and targets (1-D or 2-D)"},
     KNEIGHBORS_METHOD,
     {"predict", regressor_predict, {IN_QUERY}, 0,
