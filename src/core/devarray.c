@@ -142,15 +142,13 @@ static int inspect(const gsb_array *ref, const gsb__validate_spec *spec,
     return span_of(l, gsb_dtype_size((*d)->array.dtype), spec->name, lo, span);
 }
 
-static int no_gpu(const char *name, const gsb_session *s)
+static int no_gpu(const char *name)
 {
-    if (s->device == GSB__DEVICE_CPU && gsb__cuda_backend())
-        return gsb__err(GSB_EUNSUPPORTED, "Input %s is in CUDA device memory, but this session "
-                        "computes on the CPU (device=cpu): open it with device=cuda or auto, or "
-                        "copy the array to host memory", name);
-    return gsb__err(GSB_EUNSUPPORTED, "Input %s is in CUDA device memory, but this session has "
-                    "no GPU (%s): copy the array to host memory", name,
-                    gsb__cuda_unavailable_reason());
+    return gsb__err(GSB_EUNSUPPORTED, "Input %s is in CUDA device memory, but this session "
+                    "computes on the CPU (device=cpu, or no usable GPU: %s): open the session "
+                    "with device=cuda or auto where the GPU is, or copy the array to host "
+                    "memory", name,
+                    gsb__cuda_backend() ? "a GPU is there" : gsb__cuda_unavailable_reason());
 }
 
 /* Check the memory on gpu, order the engine after the producer, and make
@@ -203,7 +201,7 @@ int gsb__device_input(gsb_session *s, const gsb_array *ref, const gsb__validate_
     size_t span;
     GSB_TRY(inspect(ref, spec, &d, &sh, &l, &lo, &span));
     if (!s->gpu)
-        return no_gpu(spec->name, s);
+        return no_gpu(spec->name);
     gsb__tensor t;
     GSB_TRY(import_on(s->gpu, d, &l, lo, span, sh.dtype, 1, &t));
     /* the user's shape (an (n, 1) column raveled for 1-D inputs) */
@@ -261,7 +259,7 @@ int gsb__device_to_gpu(gsb_session *s, const gsb_array *ref, gsb__tensor *out)
 {
     *out = GSB__TENSOR_NONE;
     if (!s->gpu)
-        return no_gpu("X", s);
+        return no_gpu("X");
     GSB_TRY(device_copy(s->gpu, ref, out, 0));
     return s->gpu->ops->device_export(s->gpu, ((const gsb_device_array *)ref->data)->stream);
 }
