@@ -116,6 +116,7 @@ typedef enum gsb_device_type {
 #define GSB_STREAM_PER_THREAD ((void *)2)             /* the calling thread's default stream */
 #define GSB_STREAM_NONE ((void *)(intptr_t)-1)        /* no ordering: the data is ready */
 #define GSB_DEVICE_REF_STRIDE (INT64_MIN + 1)         /* strides[1] of a device reference */
+#define GSB_DEVICE_ID_OF_MEMORY (-1)                  /* device_id: ask the driver */
 
 typedef struct gsb_device_array {
     size_t struct_size; /* sizeof(gsb_device_array): later versions may grow it */
@@ -123,7 +124,9 @@ typedef struct gsb_device_array {
                            (bytes; {0, 0}: contiguous C order; negative allowed) as for
                            host arrays */
     int device_type;    /* a gsb_device_type */
-    int device_id;      /* the CUDA device ordinal (as cudaSetDevice numbers them) */
+    int device_id;      /* the CUDA device ordinal (as cudaSetDevice numbers them), or
+                           GSB_DEVICE_ID_OF_MEMORY: whichever device the memory is on
+                           (CUDA array interface producers do not say) */
     void *stream;       /* see "Ordering" above */
 } gsb_device_array;
 

@@ -262,8 +262,8 @@ typedef struct gsb__backend_ops {
     int (*mem_info)(const gsb__backend *be, size_t *free_bytes, size_t *total_bytes);
     /*
      * Callers' device memory (gsb.h's gsb_device_array).  device_import
-     * checks that [ptr, ptr + bytes) is memory of CUDA device device_id that
-     * this backend's device reads (GSB_EINVAL with the reason: another
+     * checks that [ptr, ptr + bytes) is memory of CUDA device device_id (< 0:
+     * of whichever device holds it) that this backend's device reads (GSB_EINVAL with the reason: another
      * device, host memory, not CUDA memory) and orders the backend's later
      * work after what is queued on the caller's `stream` (gsb.h's values);
      * device_export orders `stream` after the backend's work queued so far.

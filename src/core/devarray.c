@@ -115,9 +115,9 @@ int gsb__device_ref_check(const gsb_array *ref, const char *name, const gsb_devi
         return gsb__err(GSB_EUNSUPPORTED, "Input %s: device type %d is not one gsb reads "
                         "(GSB_DEVICE_CUDA = 2, GSB_DEVICE_CUDA_MANAGED = 13)", name,
                         d->device_type);
-    if (d->device_id < 0)
-        return gsb__err(GSB_EINVAL, "Input %s: CUDA device ordinal %d is negative", name,
-                        d->device_id);
+    if (d->device_id < GSB_DEVICE_ID_OF_MEMORY)
+        return gsb__err(GSB_EINVAL, "Input %s: CUDA device ordinal %d is negative (and not "
+                        "GSB_DEVICE_ID_OF_MEMORY)", name, d->device_id);
     if (d->array.strides[1] == GSB_DEVICE_REF_STRIDE || d->array.strides[1] == GSB_DATA_REF_STRIDE)
         return gsb__err(GSB_EINVAL, "Input %s: a gsb_device_array describes memory, not "
                         "another reference", name);

@@ -63,9 +63,12 @@ static void test_validation_without_gpu(void)
     a = gsb_array_on_device(&bad);
     CHECK_ERR(fit_status(S, "PCA", &a), GSB_EUNSUPPORTED, "device type 10");
     bad = d;
-    bad.device_id = -1;
+    bad.device_id = -2;
     a = gsb_array_on_device(&bad);
-    CHECK_ERR(fit_status(S, "PCA", &a), GSB_EINVAL, "ordinal -1 is negative");
+    CHECK_ERR(fit_status(S, "PCA", &a), GSB_EINVAL, "ordinal -2 is negative");
+    bad.device_id = GSB_DEVICE_ID_OF_MEMORY; /* valid: then refused for want of a GPU */
+    a = gsb_array_on_device(&bad);
+    CHECK_ERR(fit_status(S, "PCA", &a), GSB_EUNSUPPORTED, "CUDA device memory");
     bad = d;
     bad.array.data = NULL;
     a = gsb_array_on_device(&bad);

@@ -84,7 +84,7 @@ extern "C" int gsb__cuda_device_import(const gsb__backend *be, const void *ptr, 
                                        int device_id, void *stream)
 {
     gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
-    if (device_id != ctx->device)
+    if (device_id >= 0 && device_id != ctx->device) /* < 0: the memory's own device */
         return GSB_CUDA_ERR(GSB_EINVAL, "the device array is on CUDA device %d, but this "
                             "session computes on CUDA device %d (GSB_CUDA_DEVICE picks the "
                             "device; or copy the array there first)", device_id, ctx->device);
