@@ -238,7 +238,13 @@ def install(cls, attributes):
         raw = inspect.getattr_static(cls, name, None)
         fits, converts = name in FITS, name in CONVERTED
         if isinstance(raw, _AvailableIfDescriptor):
-            setattr(cls, name, available_if(raw.check)(boundary(raw.fn, fits, converts)))
+            wrapped = boundary(raw.fn, fits, converts)
         elif callable(raw):
             params = [p for p in inspect.signature(raw).parameters if p != "self"]
-            setattr(cls, name, boundary(raw, fits, converts, params[0] if params else "X"))
+            wrapped = boundary(raw, fits, converts, params[0] if params else "X")
+        else:
+            continue
+        # the class's own method now (an inherited one included): named so
+        wrapped.__qualname__ = f"{cls.__qualname__}.{name}"
+        setattr(cls, name, available_if(raw.check)(wrapped)
+                if isinstance(raw, _AvailableIfDescriptor) else wrapped)
