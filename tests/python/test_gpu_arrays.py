@@ -384,7 +384,7 @@ def test_gpu_out_of_core_equals_in_memory():
     init = X[[0, 1, 2]]
     ref_km = KMeans(3, init=init, n_init=1, max_iter=50).fit(X)
     ref_lin = LinearRegression().fit(X, y)
-    ref_pca = PCA(4).fit(X)
+    ref_pca = PCA(4).fit(X.astype(np.float64))  # see test_out_of_core_equals_in_memory
     _capped(X)
     before = gsb.session_info()["copies"]["h2d_count"]
     km = KMeans(3, init=init, n_init=1, max_iter=50).fit(X)
@@ -392,4 +392,4 @@ def test_gpu_out_of_core_equals_in_memory():
     np.testing.assert_array_equal(km.labels_, ref_km.labels_)
     np.testing.assert_allclose(LinearRegression().fit(X, y).coef_, ref_lin.coef_, rtol=1e-3)
     np.testing.assert_allclose(PCA(4).fit(X).explained_variance_,
-                               ref_pca.explained_variance_, rtol=1e-4)
+                               ref_pca.explained_variance_, rtol=1e-5)
