@@ -27,8 +27,8 @@ COLUMNS = ("case", "dtype", "sklearn_fit_ms", "gsb_fit_ms", "fit_ratio", "sklear
 def _row(cells):
     """A table line's cells as compare.py's JSON row."""
     r = dict(zip(COLUMNS, cells))
-    for key in COLUMNS[2:8]:
-        r[key] = float(r[key].rstrip("x"))
+    for key in COLUMNS[2:8]:  # "-": not measured (a fit-only case, or no scikit-learn run)
+        r[key] = None if r[key] in ("-", "") else float(r[key].rstrip("x"))
     m = re.match(r">=\s*([\d.]+)x:\s*(met|MISSED)", r["target"])
     r["target"], r["target_met"] = (float(m.group(1)), m.group(2) == "met") if m else \
         (None, None)
@@ -98,7 +98,9 @@ def draw(table, out, device=None, title=None):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows, meta = table["rows"], table["meta"]
+    meta = table["meta"]
+    # a ratio needs scikit-learn's time: cases with an absolute target alone are left out
+    rows = [r for r in table["rows"] if r["fit_ratio"] is not None]
     device = device or device_of(meta)
     dtypes = sorted({r["dtype"] for r in rows})
     labels = [r["case"] + (f"  ({r['dtype'].replace('float', 'f')})" if len(dtypes) > 1
@@ -107,18 +109,21 @@ def draw(table, out, device=None, title=None):
     fig, ax = plt.subplots(figsize=(9.5, 1.6 + 0.36 * n))
     ys = list(range(n))[::-1]  # first case at the top
     h = 0.38
-    ratios = [r["fit_ratio"] for r in rows] + [r["pred_ratio"] for r in rows]
+    ratios = [r["fit_ratio"] for r in rows] + [r["pred_ratio"] for r in rows
+                                               if r["pred_ratio"] is not None]
     ax.barh([y + h / 2 for y in ys], [r["fit_ratio"] for r in rows], h, color="#3b75af",
             label="fit")
-    ax.barh([y - h / 2 for y in ys], [r["pred_ratio"] for r in rows], h, color="#ef8636",
-            label="predict / transform")
+    ax.barh([y - h / 2 for y in ys], [r["pred_ratio"] or 0 for r in rows], h,
+            color="#ef8636", label="predict / transform")
     ax.set_xscale("log")
-    goals = [r["target"] for r in rows if r["target"] is not None]
+    goals = [r["target"] for r in rows if isinstance(r["target"], (int, float))]
     lo = min(ratios + goals + [1.0]) / 1.6
     hi = max(ratios + goals + [1.0]) * 2.2
     ax.set_xlim(lo, hi)
     for y, r in zip(ys, rows):
         for value, dy in ((r["fit_ratio"], h / 2), (r["pred_ratio"], -h / 2)):
+            if value is None:
+                continue
             ax.text(value * 1.04, y + dy, f"{value:.2f}x" if value < 10 else f"{value:.0f}x",
                     va="center", fontsize=7)
     ax.axvline(1.0, color="#555555", lw=1, zorder=0, label="1x: the same time")
@@ -127,7 +132,7 @@ def draw(table, out, device=None, title=None):
                    label=f"goal: ratio >= {goals[0]:g}x")
     else:
         for y, r in zip(ys, rows):
-            if r["target"] is not None:
+            if isinstance(r["target"], (int, float)):
                 ax.plot([r["target"]] * 2, [y - 0.48, y + 0.48], color="#c0392b", lw=2)
         if goals:
             ax.plot([], [], color="#c0392b", lw=2, label="goal of the case")

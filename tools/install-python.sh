@@ -13,4 +13,6 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 flags=""
 $PIP install --help 2>/dev/null | grep -q -- --break-system-packages && flags="--break-system-packages"
 $PIP install -q $flags "numpy>=1.22" "scikit-learn>=1.3" pytest pandas matplotlib polars
+# gsb.dask and its tests (tests/python/test_dask.py: a LocalCluster of worker processes)
+$PIP install -q $flags "dask[array,dataframe]>=2024.8" "distributed>=2024.8"
 $PIP install -q $flags --force-reinstall --no-deps . ./python/cuml_shim

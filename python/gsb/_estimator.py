@@ -698,9 +698,10 @@ _MULTI_OUTPUT = {"LinearRegression", "Ridge", "KNeighborsRegressor", "Lasso", "E
 _FEATURES_OUT = {
     "StandardScaler": None,
     "MinMaxScaler": None,
-    "PCA": "components_",
-    "TruncatedSVD": "components_",
-    "KMeans": "cluster_centers_",
+    "PCA": ("components_", 0),
+    "TruncatedSVD": ("components_", 0),
+    "KMeans": ("cluster_centers_", 0),
+    "TSNE": ("embedding_", 1),
 }
 
 
@@ -708,12 +709,12 @@ def _features_out_attrs(name):
     """(mixin, class attributes) giving the class get_feature_names_out, or (None, {})."""
     if name not in _FEATURES_OUT:
         return None, {}
-    counted_by = _FEATURES_OUT[name]
-    if counted_by is None:
+    if _FEATURES_OUT[name] is None:
         return OneToOneFeatureMixin, {}
+    counted_by, axis = _FEATURES_OUT[name]  # the output columns: that attribute's axis
 
     def _n_features_out(self):
-        return getattr(self, counted_by).shape[0]
+        return getattr(self, counted_by).shape[axis]
     return ClassNamePrefixFeaturesOutMixin, {"_n_features_out": property(_n_features_out)}
 
 

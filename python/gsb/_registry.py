@@ -14,8 +14,7 @@ MODULES = ("linear_model", "cluster", "decomposition", "neighbors", "preprocessi
 PLANNED = {
     "svm": ["SVC", "SVR"],
     "cluster": ["DBSCAN"],
-    "ensemble": ["RandomForestClassifier", "RandomForestRegressor"],
-    "manifold": ["TSNE", "UMAP"],
+    "manifold": ["UMAP"],
 }
 
 
@@ -37,6 +36,8 @@ def _build():
     prep = by_module["preprocessing"]
     if "LabelEncoder" in prep:
         prep["LabelEncoder"] = make_label_encoder(prep["LabelEncoder"])
+    from ._forest import patch as patch_forests
+    patch_forests(by_module["ensemble"])
     for module, names in PLANNED.items():
         for name in names:
             by_module[module].setdefault(name, _planned_class(name, module))

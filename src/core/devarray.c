@@ -208,12 +208,20 @@ int gsb__device_input(gsb_session *s, const gsb_array *ref, const gsb__validate_
     t.rows = sh.rows;
     t.cols = sh.cols;
     t.ndim = sh.ndim;
-    int rc = check_values(s->gpu, &t, spec);
+    /* NaN allowed: told from infinity by the host's checks (as data handles do) */
+    if (spec->allow_nan)
+        device_ok = 0;
+    int rc = spec->allow_nan ? GSB_OK : check_values(s->gpu, &t, spec);
     if (rc == GSB_OK && !device_ok) {
         gsb__tensor h;
         rc = gsb__tensor_to_host(&t, &h);
         gsb__tensor_free(&t);
         t = h;
+    }
+    if (rc == GSB_OK && spec->allow_nan) {
+        int bad = gsb__host_nonfinite(&t) ? (gsb__host_has_inf(&t) ? 2 : 0) : 0;
+        if (bad)
+            rc = gsb__nonfinite_error(bad, spec->name, t.dtype);
     }
     if (rc == GSB_OK && spec->non_negative) {
         for (int64_t i = 0; i < gsb__tensor_numel(&t); i++)
@@ -248,7 +256,7 @@ static int device_copy(const gsb__backend *gpu, const gsb_array *ref, gsb__tenso
     layout l;
     int64_t lo;
     size_t span;
-    gsb__validate_spec spec = {"X", "gsb_data_put", 0, 0, 0, 0, 0};
+    gsb__validate_spec spec = {"X", "gsb_data_put", 0, 0, 0, 0, 0, 0};
     GSB_TRY(inspect(ref, &spec, &d, &sh, &l, &lo, &span));
     GSB_TRY(import_on(gpu, d, &l, lo, span, d->array.dtype, borrow, out));
     out->ndim = d->array.ndim;

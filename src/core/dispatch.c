@@ -206,7 +206,8 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
     gsb_dtype xdtype = 0;
     int64_t nrows = -1;
     if (xi >= 0 && given(inputs, n_inputs, xi)) {
-        gsb__validate_spec spec = {"X", est, 0, 1, 0, 1, 0};
+        gsb__validate_spec spec = {"X", est, 0, 1, 0, 1, 0,
+                                   (md->inputs[xi].flags & GSB__IN_ALLOW_NAN) != 0};
         GSB_CHECK(validate_input(m, md, xi, inputs[xi], &spec, &in[xi]));
         xdtype = in[xi].dtype;
         nrows = in[xi].rows;
@@ -225,7 +226,7 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
         if (i == xi || !given(inputs, n_inputs, i))
             continue;
         unsigned kind = md->inputs[i].flags & GSB__IN_KIND_MASK;
-        gsb__validate_spec spec = {md->inputs[i].name, est, 0, 0, 0, 1, 0};
+        gsb__validate_spec spec = {md->inputs[i].name, est, 0, 0, 0, 1, 0, 0};
         switch (kind) {
         case GSB__IN_Y_LIKE_X: spec.dtype = xdtype; break;
         case GSB__IN_LABELS: spec.dtype = GSB_F64; spec.want_1d = 1; break;
@@ -235,10 +236,11 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
             spec.non_negative = 1;
             break;
         case GSB__IN_MATRIX: spec.dtype = xdtype; spec.want_2d = 1; break;
+        case GSB__IN_STATS: spec.dtype = GSB_F64; spec.want_1d = 1; break;
         default: spec.want_2d = 1; break;
         }
         GSB_CHECK(validate_input(m, md, i, inputs[i], &spec, &in[i]));
-        if (kind == GSB__IN_MATRIX || nrows < 0)
+        if (kind == GSB__IN_MATRIX || kind == GSB__IN_STATS || nrows < 0)
             continue;
         if (in[i].rows != nrows) {
             if (kind == GSB__IN_WEIGHTS)
@@ -366,7 +368,7 @@ static int run_fn(gsb__ctx *cp, const gsb__method_desc *md, gsb__tensor *in)
 {
     gsb__ctx c = *cp;
     gsb__model *m = c.model;
-    if (!md->is_fit)
+    if (md->is_fit != 1)
         return md->fn(&c);
 
     gsb__nlist fresh = {0};

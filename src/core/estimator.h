@@ -8,9 +8,9 @@
  * A method is a function of a gsb__ctx.  The dispatcher (core/dispatch.c)
  * has already validated the inputs the method declares and converted them
  * to contiguous host tensors, so a method starts with clean data:
- *   - GSB__IN_X inputs are 2-D float32/float64 (ints become float64), finite,
- *     with >= 1 row and column, and for non-fit methods the feature count
- *     seen at fit;
+ *   - GSB__IN_X inputs are 2-D float32/float64 (ints become float64), finite
+ *     (or NaN where the input says GSB__IN_ALLOW_NAN), with >= 1 row and
+ *     column, and for non-fit methods the feature count seen at fit;
  *   - every other input has as many rows as X (when X is given);
  *   - X may also be a device tensor (GSB__IN_DEVICE_OK: a data handle on the
  *     GPU or the caller's device array), and then c->be is that device's.
@@ -36,16 +36,21 @@ enum {
     GSB__IN_LABELS = 3,        /* class labels: 1-D (an (n, 1) column is raveled), float64 */
     GSB__IN_WEIGHTS = 4,       /* 1-D sample weights, float64, >= 0 */
     GSB__IN_MATRIX = 5,        /* any finite 2-D float array cast to X's dtype (KMeans init) */
+    GSB__IN_STATS = 6,         /* partial statistics: a 1-D float64 array in the packed form
+                                  of estimators/common/partial_stats.h; rows not checked */
     GSB__IN_KIND_MASK = 7,
     GSB__IN_OPTIONAL = 8,      /* may be omitted */
     GSB__IN_ANY_FEATURES = 16, /* X may have any feature count (not checked against fit) */
     GSB__IN_DEVICE_OK = 32,    /* the method reads this input only through ops and
                                   gsb__tensor_to, so a data handle already on the GPU
-                                  is passed as a device tensor (core/data.h) */
+                                  (core/data.h) or the caller's device array
+                                  (core/devarray.h) is passed as a device tensor */
     GSB__IN_SAME_FEATURES = 64, /* a fit method that updates a fitted model (partial_fit):
                                   X must have the feature count seen before, checked
                                   before the method runs, so a mismatch keeps the model */
-    GSB__IN_STREAM = 128       /* the method takes a host X larger than the backend's memory
+    GSB__IN_ALLOW_NAN = 128,   /* X may hold NaN (missing values; infinity is still
+                                  refused), as scikit-learn's allow_nan estimators */
+    GSB__IN_STREAM = 256       /* the method takes a host X larger than the backend's memory
                                   (reads it in batches, estimators/common/stream.h, or keeps
                                   it on the host); without it such an X is refused before
                                   the method runs */
@@ -63,9 +68,14 @@ typedef struct gsb__method_desc {
     const char *name;                     /* "fit", "predict", ... */
     gsb__method_fn fn;
     gsb__input_desc inputs[GSB__MAX_INPUTS]; /* terminated by name == NULL */
-    int is_fit;                           /* 1: a fit (writes attributes) */
+    int is_fit;                           /* 1: a fit (writes attributes); 0: reads the
+                                             fitted state; GSB__METHOD_STATELESS: neither
+                                             (partial statistics: runs on an unfitted
+                                             model and leaves its state alone) */
     const char *doc;
 } gsb__method_desc;
+
+#define GSB__METHOD_STATELESS 2
 
 typedef struct gsb__attr_desc {
     const char *name; /* "coef_", ...; a leading '_' marks internal state */

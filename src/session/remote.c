@@ -21,6 +21,11 @@
  *
  * Error messages from the server are passed on unchanged (the engine's
  * words); transport failures are GSB_EIO naming the URL and what to check.
+ *
+ * gsbd closes idle connections of a server-side session that holds nothing
+ * (idle_timeout_s, or to make room at its connection limit), and the session
+ * goes with its last connection.  A client holding nothing there (no model,
+ * data handle or shared-memory segment: `held`) then simply opens a new one.
  */
 #include "session/remote.h"
 
@@ -58,7 +63,9 @@ struct gsb__remote {
     char *url;          /* the address without its query: what messages name */
     int is_unix;
     char *token;        /* NULL: none configured */
-    char *session;      /* the server-side session every connection joins */
+    char *session;      /* the server-side session every connection joins (pool_lock) */
+    atomic_int held;    /* models, data handles and segments on the server */
+    pthread_mutex_t reopen_lock; /* one thread at a time replaces a forgotten session */
     uint64_t max_inline;
     int shm;            /* the server maps our memfd segments */
     int copy_threads;   /* threads for the one-copy path */
@@ -247,9 +254,12 @@ static int connect_new(gsb__remote *r, const char *join, int *out_fd, json_t **w
             c = GSB_EIO;
         if (join && c == GSB_ENOTFOUND)
             /* the server forgot our session: it was restarted, or every
-             * connection of the session dropped */
-            rc = gsb__err(GSB_EIO, "gsbd at %s no longer has this session (%s); was it "
+             * connection of the session dropped (conn_get may open a new one) */
+            rc = gsb__err(GSB_ENOTFOUND, "gsbd at %s no longer has this session (%s); was it "
                           "restarted? open the session again", r->url, msg ? msg : "unknown");
+        else if (c == GSB_EIO) /* a connection limit: a ConnectionError in Python */
+            rc = gsb__err(c, "gsbd at %s refused the connection: %s", r->url,
+                          msg ? msg : "no reason given");
         else
             rc = gsb__err(c, "%s", msg ? msg : "gsbd refused the connection");
     } else if (rc == GSB_OK && f.hdr.type != GSB__F_WELCOME) {
@@ -283,6 +293,56 @@ static int idle_healthy(int fd)
     return gsb__poll(&p, 1, 0) == 0;
 }
 
+/* The server-side session's id now (it changes when a forgotten one is replaced). */
+static void session_id(gsb__remote *r, char *buf, size_t n)
+{
+    pthread_mutex_lock(&r->pool_lock);
+    snprintf(buf, n, "%s", r->session);
+    pthread_mutex_unlock(&r->pool_lock);
+}
+
+/*
+ * A connection joined to the server-side session `was`, which the server no
+ * longer knows.  Holding nothing there, this client loses nothing: a new
+ * session replaces it (once, whichever thread comes first); else the loss is
+ * reported (GSB_EIO).
+ */
+static int reopen(gsb__remote *r, const char *was, int *fd)
+{
+    char why[ERRCOPY];
+    errcopy(why);
+    if (atomic_load(&r->held) > 0)
+        return gsb__err(GSB_EIO, "%s", why);
+    pthread_mutex_lock(&r->reopen_lock);
+    char now[128];
+    session_id(r, now, sizeof now);
+    json_t *welcome = NULL;
+    int rc;
+    if (strcmp(now, was) != 0) { /* another thread replaced it meanwhile */
+        rc = connect_new(r, now, fd, NULL);
+    } else {
+        rc = connect_new(r, NULL, fd, &welcome);
+        char *id = rc == GSB_OK ? strdup(json_string_value(json_object_get(welcome, "session")))
+                                : NULL;
+        if (rc == GSB_OK && !id) {
+            gsb__sock_close(*fd);
+            *fd = -1;
+            rc = gsb__err(GSB_ENOMEM, "out of memory");
+        }
+        if (id) {
+            pthread_mutex_lock(&r->pool_lock);
+            free(r->session);
+            r->session = id;
+            pthread_mutex_unlock(&r->pool_lock);
+        }
+    }
+    json_decref(welcome);
+    pthread_mutex_unlock(&r->reopen_lock);
+    if (rc == GSB_ENOTFOUND)
+        rc = gsb__err(GSB_EIO, "%s", gsb_errmsg());
+    return rc;
+}
+
 static int conn_get(gsb__remote *r, int *fd)
 {
     for (;;) {
@@ -297,7 +357,10 @@ static int conn_get(gsb__remote *r, int *fd)
         }
         gsb__sock_close(c);
     }
-    return connect_new(r, r->session, fd, NULL);
+    char join[128];
+    session_id(r, join, sizeof join);
+    int rc = connect_new(r, join, fd, NULL);
+    return rc == GSB_ENOTFOUND ? reopen(r, join, fd) : rc;
 }
 
 static void conn_put(gsb__remote *r, int fd, int healthy)
@@ -836,12 +899,14 @@ static int attach_segment(void *ctx, uint64_t segment, int fd, size_t size)
                              "size", (json_int_t)size);
     GSB_TRY(rpc_run(&c, head, NULL, NULL, fd, NULL, 0));
     rpc_end(&c, 1);
+    atomic_fetch_add(&r->held, 1);
     return GSB_OK;
 }
 
 static void detach_segment(void *ctx, uint64_t segment)
 {
     gsb__remote *r = ctx;
+    atomic_fetch_sub(&r->held, 1);
     rpc_simple(r, "shm.detach",
                json_pack("{s:s, s:I}", "op", "shm.detach", "segment", (json_int_t)segment), NULL);
 }
@@ -856,6 +921,7 @@ static void remote_free(gsb__remote *r)
     for (int i = 0; i < r->n_idle; i++)
         gsb__sock_close(r->idle[i]);
     pthread_mutex_destroy(&r->pool_lock);
+    pthread_mutex_destroy(&r->reopen_lock);
     free(r->url);
     free(r->token);
     free(r->session);
@@ -881,6 +947,11 @@ static int remote_open(gsb_session *s, const char *url)
     if (!r)
         return gsb__err(GSB_ENOMEM, "out of memory");
     if (pthread_mutex_init(&r->pool_lock, NULL) != 0) {
+        free(r);
+        return gsb__err(GSB_ENOMEM, "cannot create a lock");
+    }
+    if (pthread_mutex_init(&r->reopen_lock, NULL) != 0) {
+        pthread_mutex_destroy(&r->pool_lock);
         free(r);
         return gsb__err(GSB_ENOMEM, "cannot create a lock");
     }
@@ -980,6 +1051,7 @@ static int model_from_reply(gsb_session *s, rpc *c, gsb__model **out)
         return gsb__err(rc, "%s", keep);
     }
     m->impl_id = id;
+    atomic_fetch_add(&c->r->held, 1);
     take_fitted(c, m, c->reply.head);
     *out = m;
     return GSB_OK;
@@ -1003,10 +1075,12 @@ static int remote_model_create(gsb_session *s, const gsb__estimator_desc *est,
                  NULL, NULL, -1, m, 0);
     if (rc == GSB_OK) {
         json_t *h = json_object_get(c.reply.head, "model");
-        if (json_is_integer(h) && json_integer_value(h) >= 1)
+        if (json_is_integer(h) && json_integer_value(h) >= 1) {
             m->impl_id = (uint64_t)json_integer_value(h);
-        else
+            atomic_fetch_add(&RS(s)->held, 1);
+        } else {
             rc = protocol_error(RS(s), "no model handle in the reply");
+        }
         rpc_end(&c, 1);
     }
     if (rc != GSB_OK) {
@@ -1024,6 +1098,7 @@ static void remote_model_release(gsb__model *m)
     char keep[ERRCOPY];
     errcopy(keep);
     /* best effort: when the connection is gone, so is the server's model */
+    atomic_fetch_sub(&R(m)->held, 1);
     rpc_simple(R(m), "model.free",
                json_pack("{s:s, s:I}", "op", "model.free", "model", (json_int_t)m->impl_id),
                NULL);
@@ -1121,7 +1196,7 @@ static int may_fit(const gsb__model *m, const char *method)
 {
     const gsb__method_desc *md = gsb__method_find(m->est, method);
     if (md)
-        return md->is_fit;
+        return md->is_fit == 1;
     /* an estimator known by name only (the client-only build): the usual names */
     return strcmp(method, "fit") == 0 || strcmp(method, "partial_fit") == 0 ||
            strcmp(method, "fit_transform") == 0 || strcmp(method, "fit_predict") == 0;
@@ -1294,10 +1369,12 @@ static int remote_data_put(gsb_session *s, const gsb_array *a, struct gsb_data *
         rc = rpc_run(&c, json_pack("{s:s}", "op", "data.put"), "arrays", &msg, -1, NULL, 0);
         if (rc == GSB_OK) {
             json_t *h = json_object_get(c.reply.head, "data");
-            if (json_is_integer(h) && json_integer_value(h) >= 1)
+            if (json_is_integer(h) && json_integer_value(h) >= 1) {
                 d->impl_id = (uint64_t)json_integer_value(h);
-            else
+                atomic_fetch_add(&r->held, 1);
+            } else {
                 rc = protocol_error(r, "no data handle in the reply");
+            }
             rpc_end(&c, 1);
         }
     } else {
@@ -1313,6 +1390,7 @@ static void remote_data_release(gsb_session *s, struct gsb_data *d)
         return;
     char keep[ERRCOPY];
     errcopy(keep);
+    atomic_fetch_sub(&RS(s)->held, 1);
     rpc_simple(RS(s), "data.free",
                json_pack("{s:s, s:I}", "op", "data.free", "data", (json_int_t)d->impl_id),
                NULL);

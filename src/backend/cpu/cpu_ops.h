@@ -10,7 +10,12 @@
  *   cpu_kmeanspp.c  kmeanspp (greedy k-means++)
  *   cpu_kernel.c    kernel (the SVM kernels)
  *   cpu_enet.c      enet_cd_gram, gather_cols (coordinate descent)
+ *   cpu_forest.c    forest_bin, forest_hist, forest_hist_sub, forest_split,
+ *                   forest_partition, forest_predict (random forests)
  *   cpu_random.c    rand_normal
+ *   cpu_tsne.c      tsne_attract, tsne_repulse_exact, tsne_update
+ *   cpu_tsne_bh.c   tsne_repulse_bh (Barnes-Hut)
+ *   cpu_tsne_fft.c  tsne_repulse_fft (FIt-SNE; its FFT is cpu_fft.c)
  *   cpu_stream.c    axpy, row_scale, stage_* (the streaming ring), strided_copy,
  *                   copy_stats
  */
@@ -70,6 +75,34 @@ int gsb__cpu_enet_cd_gram(const gsb__backend *be, const gsb__tensor *Q, const gs
                           double *gap, int64_t *n_iter);
 int gsb__cpu_gather_cols(const gsb__backend *be, const gsb__tensor *X, const int64_t *idx,
                          int64_t m, gsb__tensor *out);
+int gsb__cpu_tsne_repulse_exact(const gsb__backend *be, const gsb__tensor *Y, int dof,
+                                gsb__tensor *R, gsb__tensor *zsum);
+int gsb__cpu_tsne_repulse_bh(const gsb__backend *be, const gsb__tensor *Y, int dof, double angle,
+                             gsb__tensor *R, gsb__tensor *zsum);
+int gsb__cpu_tsne_repulse_fft(const gsb__backend *be, const gsb__tensor *Y, int n_interp,
+                              int min_boxes, gsb__tensor *R, gsb__tensor *zsum);
+int gsb__cpu_tsne_attract(const gsb__backend *be, const gsb__tensor *Y,
+                          const gsb__tensor *indptr, const gsb__tensor *indices,
+                          const gsb__tensor *val, double scale, int dof,
+                          const gsb__tensor *zsum, double floor, gsb__tensor *A, double *kl);
+int gsb__cpu_tsne_update(const gsb__backend *be, gsb__tensor *Y, const gsb__tensor *A,
+                         const gsb__tensor *R, const gsb__tensor *zsum, double c,
+                         double momentum, double learning_rate, double min_gain,
+                         gsb__tensor *update, gsb__tensor *gains, double *grad_norm);
+int gsb__cpu_forest_bin(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *edges,
+                        int nan_code, gsb__tensor *codes);
+int gsb__cpu_forest_hist(const gsb__backend *be, const gsb__forest_data *d,
+                         const gsb__tensor *nodes, const gsb__tensor *feats);
+int gsb__cpu_forest_hist_sub(const gsb__backend *be, const gsb__forest_data *d,
+                             const gsb__tensor *pairs);
+int gsb__cpu_forest_split(const gsb__backend *be, const gsb__forest_data *d,
+                          const gsb__tensor *nodes, const gsb__tensor *feats,
+                          const gsb__forest_rule *rule, gsb__tensor *best);
+int gsb__cpu_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
+                              const gsb__tensor *nodes, const gsb__tensor *splits,
+                              gsb__tensor *n_left);
+int gsb__cpu_forest_predict(const gsb__backend *be, const gsb__tensor *X,
+                            const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
 
 int gsb__cpu_rand_normal(const gsb__backend *be, gsb__tensor *t, uint64_t seed);
 

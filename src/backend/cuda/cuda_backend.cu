@@ -599,6 +599,17 @@ static void bind_ops(gsb__backend_ops *o)
     o->kernel = guarded<gsb__cuda_kernel>::call;
     o->enet_cd_gram = guarded<gsb__cuda_enet_cd_gram>::call;
     o->gather_cols = guarded<gsb__cuda_gather_cols>::call;
+    o->tsne_repulse_exact = guarded<gsb__cuda_tsne_repulse_exact>::call;
+    o->tsne_repulse_bh = NULL; /* the estimator runs the FFT or exact repulsion instead */
+    o->tsne_repulse_fft = guarded<gsb__cuda_tsne_repulse_fft>::call;
+    o->tsne_attract = guarded<gsb__cuda_tsne_attract>::call;
+    o->tsne_update = guarded<gsb__cuda_tsne_update>::call;
+    o->forest_bin = guarded<gsb__cuda_forest_bin>::call;
+    o->forest_hist = guarded<gsb__cuda_forest_hist>::call;
+    o->forest_hist_sub = guarded<gsb__cuda_forest_hist_sub>::call;
+    o->forest_split = guarded<gsb__cuda_forest_split>::call;
+    o->forest_partition = guarded<gsb__cuda_forest_partition>::call;
+    o->forest_predict = guarded<gsb__cuda_forest_predict>::call;
     o->axpy = guarded<gsb__cuda_axpy>::call;
     o->row_scale = guarded<gsb__cuda_row_scale>::call;
     o->stage_open = guarded<gsb__cuda_stage_open>::call;

@@ -8,6 +8,10 @@
  *   cuda_family.cu    logistic_loss_grad, kernel
  *   cuda_kmeanspp.cu  kmeanspp (greedy k-means++, no host wait inside a call)
  *   cuda_enet.cu      enet_cd_gram (coordinate descent in one launch), gather_cols
+ *   cuda_tsne.cu      tsne_attract, tsne_repulse_exact, tsne_update
+ *   cuda_tsne_fft.cu  tsne_repulse_fft (FIt-SNE with cuFFT); no tsne_repulse_bh
+ *   cuda_forest.cu    forest_bin, forest_hist, forest_hist_sub, forest_split,
+ *                     forest_partition, forest_predict (random forests)
  *   cuda_stream.cu    axpy, row_scale, stage_* (the streaming ring on a copy stream),
  *                     strided_copy
  *   cuda_devarray.cu  device_import, device_export (callers' device memory)
@@ -78,6 +82,32 @@ int gsb__cuda_enet_cd_gram(const gsb__backend *be, const gsb__tensor *Q, const g
                            double *gap, int64_t *n_iter);
 int gsb__cuda_gather_cols(const gsb__backend *be, const gsb__tensor *X, const int64_t *idx,
                           int64_t m, gsb__tensor *out);
+int gsb__cuda_tsne_repulse_exact(const gsb__backend *be, const gsb__tensor *Y, int dof,
+                                 gsb__tensor *R, gsb__tensor *zsum);
+int gsb__cuda_tsne_repulse_fft(const gsb__backend *be, const gsb__tensor *Y, int n_interp,
+                               int min_boxes, gsb__tensor *R, gsb__tensor *zsum);
+int gsb__cuda_tsne_attract(const gsb__backend *be, const gsb__tensor *Y,
+                           const gsb__tensor *indptr, const gsb__tensor *indices,
+                           const gsb__tensor *val, double scale, int dof,
+                           const gsb__tensor *zsum, double floor, gsb__tensor *A, double *kl);
+int gsb__cuda_tsne_update(const gsb__backend *be, gsb__tensor *Y, const gsb__tensor *A,
+                          const gsb__tensor *R, const gsb__tensor *zsum, double c,
+                          double momentum, double learning_rate, double min_gain,
+                          gsb__tensor *update, gsb__tensor *gains, double *grad_norm);
+int gsb__cuda_forest_bin(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *edges,
+                         int nan_code, gsb__tensor *codes);
+int gsb__cuda_forest_hist(const gsb__backend *be, const gsb__forest_data *d,
+                          const gsb__tensor *nodes, const gsb__tensor *feats);
+int gsb__cuda_forest_hist_sub(const gsb__backend *be, const gsb__forest_data *d,
+                              const gsb__tensor *pairs);
+int gsb__cuda_forest_split(const gsb__backend *be, const gsb__forest_data *d,
+                           const gsb__tensor *nodes, const gsb__tensor *feats,
+                           const gsb__forest_rule *rule, gsb__tensor *best);
+int gsb__cuda_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
+                               const gsb__tensor *nodes, const gsb__tensor *splits,
+                               gsb__tensor *n_left);
+int gsb__cuda_forest_predict(const gsb__backend *be, const gsb__tensor *X,
+                             const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
 
 int gsb__cuda_axpy(const gsb__backend *be, double alpha, const gsb__tensor *x, gsb__tensor *y);
 int gsb__cuda_row_scale(const gsb__backend *be, gsb__tensor *X, const gsb__tensor *s);
