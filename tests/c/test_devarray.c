@@ -266,7 +266,7 @@ static void test_remote_copy(void)
     gsb_device_array d = gsb_device_array_2d((void *)0x1000, GSB_F64, N, D, 0, NULL);
     gsb_array a = gsb_array_on_device(&d);
     if (gsb__cuda_backend())
-        CHECK_ERR(fit_status(r, "PCA", &a), GSB_EINVAL, "not memory CUDA knows");
+        CHECK_ERR(fit_status(r, "PCA", &a), GSB_EINVAL, "the device array's first byte");
     else
         CHECK_ERR(fit_status(r, "PCA", &a), GSB_EUNSUPPORTED, "cannot read it");
     /* the host path of the same session still works */
