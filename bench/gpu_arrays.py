@@ -2,6 +2,8 @@
 """gpu_arrays.py - GPU arrays and out-of-core fits on the device (issue 17).
 
     python3 bench/gpu_arrays.py [--cases RE] [--scale S] [--repeats R] [--json FILE]
+    python3 bench/gpu_arrays.py --device cpu --scale 0.05   (no GPU: the out-of-core cases
+                                                           on the CPU backend, times only)
 
 Needs a GPU and CuPy; gsb as the tests find it (GSB_LIBRARY, PYTHONPATH).  The cases
 (--cases selects by regular expression, as bench/compare.py's):
@@ -71,7 +73,8 @@ def h2d_bandwidth(cupy, nbytes=256 << 20, repeats=10, pinned=True):
 
 
 def copies():
-    return gsb.session_info()["copies"]
+    """The engine's host-to-device counters (a GPU session; zeros on the CPU backend)."""
+    return gsb.session_info().get("copies", {"h2d_bytes": 0, "h2d_count": 0})
 
 
 def timed_fit(make, X, y, repeats):
@@ -109,8 +112,8 @@ def case_cupy_kmeans(cupy, args, rows):
                      "uploaded_gib": moved / GIB})
 
 
-def case_out_of_core(cupy, args, rows, pinned_bw):
-    gsb.set_config(device="cuda")
+def case_out_of_core(args, rows, pinned_bw):
+    gsb.set_config(device=args.device)
     specs = [
         ("LinearRegression", int(8_000_000 * args.scale), 64,
          lambda: LinearRegression(), True),
@@ -133,19 +136,23 @@ def case_out_of_core(cupy, args, rows, pinned_bw):
         np.copyto(Xp, X)
         for label, Xin in (("pageable", X), ("page-locked", Xp)):
             t, moved, count = timed_fit(make, Xin, target, args.repeats)
-            rate = moved / t
+            rate = moved / t if pinned_bw else float("nan")
             rows.append({"case": name, "input": label, "time_s": t, "in_memory_s": t_mem,
                          "x_gib": X.nbytes / GIB, "cap_gib": cap / GIB,
                          "uploaded_gib": moved / GIB, "copies": count,
-                         "rate_gbs": rate / 1e9, "pinned_gbs": pinned_bw / 1e9,
-                         "of_pinned": rate / pinned_bw})
+                         "rate_gbs": rate / 1e9,
+                         "pinned_gbs": pinned_bw / 1e9 if pinned_bw else float("nan"),
+                         "of_pinned": rate / pinned_bw if pinned_bw else float("nan")})
         del Xp
         gsb.set_config(gpu_memory_cap=None)
 
 
 def print_table(rows, pinned_bw, pageable_bw):
-    print(f"\npinned host-to-device: {pinned_bw / 1e9:.1f} GB/s; pageable: "
-          f"{pageable_bw / 1e9:.1f} GB/s ({gsb.session_info().get('gpu')})\n")
+    if pinned_bw:
+        print(f"\npinned host-to-device: {pinned_bw / 1e9:.1f} GB/s; pageable: "
+              f"{pageable_bw / 1e9:.1f} GB/s ({gsb.session_info().get('gpu')})\n")
+    else:
+        print("\nCPU backend (streamed under the cap, compared with the fit in memory)\n")
     print("| case | X in | fit s | in memory s | X GiB | cap GiB | copied GiB | rate GB/s | "
           "% of pinned |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -163,15 +170,17 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0, help="row-count multiplier")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="also write the rows as JSON")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     args = ap.parse_args()
-    cupy = cupy_or_exit()
-    gsb.set_config(device="cuda")
-    pinned_bw, pageable_bw = h2d_bandwidth(cupy), h2d_bandwidth(cupy, pinned=False)
-    rows = []
-    if not args.cases or re.search(args.cases, "GPUArrays KMeans"):
-        case_cupy_kmeans(cupy, args, rows)
+    rows, pinned_bw, pageable_bw = [], None, None
+    if args.device == "cuda":
+        cupy = cupy_or_exit()
+        gsb.set_config(device="cuda")
+        pinned_bw, pageable_bw = h2d_bandwidth(cupy), h2d_bandwidth(cupy, pinned=False)
+        if not args.cases or re.search(args.cases, "GPUArrays KMeans"):
+            case_cupy_kmeans(cupy, args, rows)
     if not args.cases or re.search(args.cases, "OutOfCore LinearRegression PCA KMeans"):
-        case_out_of_core(cupy, args, rows, pinned_bw)
+        case_out_of_core(args, rows, pinned_bw)
     print_table(rows, pinned_bw, pageable_bw)
     if args.json:
         with open(args.json, "w") as f:
