@@ -12,6 +12,8 @@ REPEATS runs.  The ratio is sklearn / gsb: above 1 means gsb is faster.
 Suites: cpu (sizes for a laptop CPU), gpu (the sizes and targets of the CUDA
 issue: KMeans 1M x 64 k=100, PCA/LinearRegression/Ridge 1M x 256, ...),
 small (5000 x 20, where device=auto must stay within 1.2x of scikit-learn).
+A case's params may be a function of the data (DBSCAN's eps); estimators in
+REPORT_MEMORY also report gsb's peak memory (host RSS, GPU pool growth).
 """
 import argparse
 import json
@@ -27,6 +29,17 @@ import time
 import numpy as np
 import sklearn
 from sklearn import cluster, decomposition, linear_model, neighbors, preprocessing, svm
+
+
+def dbscan_params(X, neighbours=30):
+    """eps for about `neighbours` neighbours a point (median over 500 rows), min_samples=10."""
+    rows = np.random.default_rng(1).choice(len(X), min(500, len(X)), replace=False)
+    dist = neighbors.NearestNeighbors(n_neighbors=neighbours).fit(X).kneighbors(X[rows])[0]
+    return {"eps": float(np.median(dist[:, -1])), "min_samples": 10}
+
+
+# estimators whose rows also report gsb's peak memory
+REPORT_MEMORY = {"DBSCAN"}
 
 # name, gsb estimator, gsb params, sklearn factory, n, d, target, n_query, method
 FULL = [
@@ -55,6 +68,7 @@ FULL = [
      cluster.KMeans, 100_000, 32, "none", 0, "predict"),
     ("kNN k=10 50k x 32, 2k queries", "KNeighborsClassifier", {"n_neighbors": 10},
      neighbors.KNeighborsClassifier, 50_000, 32, "multi", 2000, "predict"),
+    ("DBSCAN 50k x 2", "DBSCAN", dbscan_params, cluster.DBSCAN, 50_000, 2, "none", 0, "none"),
 ]
 # (name, estimator, params, sklearn factory, n, d, target, n_query, method, target ratio)
 GPU = [
@@ -84,6 +98,13 @@ GPU = [
      neighbors.NearestNeighbors, 200_000, 64, "none", 10_000, "kneighbors", 50),
     ("StandardScaler 1M x 256", "StandardScaler", {}, preprocessing.StandardScaler,
      1_000_000, 256, "none", 0, "transform", 5),
+    # eps for about 30 neighbours a point; fit only (DBSCAN has no predict)
+    ("DBSCAN 50k x 2", "DBSCAN", dbscan_params, cluster.DBSCAN, 50_000, 2, "none", 0, "none",
+     10),
+    ("DBSCAN 1M x 2", "DBSCAN", dbscan_params, cluster.DBSCAN, 1_000_000, 2, "none", 0, "none",
+     None),
+    ("DBSCAN 200k x 32", "DBSCAN", dbscan_params, cluster.DBSCAN, 200_000, 32, "none", 0,
+     "none", None),
     ("MinMaxScaler 1M x 256", "MinMaxScaler", {}, preprocessing.MinMaxScaler,
      1_000_000, 256, "none", 0, "transform", 5),
 ]
@@ -134,7 +155,8 @@ def time_sklearn(case, X, y, repeats):
         model.fit(X, y) if target != "none" else model.fit(X)
         fits.append((time.perf_counter() - t0) * 1e3)
         t0 = time.perf_counter()
-        getattr(model, method)(Q)
+        if method != "none":
+            getattr(model, method)(Q)
         preds.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(fits), statistics.median(preds)
 
@@ -150,8 +172,7 @@ def time_gsb(case, X, y, repeats, bench):
              "f32" if X.dtype == np.float32 else "f64", target, str(nq), str(repeats), method],
             check=True, capture_output=True, text=True,
             env=dict(os.environ, GSB_BENCH_DATA=tmp)).stdout
-    r = json.loads(out)
-    return r["fit_ms"], r["predict_ms"]
+    return json.loads(out)
 
 
 def main():
@@ -187,19 +208,27 @@ def main():
         dtype = np.dtype(dtype_name).type
         for case in cases:
             X, y = make_data(case[4], case[5], case[6], dtype, rng)
+            if callable(case[2]):
+                case = case[:2] + (case[2](X),) + case[3:]
             sk_fit, sk_pred = time_sklearn(case, X, y, sk_repeats)
-            g_fit, g_pred = time_gsb(case, X, y, args.repeats, args.bench)
+            r = time_gsb(case, X, y, args.repeats, args.bench)
+            g_fit, g_pred = r["fit_ms"], r["predict_ms"]
             del X, y
             target = ""
             if len(case) > 9 and case[9] is not None:
                 # speed-up targets (> 1) are on the fit, the main cost; the
                 # small-data rule (< 1: at most 1.2x scikit-learn's time) holds
                 # for the fit and the prediction alike
-                ratios = [sk_fit / g_fit] + ([sk_pred / g_pred] if case[9] < 1 else [])
+                ratios = [sk_fit / g_fit] + ([sk_pred / g_pred] if case[9] < 1 and g_pred > 0
+                                             else [])
                 target = f">= {case[9]}x: {'met' if min(ratios) >= case[9] else 'MISSED'}"
+            if case[1] in REPORT_MEMORY:
+                gpu = f", GPU pool {r['gpu_pool_mb']:.0f} MB" if "gpu_pool_mb" in r else ""
+                target += f" (gsb peak RSS {r['peak_rss_mb']:.0f} MB{gpu})"
             print(f"| {case[0]} | {dtype_name} | {sk_fit:.1f} | {g_fit:.1f} | "
                   f"{sk_fit / g_fit:.2f}x | {sk_pred:.1f} | {g_pred:.1f} | "
-                  f"{sk_pred / g_pred:.2f}x | {target} |", flush=True)
+                  f"{sk_pred / g_pred if g_pred > 0 else float('nan'):.2f}x | {target} |",
+                  flush=True)
 
 
 if __name__ == "__main__":

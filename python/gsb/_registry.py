@@ -13,7 +13,6 @@ MODULES = ("linear_model", "cluster", "decomposition", "neighbors", "preprocessi
 PLANNED = {
     "linear_model": ["Lasso", "ElasticNet"],
     "svm": ["SVC", "SVR"],
-    "cluster": ["DBSCAN"],
     "ensemble": ["RandomForestClassifier", "RandomForestRegressor"],
     "manifold": ["TSNE", "UMAP"],
 }

@@ -37,9 +37,10 @@ enum {
     GSB__IN_KIND_MASK = 7,
     GSB__IN_OPTIONAL = 8,      /* may be omitted */
     GSB__IN_ANY_FEATURES = 16, /* X may have any feature count (not checked against fit) */
-    GSB__IN_DEVICE_OK = 32     /* the method reads this input only through ops and
+    GSB__IN_DEVICE_OK = 32,    /* the method reads this input only through ops and
                                   gsb__tensor_to, so a data handle already on the GPU
                                   is passed as a device tensor (core/data.h) */
+    GSB__IN_SIGNED = 64        /* weights: negative values allowed (DBSCAN) */
 };
 
 typedef struct gsb__input_desc {

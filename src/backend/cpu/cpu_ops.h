@@ -9,6 +9,7 @@
  *   cpu_family.c    segment_sum, logistic_loss_grad
  *   cpu_kmeanspp.c  kmeanspp (greedy k-means++)
  *   cpu_kernel.c    kernel (the SVM kernels)
+ *   cpu_radius.c    radius_neighbors (eps-neighbourhoods as CSR)
  *   cpu_random.c    rand_normal
  */
 #ifndef GSB_CPU_OPS_H
@@ -61,6 +62,11 @@ int gsb__cpu_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
                                 gsb__tensor *grad);
 int gsb__cpu_kernel(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *Y, int kind,
                     double gamma, double coef0, int degree, gsb__tensor *K);
+
+int gsb__cpu_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
+                              const gsb__radius_grid *grid, gsb__metric metric, double p,
+                              double eps, gsb__tensor *counts, const gsb__tensor *offsets,
+                              gsb__tensor *idx, gsb__tensor *dist);
 
 int gsb__cpu_rand_normal(const gsb__backend *be, gsb__tensor *t, uint64_t seed);
 
