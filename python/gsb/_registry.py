@@ -36,6 +36,8 @@ def _build():
     prep = by_module["preprocessing"]
     if "LabelEncoder" in prep:
         prep["LabelEncoder"] = make_label_encoder(prep["LabelEncoder"])
+    from ._neighbors_extra import install
+    install(by_module)
     for module, names in PLANNED.items():
         for name in names:
             by_module[module].setdefault(name, _planned_class(name, module))
