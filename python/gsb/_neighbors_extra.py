@@ -113,9 +113,9 @@ def dbscan_fit(self, X, y=None, sample_weight=None):
     names = _feature_names(X)
     X = _as_array(X, "X")
     if sample_weight is not None:
-        if np.ndim(sample_weight) == 0 and hasattr(X, "shape"):
-            sample_weight = np.full(X.shape[0], sample_weight, dtype=np.float64)
         sample_weight = _as_array(sample_weight, "sample_weight")
+        if getattr(sample_weight, "ndim", 1) == 0 and hasattr(X, "shape"):
+            sample_weight = np.full(X.shape[0], sample_weight, dtype=np.float64)
     self._call("fit", [X, None, sample_weight], {"working_memory": _working_memory()},
                progress=True)
     self._finish_fit(names)

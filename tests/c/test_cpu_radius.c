@@ -254,7 +254,7 @@ static int collect_piece(void *data, const gsb__rpiece *pc)
         c->idx[row] = malloc(sizeof(int64_t) * (size_t)(len + 1));
         c->dist[row] = malloc(sizeof(double) * (size_t)(len + 1));
         memcpy(c->idx[row], pc->idx + pc->indptr[k], sizeof(int64_t) * (size_t)len);
-        if (pc->dist)
+        if (pc->dist && len > 0)
             memcpy(c->dist[row], pc->dist + pc->indptr[k], sizeof(double) * (size_t)len);
     }
     return GSB_OK;

@@ -450,6 +450,14 @@ static int dbscan_fit(gsb__ctx *c)
     GSB_TRY(resolve_metric(c, &metric, &p, &precomputed));
     if (precomputed)
         GSB_TRY(pre_check(X));
+    if (sw) { /* scikit-learn's _check_sample_weight */
+        int64_t nz = 0;
+        for (int64_t i = 0; i < sw->rows && !nz; i++)
+            nz = ((const double *)sw->data)[i] != 0.0;
+        if (!nz && sw->rows > 0)
+            return gsb__err(GSB_EINVAL,
+                            "Sample weights must contain at least one non-zero number.");
+    }
     double eps = gsb__param_float(c->params, "eps");
     db_state st = {0};
     gsb__rsearch s = {0};

@@ -269,8 +269,11 @@ static int rs_piece(gsb__rsearch *s, const gsb__tensor *Qb, int64_t m, const int
                 ix[t] = s->perm[ix[t]];
         }
     }
-    gsb__rpiece piece = {m, ids, indptr, nnz > 0 ? ib.data : NULL,
-                         nnz > 0 && want_dist ? db.data : NULL};
+    /* an empty piece still gets valid (empty) arrays */
+    static const int64_t no_idx[1] = {0};
+    static const double no_dist[1] = {0};
+    gsb__rpiece piece = {m, ids, indptr, nnz > 0 ? ib.data : no_idx,
+                         !want_dist ? NULL : nnz > 0 ? db.data : no_dist};
     rc = fn(data, &piece);
 done:
     free(indptr);
