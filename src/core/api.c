@@ -231,7 +231,7 @@ int gsb__model_new(gsb_session *s, const gsb__estimator_desc *est, gsb__model **
 }
 
 /* Names the original project offered that this engine does not implement yet. */
-static const char *const planned[] = {"Lasso", "ElasticNet", "DBSCAN",
+static const char *const planned[] = {"Lasso", "ElasticNet",
                                       "RandomForestClassifier", "RandomForestRegressor",
                                       "TSNE", "UMAP", NULL};
 
