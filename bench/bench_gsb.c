@@ -60,6 +60,26 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* This program's peak resident memory in MB: VmHWM (getrusage's ru_maxrss would
+ * include the memory of the process that forked us before exec). */
+static double peak_rss_mb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            kb = atof(line + 6);
+    if (f)
+        fclose(f);
+    if (kb < 0) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        kb = (double)ru.ru_maxrss;
+    }
+    return kb / 1024.0;
+}
+
 /* The GPU's free memory in bytes as the session reports it, or -1 without a GPU. */
 static double gpu_free_bytes(gsb_session *s)
 {
@@ -184,10 +204,8 @@ int main(int argc, char **argv)
         }
         gsb_model_free(m);
     }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
     printf("{\"fit_ms\": %.3f, \"predict_ms\": %.3f, \"peak_rss_mb\": %.1f", median(fit, repeats),
-           median(pred, repeats), ru.ru_maxrss / 1024.0);
+           median(pred, repeats), peak_rss_mb());
     if (gpu_free0 >= 0)
         printf(", \"gpu_pool_mb\": %.1f", (gpu_free0 - gpu_free_min) / 1048576.0);
     printf("}\n");

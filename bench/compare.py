@@ -227,8 +227,7 @@ def main():
                 target += f" (gsb peak RSS {r['peak_rss_mb']:.0f} MB{gpu})"
             print(f"| {case[0]} | {dtype_name} | {sk_fit:.1f} | {g_fit:.1f} | "
                   f"{sk_fit / g_fit:.2f}x | {sk_pred:.1f} | {g_pred:.1f} | "
-                  f"{sk_pred / g_pred if g_pred > 0 else float('nan'):.2f}x | {target} |",
-                  flush=True)
+                  f"{f'{sk_pred / g_pred:.2f}x' if g_pred > 0 else '-'} | {target} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,12 @@
  *    sorted keys, every candidate decided on its exact reduced distance;
  *  - GEMM (brute force, euclidean / sqeuclidean / cosine, d >= 8): each
  *    thread takes a block of queries and sweeps R in cache-sized tiles of
- *    dot products (single-threaded BLAS in the inputs' dtype); a pair whose
- *    expanded distance lies beyond the rounding bound of cpu_distance.c's
- *    topk on either side of the threshold is decided by it, the few within
- *    the bound on their exact value.  A valid bound makes the decision the
+ *    dot products (single-threaded SGEMM: float64 data is rounded to
+ *    float32 for this estimate when its norms fit float32's range, and the
+ *    bound covers that rounding; DGEMM otherwise); a pair whose expanded
+ *    distance lies beyond the rounding bound of cpu_distance.c's topk on
+ *    either side of the threshold is decided by it, the few within the
+ *    bound on their exact value (from the data as given).  A valid bound makes the decision the
  *    exact one, so the count and fill passes agree whatever tiles each used;
  *  - direct (brute force, every other case): exact values for every pair.
  * In the fill pass a thread owns whole rows, so each row comes out in
@@ -49,9 +51,11 @@ typedef struct rad_ctx {
     const int64_t *keys;
     double *qinv, *rinv;         /* cosine: inverse norms */
     double *qn, *rn, *rnorm;     /* GEMM: squared norms and ||r|| */
-    double *rn1, *rns;           /* GEMM: ||r||^2 (1 - slack), slack ||r|| */
+    double *rb;                  /* GEMM: the cut's per-reference term (rad_cut) */
     double slack;                /* GEMM: relative error bound of the expansion */
     int wide;                    /* GEMM: norms outside the bound's range: decide exactly */
+    int tile_f32;                /* GEMM in float32 (the tiles hold floats) */
+    float *Qs, *Rs;              /* float64 data rounded to float32 for the GEMM, or NULL */
     int64_t *counts;
     const int64_t *offsets;      /* fill pass; NULL in the count pass */
     int64_t *idx;
@@ -193,113 +197,134 @@ static void rad_by_rows(rad_ctx *c)
 
 /* ---- GEMM-filtered brute force ------------------------------------------- */
 
-/* tile (rows x cols, leading dimension ld) = Q[q0..] (rows x d) @ R[r0..] (cols x d)^T */
+/* tile (rows x cols, leading dimension ld) = Q[q0..] (rows x d) @ R[r0..] (cols x d)^T,
+ * in float32 when c->tile_f32 (from the float32 copies of float64 data) */
 static void rad_gemm(const rad_ctx *c, int64_t q0, int64_t rows, int64_t r0, int64_t cols,
                      void *tile, int64_t ld)
 {
     int d = (int)c->d;
-    if (c->f32)
+    if (c->tile_f32) {
+        const float *Q = c->Qs ? c->Qs : (const float *)c->Q;
+        const float *R = c->Rs ? c->Rs : (const float *)c->R;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, d, 1.0f,
-                    (const float *)c->Q + q0 * c->d, d, (const float *)c->R + r0 * c->d, d,
-                    0.0f, tile, (int)ld);
-    else
+                    Q + q0 * c->d, d, R + r0 * c->d, d, 0.0f, tile, (int)ld);
+    } else {
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, d, 1.0,
                     (const double *)c->Q + q0 * c->d, d, (const double *)c->R + r0 * c->d, d,
                     0.0, tile, (int)ld);
+    }
 }
 
 /*
- * lo[t] = a lower bound of the reduced distance of row i and reference
- * j0 + t from the tile's dot products (vectorisable):
- *   euclidean: (||q||^2 + ||r||^2)(1 - s) - s ||q|| ||r|| - 2 q.r,
- *   cosine:    1 - s - q.r / (||q|| ||r||),
- * s the relative slack; so lo[t] > thr means the pair is surely apart.
+ * The cheap test that discards most pairs of a tile row: v_t > cut means
+ * the pair is surely apart, with
+ *   euclidean: v_t = ||r||^2 (1 - 2s) - 2 q.r,  cut = thr - ||q||^2 (1 - 2s),
+ *   cosine:    v_t = -q.r / ||r||,             cut = (thr - 1 + 2s) / ||q||^-1
+ * (s the relative slack).  Both follow from the bound below with
+ * ||q|| ||r|| <= (||q||^2 + ||r||^2) / 2; the extra s/2 covers this test's own
+ * roundings.  A zero query row (cosine) is at distance exactly 1 from all.
  */
-#define RAD_LOWER(SUF, T)                                                                \
-    static void rad_lower_##SUF(const rad_ctx *c, int64_t i, const T *dot, int64_t j0,   \
-                                int64_t cols, double *lo)                                \
-    {                                                                                    \
-        if (c->metric == GSB__METRIC_COSINE) {                                           \
-            const double a = 1.0 - c->slack, b = c->qinv[i], *ri = c->rinv + j0;         \
-            _Pragma("omp simd")                                                          \
-            for (int64_t t = 0; t < cols; t++)                                           \
-                lo[t] = a - b * ri[t] * (double)dot[t];                                  \
-            return;                                                                      \
-        }                                                                                \
-        const double a = c->qn[i] * (1.0 - c->slack), b = sqrt(c->qn[i]);               \
-        const double *r1 = c->rn1 + j0, *r2 = c->rns + j0;                               \
-        _Pragma("omp simd")                                                              \
-        for (int64_t t = 0; t < cols; t++)                                               \
-            lo[t] = a + r1[t] - b * r2[t] - 2.0 * (double)dot[t];                        \
-    }
-RAD_LOWER(f32, float)
-RAD_LOWER(f64, double)
-#undef RAD_LOWER
-
-/* The least of 16 values as a tree (independent chains, no reduction
- * variable round-tripping through memory).  The bounds are finite: rows
- * whose norms could overflow the expansion never get here (c->wide). */
-static inline double rad_min16(const double *l)
+static double rad_cut(const rad_ctx *c, int64_t i)
 {
-    double m[8];
-    for (int k = 0; k < 8; k++)
-        m[k] = l[k] < l[k + 8] ? l[k] : l[k + 8];
-    for (int k = 0; k < 4; k++)
-        m[k] = m[k] < m[k + 4] ? m[k] : m[k + 4];
-    m[0] = m[0] < m[2] ? m[0] : m[2];
-    m[1] = m[1] < m[3] ? m[1] : m[3];
-    return m[0] < m[1] ? m[0] : m[1];
+    double s2 = 2.0 * c->slack;
+    if (c->metric != GSB__METRIC_COSINE)
+        return c->thr - c->qn[i] * (1.0 - s2);
+    if (c->qinv[i] > 0.0)
+        return (c->thr - 1.0 + s2) / c->qinv[i];
+    return 1.0 > c->thr ? -INFINITY : INFINITY;
+}
+
+#define RAD_MIN(x, y) ((x) < (y) ? (x) : (y))
+#define RAD_CUT(SUF, T)                                                                  \
+    static inline double rad_v_##SUF(int cosine, double rb, T dot)                       \
+    {                                                                                    \
+        return cosine ? rb * (double)dot : rb - 2.0 * (double)dot;                       \
+    }                                                                                    \
+    /* the least v of 16 pairs: the values in one vectorisable loop, then a      \
+     * tree of named minima (registers; a running minimum would wait on itself) */      \
+    static inline double rad_min16_##SUF(int cosine, const double *rb, const T *dot)     \
+    {                                                                                    \
+        double v[16];                                                                    \
+        if (cosine)                                                                      \
+            for (int k = 0; k < 16; k++)                                                 \
+                v[k] = rb[k] * (double)dot[k];                                           \
+        else                                                                             \
+            for (int k = 0; k < 16; k++)                                                 \
+                v[k] = rb[k] - 2.0 * (double)dot[k];                                     \
+        double a = RAD_MIN(RAD_MIN(v[0], v[1]), RAD_MIN(v[2], v[3]));                    \
+        double b = RAD_MIN(RAD_MIN(v[4], v[5]), RAD_MIN(v[6], v[7]));                    \
+        double e = RAD_MIN(RAD_MIN(v[8], v[9]), RAD_MIN(v[10], v[11]));                  \
+        double f = RAD_MIN(RAD_MIN(v[12], v[13]), RAD_MIN(v[14], v[15]));                \
+        return RAD_MIN(RAD_MIN(a, b), RAD_MIN(e, f));                                    \
+    }
+RAD_CUT(f32, float)
+RAD_CUT(f64, double)
+#undef RAD_CUT
+#undef RAD_MIN
+
+/* Pair (i, j) past the cut: the full bound on both sides, else the exact value. */
+static void rad_classify(const rad_ctx *c, int64_t i, int64_t j, double dot, rad_out *o)
+{
+    double lo, hi;
+    if (c->metric == GSB__METRIC_COSINE) {
+        double a = 1.0 - dot * c->qinv[i] * c->rinv[j];
+        lo = a - c->slack;
+        hi = a + c->slack;
+    } else {
+        double a = c->qn[i] + c->rn[j] - 2.0 * dot;
+        double err = c->slack * (sqrt(c->qn[i]) * c->rnorm[j] + c->qn[i] + c->rn[j]);
+        lo = a - err;
+        hi = a + err;
+    }
+    if (lo > c->thr)
+        return;
+    if (hi < c->thr) {
+        rad_emit(c, i, j, NAN, o);
+        return;
+    }
+    double s = rad_reduced(c, i, j); /* within the bound */
+    if (s <= c->thr)
+        rad_emit(c, i, j, s, o);
 }
 
 /*
  * Decide row i against references [j0, j0 + cols) from its row of dot
- * products: pairs beyond the bound on either side are decided by the
- * expansion, the few within it by their exact value.
+ * products: the cut discards blocks of 16 that hold no candidate (a tile
+ * row has a handful among thousands), the rest are classified one by one.
  */
+#define RAD_TILE_ROW(SUF, T)                                                             \
+    static void rad_tile_row_##SUF(const rad_ctx *c, int64_t i, const T *dot, int64_t j0,\
+                                   int64_t cols, rad_out *o)                             \
+    {                                                                                    \
+        const int cosine = c->metric == GSB__METRIC_COSINE;                              \
+        const double cut = rad_cut(c, i), *rb = c->rb + j0;                              \
+        for (int64_t t0 = 0; t0 < cols; t0 += 16) {                                      \
+            int64_t t1 = cpu_min64(t0 + 16, cols);                                       \
+            if (t1 - t0 == 16 && rad_min16_##SUF(cosine, rb + t0, dot + t0) > cut)       \
+                continue;                                                                \
+            for (int64_t t = t0; t < t1; t++)                                            \
+                if (!(rad_v_##SUF(cosine, rb[t], dot[t]) > cut))                         \
+                    rad_classify(c, i, j0 + t, (double)dot[t], o);                       \
+        }                                                                                \
+    }
+RAD_TILE_ROW(f32, float)
+RAD_TILE_ROW(f64, double)
+#undef RAD_TILE_ROW
+
 static void rad_tile_row(const rad_ctx *c, int64_t i, const void *trow, int64_t j0,
-                         int64_t cols, double *lo, int64_t *cand, rad_out *o)
+                         int64_t cols, rad_out *o)
 {
-    if (c->wide) {
+    if (c->wide)
         rad_scan(c, i, j0, j0 + cols, o);
-        return;
-    }
-    if (c->f32)
-        rad_lower_f32(c, i, trow, j0, cols, lo);
+    else if (c->tile_f32)
+        rad_tile_row_f32(c, i, trow, j0, cols, o);
     else
-        rad_lower_f64(c, i, trow, j0, cols, lo);
-    /* a tile row has a handful of candidates among thousands: skip blocks
-     * of 16 without one after a vectorised test */
-    int64_t m = 0;
-    const double thr = c->thr;
-    for (int64_t t0 = 0; t0 < cols; t0 += 16) {
-        int64_t t1 = cpu_min64(t0 + 16, cols);
-        if (t1 - t0 == 16 && rad_min16(lo + t0) > thr)
-            continue;
-        for (int64_t t = t0; t < t1; t++)
-            if (lo[t] <= thr)
-                cand[m++] = t;
-    }
-    int cosine = c->metric == GSB__METRIC_COSINE;
-    double qn = cosine ? 0.0 : c->qn[i], qnorm = sqrt(qn);
-    for (int64_t k = 0; k < m; k++) {
-        int64_t t = cand[k], j = j0 + t;
-        double dot = c->f32 ? (double)((const float *)trow)[t] : ((const double *)trow)[t];
-        double hi = cosine ? 1.0 - dot * c->qinv[i] * c->rinv[j] + c->slack
-                           : qn + c->rn[j] - 2.0 * dot +
-                                 c->slack * (qnorm * c->rnorm[j] + qn + c->rn[j]);
-        if (hi < c->thr) {
-            rad_emit(c, i, j, NAN, o);
-            continue;
-        }
-        double s = rad_reduced(c, i, j); /* within the bound, or NaN (overflow) */
-        if (s <= c->thr)
-            rad_emit(c, i, j, s, o);
-    }
+        rad_tile_row_f64(c, i, trow, j0, cols, o);
 }
 
 static int rad_by_tiles(rad_ctx *c)
 {
-    size_t esz = c->f32 ? sizeof(float) : sizeof(double);
+    size_t esz = c->tile_f32 ? sizeof(float) : sizeof(double);
     int64_t nt = omp_get_max_threads();
     int64_t qb = cpu_clamp64((c->nq + 4 * nt - 1) / (4 * nt), 1, 64);
     int64_t rb = cpu_min64(c->nr, cpu_max64(64, RAD_TILE_BYTES / (qb * (int64_t)esz)));
@@ -309,14 +334,12 @@ static int rad_by_tiles(rad_ctx *c)
 #pragma omp parallel if (c->nq * c->nr * (c->d + 1) > RAD_PAR_MIN)
     {
         void *tile = cpu_alloc(qb * rb, esz);
-        double *lo = cpu_alloc(rb, sizeof(double));
-        int64_t *cand = cpu_alloc(rb, sizeof(int64_t));
         rad_out *outs = cpu_alloc(qb, sizeof(rad_out));
-        if (!tile || !lo || !cand || !outs)
+        if (!tile || !outs)
             atomic_store(&oom, 1);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < nqb; b++) {
-            if (!tile || !lo || !cand || !outs)
+            if (!tile || !outs)
                 continue;
             int64_t q0 = b * qb, rows = cpu_min64(qb, c->nq - q0);
             for (int64_t a = 0; a < rows; a++)
@@ -326,14 +349,12 @@ static int rad_by_tiles(rad_ctx *c)
                 rad_gemm(c, q0, rows, r0, cols, tile, rb);
                 for (int64_t a = 0; a < rows; a++)
                     rad_tile_row(c, q0 + a, (const char *)tile + (size_t)(a * rb) * esz, r0,
-                                 cols, lo, cand, &outs[a]);
+                                 cols, &outs[a]);
             }
             for (int64_t a = 0; a < rows; a++)
                 rad_end(c, q0 + a, &outs[a]);
         }
         free(tile);
-        free(lo);
-        free(cand);
         free(outs);
     }
     gsb__cpu_blas_serial_end();
@@ -357,6 +378,23 @@ static int rad_wide(const double *sq, int64_t n, int f32)
     return 0;
 }
 
+/* out[i] = ||row i||^2 in double for the n rows of M (n x d). */
+static void rad_sqnorms(const void *M, int f32, int64_t n, int64_t d, double *out)
+{
+    for (int64_t i = 0; i < n; i++)
+        out[i] = f32 ? cpu_dot_f32((const float *)M + i * d, (const float *)M + i * d, d)
+                     : cpu_dot_f64((const double *)M + i * d, (const double *)M + i * d, d);
+}
+
+/* A float32 copy of n doubles, or NULL. */
+static float *rad_to_f32(const void *src, int64_t n)
+{
+    float *out = cpu_alloc(n, sizeof(float));
+    for (int64_t i = 0; out && i < n; i++)
+        out[i] = (float)((const double *)src)[i];
+    return out;
+}
+
 /* Norms the GEMM bound and cosine need (NULL arrays for the others). */
 static int rad_norms(rad_ctx *c, int use_gemm)
 {
@@ -378,25 +416,34 @@ static int rad_norms(rad_ctx *c, int use_gemm)
     c->qn = cpu_alloc(c->nq, sizeof(double));
     c->rn = cpu_alloc(c->nr, sizeof(double));
     c->rnorm = cpu_alloc(c->nr, sizeof(double));
-    c->rn1 = cpu_alloc(c->nr, sizeof(double));
-    c->rns = cpu_alloc(c->nr, sizeof(double));
-    if (!c->qn || !c->rn || !c->rnorm || !c->rn1 || !c->rns)
+    c->rb = cpu_alloc(c->nr, sizeof(double));
+    if (!c->qn || !c->rn || !c->rnorm || !c->rb)
         return gsb__err(GSB_ENOMEM, "radius_neighbors: out of memory for row norms");
-    for (int64_t i = 0; i < c->nq; i++)
-        c->qn[i] = c->f32 ? cpu_dot_f32((const float *)c->Q + i * c->d,
-                                        (const float *)c->Q + i * c->d, c->d)
-                          : cpu_dot_f64((const double *)c->Q + i * c->d,
-                                        (const double *)c->Q + i * c->d, c->d);
-    for (int64_t j = 0; j < c->nr; j++) {
-        c->rn[j] = c->f32 ? cpu_dot_f32((const float *)c->R + j * c->d,
-                                        (const float *)c->R + j * c->d, c->d)
-                          : cpu_dot_f64((const double *)c->R + j * c->d,
-                                        (const double *)c->R + j * c->d, c->d);
-        c->rnorm[j] = sqrt(c->rn[j]);
-        c->rn1[j] = c->rn[j] * (1.0 - c->slack);
-        c->rns[j] = c->slack * c->rnorm[j];
+    rad_sqnorms(c->Q, c->f32, c->nq, c->d, c->qn);
+    rad_sqnorms(c->R, c->f32, c->nr, c->d, c->rn);
+    /* float32 tiles where the norms fit float32's range (float64 data: rounded
+     * copies); the bound then is float32's */
+    c->tile_f32 = !rad_wide(c->qn, c->nq, 1) && !rad_wide(c->rn, c->nr, 1);
+    c->wide = !c->tile_f32 && (c->f32 || rad_wide(c->qn, c->nq, 0) || rad_wide(c->rn, c->nr, 0));
+    if (!c->tile_f32)
+        c->tile_f32 = c->f32; /* float32 data whose norms are wide: decided exactly */
+    if (c->tile_f32 && !c->f32) {
+        c->Qs = rad_to_f32(c->Q, c->nq * c->d);
+        c->Rs = rad_to_f32(c->R, c->nr * c->d);
+        if (!c->Qs || !c->Rs)
+            return gsb__err(GSB_ENOMEM, "radius_neighbors: out of memory for float32 copies");
     }
-    c->wide = rad_wide(c->qn, c->nq, c->f32) || rad_wide(c->rn, c->nr, c->f32);
+    /* |fl(q.r) - q.r| <= gamma_d ||q|| ||r|| (float64 data rounded to float32
+     * adds 2 u ||q|| ||r||), plus a few double roundings: topk's bound
+     * (cpu_distance.c), doubled there already */
+    double teps = c->tile_f32 ? (double)FLT_EPSILON : DBL_EPSILON;
+    c->slack = 2.0 * ((double)(c->d + 2 + (c->f32 ? 0 : 2)) * teps +
+                      (double)(2 * c->d + 8) * DBL_EPSILON);
+    for (int64_t j = 0; j < c->nr; j++) {
+        c->rnorm[j] = sqrt(c->rn[j]);
+        c->rb[j] = c->metric == GSB__METRIC_COSINE ? -c->rinv[j]
+                                                   : c->rn[j] * (1.0 - 2.0 * c->slack);
+    }
     return GSB_OK;
 }
 
@@ -469,10 +516,6 @@ int gsb__cpu_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q, cons
     int use_gemm = !grid && c.d >= RAD_GEMM_MIN_D && c.nr > 0 &&
                    (metric == GSB__METRIC_EUCLIDEAN || metric == GSB__METRIC_SQEUCLIDEAN ||
                     metric == GSB__METRIC_COSINE);
-    /* |fl(q.r) - q.r| <= gamma_d ||q|| ||r||, plus a few double roundings:
-     * topk's bound (cpu_distance.c), doubled there already */
-    double teps = c.f32 ? (double)FLT_EPSILON : DBL_EPSILON;
-    c.slack = 2.0 * ((double)(c.d + 2) * teps + (double)(2 * c.d + 8) * DBL_EPSILON);
     int rc = rad_norms(&c, use_gemm);
     if (rc == GSB_OK) {
         if (use_gemm)
@@ -485,8 +528,9 @@ int gsb__cpu_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q, cons
     free(c.qn);
     free(c.rn);
     free(c.rnorm);
-    free(c.rn1);
-    free(c.rns);
+    free(c.rb);
+    free(c.Qs);
+    free(c.Rs);
     if (rc == GSB_OK && atomic_load(&c.mismatch))
         rc = gsb__err(GSB_EINTERNAL,
                       "radius_neighbors: the fill pass found other neighbours than the counts "
