@@ -10,7 +10,7 @@ REPEATS runs.  The ratio is sklearn / gsb: above 1 means gsb is faster.
     python3 bench/compare.py [--suite cpu|gpu|small] [--session local?device=cuda]
 
 Suites: cpu (sizes for a laptop CPU), gpu (the sizes and targets of the CUDA
-issue: KMeans 1M x 64 k=100, PCA/LinearRegression/Ridge 1M x 256, ...),
+issue: KMeans 1M x 64 k=100, PCA/LinearRegression/Ridge/Lasso 1M x 256, ...),
 small (5000 x 20, where device=auto must stay within 1.2x of scikit-learn).
 A case's params may be a function of the data (DBSCAN's eps); estimators in
 REPORT_MEMORY also report gsb's peak memory (host RSS, GPU pool growth).
@@ -50,6 +50,10 @@ FULL = [
     ("LinearRegression 200k x 64", "LinearRegression", {}, linear_model.LinearRegression,
      200_000, 64, "reg", 0, "predict"),
     ("Ridge 200k x 64", "Ridge", {}, linear_model.Ridge, 200_000, 64, "reg", 0, "predict"),
+    ("Lasso 200k x 64", "Lasso", {"alpha": 0.1}, linear_model.Lasso, 200_000, 64, "sparse", 0,
+     "predict"),
+    ("ElasticNet 200k x 64", "ElasticNet", {"alpha": 0.1}, linear_model.ElasticNet,
+     200_000, 64, "sparse", 0, "predict"),
     ("LogisticRegression 100k x 32", "LogisticRegression", {},
      linear_model.LogisticRegression, 100_000, 32, "bin", 0, "predict"),
     ("PCA(16) 100k x 128 full", "PCA", {"n_components": 16, "svd_solver": "full"},
@@ -92,6 +96,18 @@ GPU = [
      1_000_000, 256, "reg", 0, "predict", 50),
     ("Ridge 1M x 256", "Ridge", {}, linear_model.Ridge, 1_000_000, 256, "reg", 0, "predict",
      20),
+    # scikit-learn's default (precompute=False): coordinate descent over the
+    # residual, a pass over X per epoch; gsb: one Gram matrix, then the
+    # persistent coordinate-descent kernel
+    ("Lasso 1M x 256", "Lasso", {"alpha": 0.1}, linear_model.Lasso, 1_000_000, 256, "sparse",
+     0, "predict", 20),
+    ("ElasticNet 1M x 256", "ElasticNet", {"alpha": 0.1}, linear_model.ElasticNet,
+     1_000_000, 256, "sparse", 0, "predict", 20),
+    # wide (20 informative features of 20000): gsb's working sets
+    ("Lasso 2000 x 20000", "Lasso", {"alpha": 0.1}, linear_model.Lasso, 2000, 20_000,
+     "sparse", 0, "predict", 5),
+    ("ElasticNet 2000 x 20000", "ElasticNet", {"alpha": 0.1}, linear_model.ElasticNet,
+     2000, 20_000, "sparse", 0, "predict", 5),
     ("LogisticRegression 1M x 64", "LogisticRegression", {},
      linear_model.LogisticRegression, 1_000_000, 64, "bin", 0, "predict", 20),
     ("kNN 200k x 64, 10k queries, k=10", "NearestNeighbors", {"n_neighbors": 10},
@@ -114,6 +130,9 @@ GPU = [
 SMALL_ONLY = [
     ("SVC(rbf) binary", "SVC", {}, svm.SVC, 5000, 20, "bin", 0, "predict"),
     ("SVC(rbf) 8 classes", "SVC", {}, svm.SVC, 5000, 20, "multi", 0, "predict"),
+    # Platt scaling: 5 cross-validation fits per pair of classes, then the sigmoid
+    ("SVC(rbf, probability) binary", "SVC", {"probability": True, "random_state": 0}, svm.SVC,
+     5000, 20, "bin", 0, "predict_proba"),
     ("SVR(rbf)", "SVR", {}, svm.SVR, 5000, 20, "reg", 0, "predict"),
     ("NearestNeighbors k=5", "NearestNeighbors", {}, neighbors.NearestNeighbors,
      5000, 20, "none", 1000, "kneighbors"),
@@ -140,6 +159,16 @@ def make_data(n, d, target, dtype, rng):
         y = (t > 0).astype(float)
     elif target == "multi":
         y = labels.astype(float)
+    elif target == "sparse":
+        # the L1 models' data: correlated features (AR(1), rho 0.6, instead of the
+        # blobs, whose near rank-8 X takes coordinate descent hundreds of epochs)
+        # and 20 informative ones
+        z = rng.standard_normal((n, d))
+        X = np.empty_like(z)
+        X[:, 0] = z[:, 0]
+        for j in range(1, d):
+            X[:, j] = 0.6 * X[:, j - 1] + 0.8 * z[:, j]
+        y = X[:, :20] @ w[:20] + 0.5 * rng.standard_normal(n)
     else:
         y = t + 0.1 * rng.standard_normal(n)
     return X.astype(dtype), y.astype(dtype)

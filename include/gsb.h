@@ -84,6 +84,16 @@ GSB_API const char *gsb_dtype_name(gsb_dtype dtype);
 /* ---- library ----------------------------------------------------------- */
 GSB_API const char *gsb_version(void);
 GSB_API const char *gsb_errmsg(void);           /* last error of this thread */
+/*
+ * Warnings of this thread's last gsb_model_call (gsb_model_fit included),
+ * local or remote, as a JSON array of {"category": "...", "message": "..."};
+ * "[]" when there were none.  A warning is what scikit-learn would report
+ * with warnings.warn while the call goes on: the category is the name of its
+ * warning class ("ConvergenceWarning" when a solver stopped at max_iter,
+ * "FutureWarning", "RuntimeWarning", "UserWarning") and the message
+ * scikit-learn's text.  Valid until this thread's next gsb_model_call.
+ */
+GSB_API const char *gsb_warnings(void);
 GSB_API const char *gsb_status_name(int status);/* "GSB_EINVAL", ... */
 GSB_API void gsb_free(void *p);                 /* frees strings/bytes gsb returned */
 

@@ -19,7 +19,7 @@ from sklearn.base import (BaseEstimator, ClassifierMixin, ClusterMixin, Regresso
                           TransformerMixin)
 from sklearn.exceptions import DataConversionWarning, NotFittedError
 
-from . import _lib
+from . import _lib, _warnings
 from ._data import DataHandle
 from ._session import get_session
 
@@ -57,6 +57,8 @@ def _feature_names(X):
 
 
 def _json_param(value):
+    if callable(value) and not isinstance(value, type):
+        return {"__callable__": repr(value)}  # refused by the engine in scikit-learn's words
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.floating,)):
@@ -68,6 +70,23 @@ def _json_param(value):
     if isinstance(value, dict):
         return {str(k): _json_param(v) for k, v in value.items()}
     return value
+
+
+def _cv_folds(cv, X, y):
+    """A cv that is neither None nor an int (a splitter, an iterable of (train, test)) as
+    the engine's cv_folds input: n_samples x n_folds, 1 training, 2 test, 0 unused."""
+    if cv is None or isinstance(cv, (int, np.integer)):
+        return None
+    if isinstance(X, DataHandle):
+        raise TypeError("a cv splitter or iterable needs X as an array, not a gsb.DataHandle "
+                        "(pass cv as an int for KFold)")
+    from sklearn.model_selection import check_cv
+    splits = list(check_cv(cv).split(X, y))
+    folds = np.zeros((len(X), len(splits)), dtype=np.float64)
+    for f, (train, test) in enumerate(splits):
+        folds[train, f] = 1
+        folds[test, f] = 2
+    return folds
 
 
 def _progress_bar(name, total):
@@ -117,6 +136,8 @@ class GsbEstimator(BaseEstimator):
         for name, value in params.items():
             if name == "init" and not isinstance(value, str):
                 continue  # an init array travels as a fit input
+            if name == "cv" and value is not None and not isinstance(value, (int, np.integer)):
+                continue  # a splitter or iterable travels as the fit input cv_folds
             out[name] = _json_param(value)
         return out
 
@@ -163,7 +184,9 @@ class GsbEstimator(BaseEstimator):
         else:
             status = self._call_with_progress(model, method, arr, len(keep), opts, out)
         _lib.check(status)
-        return _lib.take_result(out)
+        result = _lib.take_result(out)
+        _warnings.emit()  # after freeing the result: a warning may be raised as an error
+        return result
 
     def _call_with_progress(self, model, method, arr, n, opts, out):
         verbose = int(getattr(self, "verbose", 0) or 0)
@@ -225,6 +248,8 @@ class GsbEstimator(BaseEstimator):
                 raise NotImplementedError(f"{type(self).__name__}: a callable init is not "
                                           f"supported by gsb; pass an array or a string")
             values["init"] = _as_array(init, "init")
+        if "cv_folds" in names:
+            values["cv_folds"] = _cv_folds(getattr(self, "cv", None), X, y)
         return [values.get(n) for n in names]
 
     def _fit(self, X, y=None, sample_weight=None, **fit_params):
@@ -472,11 +497,19 @@ def _python_attrs(est):
         est.effective_metric_params_ = dict(est.metric_params or {})
         if hasattr(est, "outputs_2d_"):
             est.outputs_2d_ = bool(est.outputs_2d_)
+    elif name in ("Lasso", "ElasticNet", "LassoCV", "ElasticNetCV"):
+        if isinstance(getattr(est, "n_iter_", None), np.ndarray):  # one per target: a list
+            est.n_iter_ = [int(v) for v in est.n_iter_]
+        if name in ("Lasso", "ElasticNet") and hasattr(est, "coef_"):
+            from scipy import sparse
+            est.sparse_coef_ = sparse.csr_array(np.atleast_2d(est.coef_))
+        if name == "ElasticNetCV" and hasattr(est, "mse_path_"):
+            n_l1, n_alphas = np.atleast_1d(est.l1_ratio).size, est.alphas_.shape[-1]
+            if n_l1 > 1 and n_alphas > 1:  # the engine's 2-D (n_l1 * n_alphas, n_folds)
+                est.mse_path_ = est.mse_path_.reshape(n_l1, n_alphas, -1)
     elif name in ("SVC", "SVR"):
         if hasattr(est, "shape_fit_"):
             est.shape_fit_ = tuple(int(v) for v in np.ravel(est.shape_fit_))
-        if name == "SVC":
-            est.probA_ = est.probB_ = np.empty(0, dtype=np.float64)
 
 
 # ---- classifiers: any label type in and out -----------------------------------------
@@ -592,7 +625,7 @@ def _default(p):
 
 
 # regressors whose engine fit takes a 2-D y (several targets)
-_MULTI_OUTPUT = {"LinearRegression", "Ridge", "KNeighborsRegressor"}
+_MULTI_OUTPUT = {"LinearRegression", "Ridge", "KNeighborsRegressor", "Lasso", "ElasticNet"}
 
 
 def make_class(desc, module):

@@ -54,6 +54,15 @@ typedef enum gsb__metric {
     GSB__METRIC_CHEBYSHEV = 5    /* max |x - y| */
 } gsb__metric;
 
+/* enet_cd_gram's settings (the solver's, see solvers/coordinate_descent.h) */
+typedef struct gsb__enet_cd_params {
+    double alpha, beta; /* L1 and L2 strengths of 1/2 ||y - Xw||^2 + alpha |w|_1 + beta/2 |w|^2 */
+    double tol;         /* relative: stop at gap <= tol ||y||^2 */
+    int64_t max_iter;   /* epochs, >= 1 */
+    int positive, random, screening;
+    uint64_t seed;
+} gsb__enet_cd_params;
+
 /*
  * A grid of cells over the rows of R for radius_neighbors (1 to 3 columns):
  * the cell of a row x is c_k = floor((x_k - origin[k]) / cell[k]) along each
@@ -185,6 +194,23 @@ typedef struct gsb__backend_ops {
      * 2 rbf (exp(-gamma ||x-y||^2)), 3 sigmoid (tanh(gamma x.y + coef0)); X, Y, K one float dtype */
     int (*kernel)(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *Y, int kind,
                   double gamma, double coef0, int degree, gsb__tensor *K);
+    /* Elastic-net coordinate descent in the Gram form for k targets sharing one
+     * Gram matrix: scikit-learn's enet_coordinate_descent_gram step for step
+     * (solvers/coordinate_descent.h; the per-coordinate arithmetic is
+     * solvers/cd_rule.h, so the backends agree up to the rounding of sums).
+     *   Q (p x p, GSB_F64, symmetric positive semi-definite: X^T X),
+     *   q (k x p, GSB_F64: row t is X^T y_t), y_norm2 (k, host: ||y_t||^2),
+     *   W (k x p, GSB_F64): the start in, the solution out;
+     *   gap and n_iter (k each, host): the last duality gap and the epochs
+     *   as scikit-learn counts them; target t draws random coordinates from
+     *   seed + t.  One kernel on the GPU, one wait for the results. */
+    int (*enet_cd_gram)(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *q,
+                        const double *y_norm2, const gsb__enet_cd_params *cd, gsb__tensor *W,
+                        double *gap, int64_t *n_iter);
+    /* out (n x m) = the columns idx[0..m) (host, each in [0, p)) of X (n x p);
+     * out has X's dtype */
+    int (*gather_cols)(const gsb__backend *be, const gsb__tensor *X, const int64_t *idx,
+                       int64_t m, gsb__tensor *out);
     /* eps-neighbourhoods (DBSCAN, radius_neighbors) as CSR, in two passes:
      * the neighbours of row i of Q (nq x d) are the rows j of R (nr x d) with
      * metric(Q[i], R[j]) <= eps, decided on the value computed in double
@@ -233,7 +259,7 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 3 /* 2: kmeanspp; 3: radius_neighbors */
+#define GSB__BACKEND_ABI 4 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: radius_neighbors */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

@@ -193,8 +193,10 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
         xdtype = in[xi].dtype;
         nrows = in[xi].rows;
         const gsb__tensor *nf = gsb__nlist_get(&m->attrs, "n_features_in_");
-        if (!md->is_fit && !(md->inputs[xi].flags & GSB__IN_ANY_FEATURES) && nf &&
-            (int64_t)gsb__tensor_get(nf, 0) != in[xi].cols) {
+        unsigned xflags = md->inputs[xi].flags;
+        int check = md->is_fit ? (xflags & GSB__IN_SAME_FEATURES) != 0
+                               : !(xflags & GSB__IN_ANY_FEATURES);
+        if (check && nf && m->fitted && (int64_t)gsb__tensor_get(nf, 0) != in[xi].cols) {
             rc = gsb__err(GSB_EINVAL, "X has %lld features, but %s is expecting %lld features "
                           "as input.", (long long)in[xi].cols, est,
                           (long long)gsb__tensor_get(nf, 0));

@@ -40,7 +40,10 @@ enum {
     GSB__IN_DEVICE_OK = 32,    /* the method reads this input only through ops and
                                   gsb__tensor_to, so a data handle already on the GPU
                                   is passed as a device tensor (core/data.h) */
-    GSB__IN_SIGNED = 64        /* weights: negative values allowed (DBSCAN) */
+    GSB__IN_SAME_FEATURES = 64, /* a fit method that updates a fitted model (partial_fit):
+                                   X must have the feature count seen before, checked
+                                   before the method runs, so a mismatch keeps the model */
+    GSB__IN_SIGNED = 128        /* weights: negative values allowed (DBSCAN) */
 };
 
 typedef struct gsb__input_desc {

@@ -91,10 +91,14 @@ static json_t *estimator_json(const gsb__estimator_desc *e)
     json_object_set_new(o, "methods", methods);
 
     json_t *attrs = json_array();
-    for (const gsb__attr_desc *a = e->attrs; a->name; a++)
+    int has_nf = 0;
+    for (const gsb__attr_desc *a = e->attrs; a->name; a++) {
         if (a->name[0] != '_')
             json_array_append_new(attrs, json_string(a->name));
-    json_array_append_new(attrs, json_string("n_features_in_"));
+        has_nf |= strcmp(a->name, "n_features_in_") == 0;
+    }
+    if (!has_nf) /* every fit sets it (dispatch.c) */
+        json_array_append_new(attrs, json_string("n_features_in_"));
     json_object_set_new(o, "attributes", attrs);
     return o;
 }

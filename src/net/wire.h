@@ -1,6 +1,6 @@
 /*
  * wire.h - the gsb protocol's frames and arrays (docs/PROTOCOL.md), shared by
- * the client (src/net/client.c) and the server (src/server/).
+ * the client (src/session/remote.c) and the server (src/server/).
  *
  * Three layers, each usable alone:
  *   - the 32-byte header codec and the frame parser: pure functions over

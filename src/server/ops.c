@@ -120,6 +120,18 @@ static int reply_result(gsb__reply *rp, gsb_result *res)
     return GSB_OK;
 }
 
+/* The warnings of the call just made on this thread (gsb_warnings()), into
+ * the reply head as "warnings" when there are any. */
+static int reply_warnings(gsb__reply *rp)
+{
+    json_t *w = json_loads(gsb_warnings(), 0, NULL);
+    if (!json_is_array(w) || json_array_size(w) == 0) {
+        json_decref(w);
+        return GSB_OK;
+    }
+    return set_new(rp->head, "warnings", w);
+}
+
 /* Engine arrays only: uint8 is for model blobs. */
 static int check_engine_arrays(const gsb__req *rq)
 {
@@ -208,6 +220,8 @@ static int op_model_call(gsb__conn *c, gsb__req *rq, gsb__reply *rp)
                   (unsigned long long)rq->id, method,
                   x.cancelled == 1 ? "cancel" : x.cancelled == 2 ? "vanished_client" : "bad_frame");
     }
+    if (rc == GSB_OK)
+        rc = reply_warnings(rp);
     if (rc == GSB_OK)
         rc = set_new(rp->head, "fitted", json_boolean(gsb_model_is_fitted(h->model)));
     gsb__handle_put(h);

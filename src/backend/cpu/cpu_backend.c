@@ -167,6 +167,8 @@ static const gsb__backend_ops cpu_ops = {
     .kmeanspp = gsb__cpu_kmeanspp,
     .logistic_loss_grad = gsb__cpu_logistic_loss_grad,
     .kernel = gsb__cpu_kernel,
+    .enet_cd_gram = gsb__cpu_enet_cd_gram,
+    .gather_cols = gsb__cpu_gather_cols,
     .radius_neighbors = gsb__cpu_radius_neighbors,
     .rand_normal = gsb__cpu_rand_normal,
 };

@@ -9,6 +9,7 @@
  *   cpu_family.c    segment_sum, logistic_loss_grad
  *   cpu_kmeanspp.c  kmeanspp (greedy k-means++)
  *   cpu_kernel.c    kernel (the SVM kernels)
+ *   cpu_enet.c      enet_cd_gram, gather_cols (coordinate descent)
  *   cpu_radius.c    radius_neighbors (eps-neighbourhoods as CSR)
  *   cpu_random.c    rand_normal
  */
@@ -63,6 +64,11 @@ int gsb__cpu_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
 int gsb__cpu_kernel(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *Y, int kind,
                     double gamma, double coef0, int degree, gsb__tensor *K);
 
+int gsb__cpu_enet_cd_gram(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *q,
+                          const double *y_norm2, const gsb__enet_cd_params *cd, gsb__tensor *W,
+                          double *gap, int64_t *n_iter);
+int gsb__cpu_gather_cols(const gsb__backend *be, const gsb__tensor *X, const int64_t *idx,
+                         int64_t m, gsb__tensor *out);
 int gsb__cpu_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
                               const gsb__radius_grid *grid, gsb__metric metric, double p,
                               double eps, gsb__tensor *counts, const gsb__tensor *offsets,

@@ -597,6 +597,8 @@ static void bind_ops(gsb__backend_ops *o)
     o->kmeanspp = guarded<gsb__cuda_kmeanspp>::call;
     o->logistic_loss_grad = guarded<gsb__cuda_logistic_loss_grad>::call;
     o->kernel = guarded<gsb__cuda_kernel>::call;
+    o->enet_cd_gram = guarded<gsb__cuda_enet_cd_gram>::call;
+    o->gather_cols = guarded<gsb__cuda_gather_cols>::call;
     o->radius_neighbors = guarded<gsb__cuda_radius_neighbors>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;
     o->host_register = cuda_host_register;

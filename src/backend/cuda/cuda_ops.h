@@ -7,6 +7,7 @@
  *   cuda_distance.cu  pairwise, argmin_sqdist, topk, segment_sum (fused kernels)
  *   cuda_family.cu    logistic_loss_grad, kernel
  *   cuda_kmeanspp.cu  kmeanspp (greedy k-means++, no host wait inside a call)
+ *   cuda_enet.cu      enet_cd_gram (coordinate descent in one launch), gather_cols
  *   cuda_radius.cu    radius_neighbors (eps-neighbourhoods as CSR: grid scan, tiles)
  * Device errors become gsb statuses through cuda_common.h; no op uses
  * managed memory; float32 stays float32 (no TF32 unless GSB_ALLOW_TF32=1).
@@ -73,6 +74,12 @@ int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
                                  gsb__tensor *grad);
 int gsb__cuda_kernel(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *Y,
                      int kind, double gamma, double coef0, int degree, gsb__tensor *K);
+
+int gsb__cuda_enet_cd_gram(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *q,
+                           const double *y_norm2, const gsb__enet_cd_params *cd, gsb__tensor *W,
+                           double *gap, int64_t *n_iter);
+int gsb__cuda_gather_cols(const gsb__backend *be, const gsb__tensor *X, const int64_t *idx,
+                          int64_t m, gsb__tensor *out);
 
 #ifdef __cplusplus
 }

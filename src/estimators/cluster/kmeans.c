@@ -30,6 +30,7 @@
 
 #include "core/estimator.h"
 #include "core/rng.h"
+#include "core/warn.h"
 
 /* ---- descriptor: parameters -------------------------------------------- */
 
@@ -686,6 +687,31 @@ static int64_t resolve_n_init(const gsb__ctx *c, int explicit_init)
     return gsb__param_int(c->params, "n_init");
 }
 
+/* scikit-learn's warnings about a fit: an explicit init runs once whatever
+ * n_init says, and fewer distinct clusters than asked (duplicate points). */
+static void warn_explicit_init(const gsb__ctx *c)
+{
+    if (!gsb__param_is(c->params, "n_init", "auto") && gsb__param_int(c->params, "n_init") != 1)
+        gsb__warn("RuntimeWarning", "Explicit initial center position passed: performing only "
+                  "one init in KMeans instead of n_init=%lld.",
+                  (long long)gsb__param_int(c->params, "n_init"));
+}
+
+static void warn_distinct(const int32_t *labels, int64_t n, int64_t k, char *seen)
+{
+    memset(seen, 0, (size_t)k);
+    int64_t distinct = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (labels[i] >= 0 && labels[i] < k && !seen[labels[i]]) {
+            seen[labels[i]] = 1;
+            distinct++;
+        }
+    if (distinct < k)
+        gsb__warn(GSB__CONVERGENCE_WARNING, "Number of distinct clusters (%lld) found smaller "
+                  "than n_clusters (%lld). Possibly due to duplicate points in X.",
+                  (long long)distinct, (long long)k);
+}
+
 static int set_fitted(gsb__ctx *c, const km_data *km, const km_run *best)
 {
     int64_t n = km->n, d = km->d, k = km->k;
@@ -732,6 +758,8 @@ static int kmeans_fit(gsb__ctx *c)
                         "number of features of the data %lld.",
                         (long long)init->rows, (long long)init->cols, (long long)d);
 
+    if (init)
+        warn_explicit_init(c);
     km_data km;
     GSB_TRY(km_setup(c, X, sw, k, &km));
     int64_t n_init = resolve_n_init(c, init != NULL);
@@ -773,6 +801,8 @@ static int kmeans_fit(gsb__ctx *c)
             have_best = 1;
         }
     }
+    /* map is free now: k bytes of scratch for counting the clusters */
+    warn_distinct(best.labels, n, k, (char *)map);
     rc = set_fitted(c, &km, &best);
 done:
     free(run.centres);
