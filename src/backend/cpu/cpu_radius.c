@@ -51,7 +51,8 @@ typedef struct rad_ctx {
     const int64_t *keys;
     double *qinv, *rinv;         /* cosine: inverse norms */
     double *qn, *rn, *rnorm;     /* GEMM: squared norms and ||r|| */
-    double *rb;                  /* GEMM: the cut's per-reference term (rad_cut) */
+    double *rb;                  /* GEMM: the cut's per-reference term (rad_cut) ... */
+    float *rbf;                  /* ... rounded to float32 for float32 tiles */
     double slack;                /* GEMM: relative error bound of the expansion */
     int wide;                    /* GEMM: norms outside the bound's range: decide exactly */
     int tile_f32;                /* GEMM in float32 (the tiles hold floats) */
@@ -234,27 +235,39 @@ static double rad_cut(const rad_ctx *c, int64_t i)
     return 1.0 > c->thr ? -INFINITY : INFINITY;
 }
 
+/* The cut in float32 for float32 tiles, rounded up: the test then runs in the
+ * tiles' precision, and its own roundings (about 3 u (||q||^2 + ||r||^2) with the
+ * per-reference term rounded to float32) stay within the spare s/2 (s >= 10 u). */
+static float rad_cut_f32(const rad_ctx *c, int64_t i)
+{
+    double cut = rad_cut(c, i);
+    float f = (float)cut;
+    return isinf(f) || (double)f >= cut ? f : nextafterf(f, INFINITY);
+}
+
+static double rad_cut_f64(const rad_ctx *c, int64_t i) { return rad_cut(c, i); }
+
 #define RAD_MIN(x, y) ((x) < (y) ? (x) : (y))
 #define RAD_CUT(SUF, T)                                                                  \
-    static inline double rad_v_##SUF(int cosine, double rb, T dot)                       \
+    static inline T rad_v_##SUF(int cosine, T rb, T dot)                                 \
     {                                                                                    \
-        return cosine ? rb * (double)dot : rb - 2.0 * (double)dot;                       \
+        return cosine ? rb * dot : rb - (T)2 * dot;                                      \
     }                                                                                    \
     /* the least v of 16 pairs: the values in one vectorisable loop, then a      \
      * tree of named minima (registers; a running minimum would wait on itself) */      \
-    static inline double rad_min16_##SUF(int cosine, const double *rb, const T *dot)     \
+    static inline T rad_min16_##SUF(int cosine, const T *rb, const T *dot)               \
     {                                                                                    \
-        double v[16];                                                                    \
+        T v[16];                                                                         \
         if (cosine)                                                                      \
             for (int k = 0; k < 16; k++)                                                 \
-                v[k] = rb[k] * (double)dot[k];                                           \
+                v[k] = rb[k] * dot[k];                                                   \
         else                                                                             \
             for (int k = 0; k < 16; k++)                                                 \
-                v[k] = rb[k] - 2.0 * (double)dot[k];                                     \
-        double a = RAD_MIN(RAD_MIN(v[0], v[1]), RAD_MIN(v[2], v[3]));                    \
-        double b = RAD_MIN(RAD_MIN(v[4], v[5]), RAD_MIN(v[6], v[7]));                    \
-        double e = RAD_MIN(RAD_MIN(v[8], v[9]), RAD_MIN(v[10], v[11]));                  \
-        double f = RAD_MIN(RAD_MIN(v[12], v[13]), RAD_MIN(v[14], v[15]));                \
+                v[k] = rb[k] - (T)2 * dot[k];                                            \
+        T a = RAD_MIN(RAD_MIN(v[0], v[1]), RAD_MIN(v[2], v[3]));                         \
+        T b = RAD_MIN(RAD_MIN(v[4], v[5]), RAD_MIN(v[6], v[7]));                         \
+        T e = RAD_MIN(RAD_MIN(v[8], v[9]), RAD_MIN(v[10], v[11]));                       \
+        T f = RAD_MIN(RAD_MIN(v[12], v[13]), RAD_MIN(v[14], v[15]));                     \
         return RAD_MIN(RAD_MIN(a, b), RAD_MIN(e, f));                                    \
     }
 RAD_CUT(f32, float)
@@ -292,12 +305,12 @@ static void rad_classify(const rad_ctx *c, int64_t i, int64_t j, double dot, rad
  * products: the cut discards blocks of 16 that hold no candidate (a tile
  * row has a handful among thousands), the rest are classified one by one.
  */
-#define RAD_TILE_ROW(SUF, T)                                                             \
+#define RAD_TILE_ROW(SUF, T, RB)                                                         \
     static void rad_tile_row_##SUF(const rad_ctx *c, int64_t i, const T *dot, int64_t j0,\
                                    int64_t cols, rad_out *o)                             \
     {                                                                                    \
         const int cosine = c->metric == GSB__METRIC_COSINE;                              \
-        const double cut = rad_cut(c, i), *rb = c->rb + j0;                              \
+        const T cut = rad_cut_##SUF(c, i), *rb = c->RB + j0;                             \
         for (int64_t t0 = 0; t0 < cols; t0 += 16) {                                      \
             int64_t t1 = cpu_min64(t0 + 16, cols);                                       \
             if (t1 - t0 == 16 && rad_min16_##SUF(cosine, rb + t0, dot + t0) > cut)       \
@@ -307,8 +320,8 @@ static void rad_classify(const rad_ctx *c, int64_t i, int64_t j, double dot, rad
                     rad_classify(c, i, j0 + t, (double)dot[t], o);                       \
         }                                                                                \
     }
-RAD_TILE_ROW(f32, float)
-RAD_TILE_ROW(f64, double)
+RAD_TILE_ROW(f32, float, rbf)
+RAD_TILE_ROW(f64, double, rb)
 #undef RAD_TILE_ROW
 
 static void rad_tile_row(const rad_ctx *c, int64_t i, const void *trow, int64_t j0,
@@ -439,10 +452,14 @@ static int rad_norms(rad_ctx *c, int use_gemm)
     double teps = c->tile_f32 ? (double)FLT_EPSILON : DBL_EPSILON;
     c->slack = 2.0 * ((double)(c->d + 2 + (c->f32 ? 0 : 2)) * teps +
                       (double)(2 * c->d + 8) * DBL_EPSILON);
+    if (c->tile_f32 && !(c->rbf = cpu_alloc(c->nr, sizeof(float))))
+        return gsb__err(GSB_ENOMEM, "radius_neighbors: out of memory for row norms");
     for (int64_t j = 0; j < c->nr; j++) {
         c->rnorm[j] = sqrt(c->rn[j]);
         c->rb[j] = c->metric == GSB__METRIC_COSINE ? -c->rinv[j]
                                                    : c->rn[j] * (1.0 - 2.0 * c->slack);
+        if (c->rbf)
+            c->rbf[j] = (float)c->rb[j];
     }
     return GSB_OK;
 }
@@ -529,6 +546,7 @@ int gsb__cpu_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q, cons
     free(c.rn);
     free(c.rnorm);
     free(c.rb);
+    free(c.rbf);
     free(c.Qs);
     free(c.Rs);
     if (rc == GSB_OK && atomic_load(&c.mismatch))
