@@ -9,9 +9,9 @@
  * in use over the run (the CUDA pool keeps what it reserved, so this is its
  * high-water mark; absent without a GPU)}.
  * METHOD is what is timed after fit ("predict", "transform", "kneighbors";
- * "none": nothing, for estimators without one, DBSCAN; default predict).  Data: with $GSB_BENCH_DATA=DIR, the raw arrays
- * DIR/X.bin (N x D, C order) and DIR/y.bin (N) in DTYPE, as the driver
- * (bench/compare.py) writes them, so scikit-learn and gsb see the same
+ * default predict; "none": nothing, for estimators that only fit, TSNE,
+ * DBSCAN).  Data: with $GSB_BENCH_DATA=DIR, the raw arrays DIR/X.bin (N x D,
+ * C order) and DIR/y.bin (N) in DTYPE, as the driver (bench/compare.py) writes them, so scikit-learn and gsb see the same
  * numbers: iterative solvers (SMO, L-BFGS, Lloyd) take as many steps as
  * their data asks for, so equal shapes alone would compare unequal work.
  * Otherwise X ~ N(0, 1) with a little structure so the estimators have
@@ -192,16 +192,13 @@ int main(int argc, char **argv)
         double f = gpu_free_bytes(s);
         if (f >= 0 && f < gpu_free_min)
             gpu_free_min = f;
-        pred[r] = 0;
-        if (strcmp(method, "none") != 0) {
-            const gsb_array *in[1] = {&Qa};
-            gsb_result *res;
-            t0 = now_ms();
-            if ((rc = gsb_model_call(m, method, in, 1, NULL, &res)))
-                die(method, rc);
-            pred[r] = now_ms() - t0;
-            gsb_result_free(res);
-        }
+        const gsb_array *in[1] = {&Qa};
+        gsb_result *res = NULL;
+        t0 = now_ms();
+        if (strcmp(method, "none") != 0 && (rc = gsb_model_call(m, method, in, 1, NULL, &res)))
+            die(method, rc);
+        pred[r] = now_ms() - t0;
+        gsb_result_free(res);
         gsb_model_free(m);
     }
     printf("{\"fit_ms\": %.3f, \"predict_ms\": %.3f, \"peak_rss_mb\": %.1f", median(fit, repeats),

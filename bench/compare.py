@@ -8,6 +8,10 @@ on the same arrays (written to a temporary directory, $GSB_BENCH_DATA).  Each ti
 REPEATS runs.  The ratio is sklearn / gsb: above 1 means gsb is faster.
 
     python3 bench/compare.py [--suite cpu|gpu|small] [--session local?device=cuda]
+                             [--json results.json]
+
+--json also writes the table as JSON, which bench/plot.py draws (it reads these
+printed tables too).
 
 Suites: cpu (sizes for a laptop CPU), gpu (the sizes and targets of the CUDA
 issue: KMeans 1M x 64 k=100, PCA/LinearRegression/Ridge/Lasso 1M x 256, ...),
@@ -28,7 +32,8 @@ import time
 
 import numpy as np
 import sklearn
-from sklearn import cluster, decomposition, linear_model, neighbors, preprocessing, svm
+from sklearn import (cluster, decomposition, linear_model, manifold, neighbors, preprocessing,
+                     svm)
 
 
 def dbscan_params(X, neighbours=30):
@@ -72,6 +77,9 @@ FULL = [
      cluster.KMeans, 100_000, 32, "none", 0, "predict"),
     ("kNN k=10 50k x 32, 2k queries", "KNeighborsClassifier", {"n_neighbors": 10},
      neighbors.KNeighborsClassifier, 50_000, 32, "multi", 2000, "predict"),
+    # the TSNE issue: the CPU backend no slower than scikit-learn (both Barnes-Hut)
+    ("TSNE 10k x 50", "TSNE", {"random_state": 0}, manifold.TSNE, 10_000, 50, "none", 0,
+     "none"),
     ("DBSCAN 50k x 2", "DBSCAN", dbscan_params, cluster.DBSCAN, 50_000, 2, "none", 0, "none"),
 ]
 # (name, estimator, params, sklearn factory, n, d, target, n_query, method, target ratio)
@@ -123,6 +131,14 @@ GPU = [
      "none", None),
     ("MinMaxScaler 1M x 256", "MinMaxScaler", {}, preprocessing.MinMaxScaler,
      1_000_000, 256, "none", 0, "transform", 5),
+    # TSNE end to end (kNN graph, affinities, PCA init, 1000 iterations); the GPU runs
+    # FIt-SNE for method='barnes_hut' (docs/PARITY.md)
+    ("TSNE 10k x 50", "TSNE", {"random_state": 0}, manifold.TSNE, 10_000, 50, "none", 0,
+     "none", 50),
+    # MNIST-shaped; scikit-learn would take tens of minutes: the target is gsb's own time
+    # (under 5 s on an H100), scikit-learn is not run
+    ("TSNE 70k x 784 (MNIST-shaped)", "TSNE", {"random_state": 0}, None, 70_000, 784,
+     "none", 0, "none", "< 5000 ms"),
 ]
 
 # Estimators timed only at the small size: their fits grow faster than n
@@ -176,6 +192,8 @@ def make_data(n, d, target, dtype, rng):
 
 def time_sklearn(case, X, y, repeats):
     name, est, params, factory, n, d, target, nq, method = case[:9]
+    if factory is None:  # not run (see the case)
+        return None, None
     Q = X[:nq] if nq else X
     fits, preds = [], []
     for _ in range(repeats):
@@ -216,6 +234,8 @@ def main():
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--cases", default=None,
                     help="only the cases whose name matches this regular expression (any case)")
+    ap.add_argument("--json", default=None, metavar="PATH",
+                    help="also write the results as JSON (for bench/plot.py)")
     args = ap.parse_args()
     if args.session:
         os.environ["GSB_BENCH_SESSION"] = args.session
@@ -225,14 +245,17 @@ def main():
     if args.cases:
         cases = [c for c in cases if re.search(args.cases, c[0], re.IGNORECASE)]
     sk_repeats = args.sklearn_repeats or args.repeats
-    print(f"# {time.strftime('%Y-%m-%d')}  {platform.node()}  {os.cpu_count()} cores  "
-          f"{platform.processor() or platform.machine()}  scikit-learn {sklearn.__version__}  "
-          f"numpy {np.__version__}")
-    print(f"# command: python3 bench/compare.py {' '.join(sys.argv[1:])}")
-    print(f"# gsb session: {os.environ.get('GSB_BENCH_SESSION', 'local?device=cpu')}")
-    print("| case | dtype | sklearn fit ms | gsb fit ms | fit ratio | sklearn pred ms "
-          "| gsb pred ms | pred ratio | target |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    meta = {"date": time.strftime("%Y-%m-%d"), "host": platform.node(),
+            "cores": os.cpu_count(), "machine": platform.processor() or platform.machine(),
+            "sklearn": sklearn.__version__, "numpy": np.__version__, "suite": suite,
+            "command": f"python3 bench/compare.py {' '.join(sys.argv[1:])}",
+            "session": os.environ.get("GSB_BENCH_SESSION", "local?device=cpu")}
+    print(f"# {meta['date']}  {meta['host']}  {meta['cores']} cores  {meta['machine']}  "
+          f"scikit-learn {meta['sklearn']}  numpy {meta['numpy']}")
+    print(f"# command: {meta['command']}")
+    print(f"# gsb session: {meta['session']}")
+    print(TABLE_HEAD)
+    rows = []
     for dtype_name in args.dtypes.split(","):
         dtype = np.dtype(dtype_name).type
         for case in cases:
@@ -243,20 +266,60 @@ def main():
             r = time_gsb(case, X, y, args.repeats, args.bench)
             g_fit, g_pred = r["fit_ms"], r["predict_ms"]
             del X, y
-            target = ""
-            if len(case) > 9 and case[9] is not None:
-                # speed-up targets (> 1) are on the fit, the main cost; the
-                # small-data rule (< 1: at most 1.2x scikit-learn's time) holds
-                # for the fit and the prediction alike
-                ratios = [sk_fit / g_fit] + ([sk_pred / g_pred] if case[9] < 1 and g_pred > 0
-                                             else [])
-                target = f">= {case[9]}x: {'met' if min(ratios) >= case[9] else 'MISSED'}"
+            rows.append(result_row(case, dtype_name, sk_fit, g_fit, sk_pred, g_pred))
             if case[1] in REPORT_MEMORY:
-                gpu = f", GPU pool {r['gpu_pool_mb']:.0f} MB" if "gpu_pool_mb" in r else ""
-                target += f" (gsb peak RSS {r['peak_rss_mb']:.0f} MB{gpu})"
-            print(f"| {case[0]} | {dtype_name} | {sk_fit:.1f} | {g_fit:.1f} | "
-                  f"{sk_fit / g_fit:.2f}x | {sk_pred:.1f} | {g_pred:.1f} | "
-                  f"{f'{sk_pred / g_pred:.2f}x' if g_pred > 0 else '-'} | {target} |", flush=True)
+                rows[-1]["gsb_peak_rss_mb"] = r.get("peak_rss_mb")
+                rows[-1]["gsb_gpu_pool_mb"] = r.get("gpu_pool_mb")
+            print(table_line(rows[-1]), flush=True)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+
+
+TABLE_HEAD = ("| case | dtype | sklearn fit ms | gsb fit ms | fit ratio | sklearn pred ms "
+              "| gsb pred ms | pred ratio | target |\n|---|---|---:|---:|---:|---:|---:|---:|---|")
+
+
+def result_row(case, dtype_name, sk_fit, g_fit, sk_pred, g_pred):
+    """One case's figures (the JSON row; the table line is made from it).  A case
+    without a scikit-learn factory has an absolute target on gsb's fit time ("< 5000
+    ms"); a case whose method is "none" times the fit alone."""
+    goal = case[9] if len(case) > 9 else None
+    fit_only = case[8] == "none"
+    met = None
+    if sk_fit is None:
+        limit = float(goal.split()[1]) if isinstance(goal, str) else None
+        met = None if limit is None else g_fit < limit
+    elif goal is not None:
+        # speed-up targets (> 1) are on the fit, the main cost; the small-data
+        # rule (< 1: at most 1.2x scikit-learn's time) holds for the fit and
+        # the prediction alike
+        ratios = [sk_fit / g_fit] + ([sk_pred / g_pred] if goal < 1 and not fit_only else [])
+        met = min(ratios) >= goal
+    has_pred = sk_fit is not None and not fit_only
+    return {"case": case[0], "dtype": dtype_name, "sklearn_fit_ms": sk_fit,
+            "gsb_fit_ms": g_fit, "fit_ratio": None if sk_fit is None else sk_fit / g_fit,
+            "sklearn_pred_ms": sk_pred if has_pred else None,
+            "gsb_pred_ms": g_pred if not fit_only else None,
+            "pred_ratio": sk_pred / g_pred if has_pred else None, "target": goal,
+            "target_met": met}
+
+
+def table_line(r):
+    def num(v, fmt):
+        return "-" if v is None else format(v, fmt)
+    target = ""
+    if r["target"] is not None:
+        goal = r["target"] if isinstance(r["target"], str) else f">= {r['target']}x"
+        target = f"{goal}: {'met' if r['target_met'] else 'MISSED'}"
+    if r.get("gsb_peak_rss_mb") is not None:
+        gpu = r.get("gsb_gpu_pool_mb")
+        gpu = f", GPU pool {gpu:.0f} MB" if gpu is not None else ""
+        target += f" (gsb peak RSS {r['gsb_peak_rss_mb']:.0f} MB{gpu})"
+    return (f"| {r['case']} | {r['dtype']} | {num(r['sklearn_fit_ms'], '.1f')} | "
+            f"{num(r['gsb_fit_ms'], '.1f')} | {num(r['fit_ratio'], '.2f')}x | "
+            f"{num(r['sklearn_pred_ms'], '.1f')} | {num(r['gsb_pred_ms'], '.1f')} | "
+            f"{num(r['pred_ratio'], '.2f')}x | {target} |").replace("-x |", "- |")
 
 
 if __name__ == "__main__":

@@ -100,7 +100,8 @@ GSB_API void gsb_free(void *p);                 /* frees strings/bytes gsb retur
 /*
  * JSON describing the library: version, backends compiled and available, and
  * every registered estimator with its parameters (type, default, range or
- * choices), methods and fitted attributes.  Caller frees with gsb_free.
+ * choices), methods and fitted attributes, and "cuml_version" (the version the
+ * cuml shim and gsbd's /health report).  Caller frees with gsb_free.
  */
 GSB_API int gsb_info_json(char **out_json);
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # install-python.sh - pip-install gsb (scikit-build-core builds libgsb into the
-# package) and the optional cuml shim, plus what the tests use.
+# package) and the optional cuml shim, plus what the tests use (matplotlib: the
+# bench pictures and the clustering example; polars: set_output="polars").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PIP="python3 -m pip"
@@ -11,5 +12,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 # --break-system-packages: a distribution's own python refuses plain pip installs
 flags=""
 $PIP install --help 2>/dev/null | grep -q -- --break-system-packages && flags="--break-system-packages"
-$PIP install -q $flags "numpy>=1.22" "scikit-learn>=1.3" pytest pandas
+$PIP install -q $flags "numpy>=1.22" "scikit-learn>=1.3" pytest pandas matplotlib polars
+# gsb.dask and its tests (tests/python/test_dask.py: a LocalCluster of worker processes)
+$PIP install -q $flags "dask[array,dataframe]>=2024.8" "distributed>=2024.8"
 $PIP install -q $flags --force-reinstall --no-deps . ./python/cuml_shim

@@ -10,6 +10,9 @@
 """
 from sklearn.utils.metaestimators import available_if
 
+from ._convert import as_array
+from ._estimator import _fit_feature_names
+
 _NEEDS_PARAM = {("SVC", "predict_proba"): "probability",
                 ("SVC", "predict_log_proba"): "probability"}
 
@@ -17,16 +20,17 @@ _NEEDS_PARAM = {("SVC", "predict_proba"): "probability",
 def _partial_fit_method(takes_weights):
     def partial_fit(self, X, y=None, sample_weight=None):
         """Update the fitted statistics with the batch X (the first call fits)."""
-        from ._estimator import _as_array, _feature_names
-        names = _feature_names(X)
         first = not hasattr(self, "n_features_in_")
-        X = _as_array(X, "X")
-        inputs = [X, None if y is None else _as_array(y, "y")]
+        if first:  # the first batch sets the feature names, later ones are checked
+            names, X = _fit_feature_names(X), as_array(X, "X", self)
+        else:
+            names, X = getattr(self, "feature_names_in_", None), self._input(X)
+        inputs = [X, None if y is None else as_array(y, "y", self)]
         if sample_weight is not None:
-            inputs.append(_as_array(sample_weight, "sample_weight"))
+            inputs.append(as_array(sample_weight, "sample_weight", self))
         self._model(create=True)  # the engine model, kept across calls
         self._call("partial_fit", inputs)
-        self._finish_fit(names if first else getattr(self, "feature_names_in_", None))
+        self._finish_fit(names)
         return self
 
     if takes_weights:
@@ -53,7 +57,9 @@ def _only_with(cls, method, param):
 
     def call(self, X):
         return impl(self, X)
-    call.__name__ = call.__qualname__ = method
+    call.__name__ = method
+    call.__qualname__ = f"{cls.__name__}.{method}"
+    call.__module__ = cls.__module__
     call.__doc__ = f"{method} (only with {param}=True, as in scikit-learn)."
     setattr(cls, method, available_if(_needs("predict_proba", param))(call))
 

@@ -14,7 +14,7 @@ MODULES = ("linear_model", "cluster", "decomposition", "neighbors", "preprocessi
 PLANNED = {
     "svm": ["SVC", "SVR"],
     "ensemble": ["RandomForestClassifier", "RandomForestRegressor"],
-    "manifold": ["TSNE", "UMAP"],
+    "manifold": ["UMAP"],
 }
 
 

@@ -121,7 +121,11 @@ def start(listen=None, data_dir=None, token_file=None, device=None, log_file=Non
     token_file: clients must present the token in its first line.
     device: "auto" (default), "cpu" or "cuda".
     log_file (default DATA_DIR/gsbd.log), log_level ("debug", "info" (default), "warn",
-    "error"), log_stderr (default True), max_request_mb, max_connections: as gsb.h says."""
+    "error"), max_request_mb, max_connections: as gsb.h says.
+    log_stderr: also write the log lines to stderr (default False: the server shares this
+    process's stderr, which is the user's output; the lines go to log_file only)."""
+    if log_stderr is None:
+        log_stderr = False
     return Server(_options(listen, data_dir, token_file, device, log_file, log_level,
                            max_request_mb, log_stderr, max_connections))
 
@@ -129,7 +133,8 @@ def start(listen=None, data_dir=None, token_file=None, device=None, log_file=Non
 def serve(listen=None, data_dir=None, token_file=None, device=None, log_file=None,
           log_level=None, max_request_mb=None, log_stderr=None, max_connections=None):
     """Run gsbd in this process until SIGINT or SIGTERM (the body of `gsbd`): it then
-    finishes in-flight requests and returns.  Arguments as for start()."""
+    finishes in-flight requests and returns.  Arguments as for start(), except that the
+    log also goes to stderr unless log_stderr=False (a foreground daemon's output)."""
     opts = _options(listen, data_dir, token_file, device, log_file, log_level,
                     max_request_mb, log_stderr, max_connections)
     _lib.check(_lib.bridge.gsb_serve(opts.encode()))

@@ -217,10 +217,11 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
             spec.non_negative = !(md->inputs[i].flags & GSB__IN_SIGNED);
             break;
         case GSB__IN_MATRIX: spec.dtype = xdtype; spec.want_2d = 1; break;
+        case GSB__IN_STATS: spec.dtype = GSB_F64; spec.want_1d = 1; break;
         default: spec.want_2d = 1; break;
         }
         GSB_CHECK(validate_input(m, md, i, inputs[i], &spec, &in[i]));
-        if (kind == GSB__IN_MATRIX || nrows < 0)
+        if (kind == GSB__IN_MATRIX || kind == GSB__IN_STATS || nrows < 0)
             continue;
         if (in[i].rows != nrows) {
             if (kind == GSB__IN_WEIGHTS)
@@ -312,7 +313,7 @@ static int run_fn(gsb__ctx *cp, const gsb__method_desc *md, gsb__tensor *in)
 {
     gsb__ctx c = *cp;
     gsb__model *m = c.model;
-    if (!md->is_fit)
+    if (md->is_fit != 1)
         return md->fn(&c);
 
     gsb__nlist fresh = {0};

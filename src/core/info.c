@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/cuml_compat.h"
 #include "core/dispatch.h"
 #include "core/estimator.h"
 
@@ -110,6 +111,7 @@ int gsb_info_json(char **out_json)
         return gsb__err(GSB_EINVAL, "gsb_info_json: out_json must not be NULL");
     json_t *root = json_object();
     json_object_set_new(root, "version", json_string(GSB_VERSION_STRING));
+    json_object_set_new(root, "cuml_version", json_string(GSB__CUML_VERSION));
     json_t *compiled = json_array(), *available = json_array();
     json_array_append_new(compiled, json_string("cpu"));
     json_array_append_new(available, json_string("cpu"));

@@ -84,7 +84,7 @@ static void describe(const gsb__param_desc *p, char *buf, size_t n)
     fmt_range(p, 0, irange, sizeof irange);
     fmt_range(p, 1, frange, sizeof frange);
     const char *parts[8];
-    char tmp[8][256];
+    char tmp[8][768]; /* "a str among {...}" of the 30 distance metrics is over 300 bytes */
     int k = 0;
     if (p->types & GSB__P_INT)
         snprintf(tmp[k], sizeof tmp[k], "an int%s", irange), parts[k] = tmp[k], k++;

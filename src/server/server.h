@@ -23,11 +23,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/cuml_compat.h"
 #include "core/model.h"
 #include "net/wire.h"
 
 #define GSB__SERVER_NAME "gsbd " GSB_VERSION_STRING
-#define GSB__CUML_VERSION "25.02 (gsb)"
 #define GSB__DEFAULT_TCP "tcp://127.0.0.1:19876"
 
 /* ---- log.c: "ts level msg key=value ..." lines to a file and stderr -------- */

@@ -1092,7 +1092,7 @@ static int may_fit(const gsb__model *m, const char *method)
 {
     const gsb__method_desc *md = gsb__method_find(m->est, method);
     if (md)
-        return md->is_fit;
+        return md->is_fit == 1;
     /* an estimator known by name only (the client-only build): the usual names */
     return strcmp(method, "fit") == 0 || strcmp(method, "partial_fit") == 0 ||
            strcmp(method, "fit_transform") == 0 || strcmp(method, "fit_predict") == 0;

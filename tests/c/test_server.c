@@ -1374,7 +1374,8 @@ static void test_http(void)
     CHECK(h && strcmp(json_string_value(json_object_get(h, "status")), "ok") == 0);
     CHECK(strcmp(json_string_value(json_object_get(h, "version")), gsb_version()) == 0);
     CHECK(strcmp(json_string_value(json_object_get(h, "backend")), g_backend) == 0);
-    CHECK(strcmp(json_string_value(json_object_get(h, "cuml_version")), "25.02 (gsb)") == 0);
+    CHECK(strcmp(json_string_value(json_object_get(h, "cuml_version")),
+                 "25.02.00+gsb." GSB_VERSION_STRING) == 0);
     CHECK(json_is_number(json_object_get(h, "uptime_s")));
     CHECK(json_integer_value(json_object_get(h, "connections")) >= 1);
     json_decref(h);

@@ -31,6 +31,8 @@
 #include "core/estimator.h"
 #include "core/rng.h"
 #include "core/warn.h"
+#include "estimators/cluster/kmeans_stats.h"
+#include "estimators/common/partial_stats.h"
 
 /* ---- descriptor: parameters -------------------------------------------- */
 
@@ -498,34 +500,6 @@ done:
     return rc;
 }
 
-/*
- * scikit-learn's _average_centers: each centre is its cluster's weighted
- * mean; a cluster with no weight left goes to the heaviest cluster (the first
- * of equal weights).  scikit-learn scales the rows in place in index order,
- * so when the heaviest cluster comes later its row is still the weighted sum,
- * and that is what gets copied; kept for identical results.
- */
-static void average_centres(const double *sums, const double *counts, int64_t k, int64_t d,
-                            double *out)
-{
-    int64_t heavy = 0;
-    for (int64_t j = 1; j < k; j++)
-        if (counts[j] > counts[heavy])
-            heavy = j;
-    for (int64_t j = 0; j < k; j++) {
-        const double *src = sums + j * d;
-        double alpha = 1.0;
-        if (counts[j] > 0)
-            alpha = 1.0 / counts[j];
-        else if (heavy < j)
-            src = out + heavy * d;
-        else
-            src = sums + heavy * d;
-        for (int64_t f = 0; f < d; f++)
-            out[j * d + f] = src[f] * alpha;
-    }
-}
-
 typedef struct km_run {
     double *centres;  /* k x d, centred coordinates */
     int32_t *labels;  /* n */
@@ -610,7 +584,7 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
         }
         prev_empty = n_empty > 0;
 
-        average_centres(sums, counts, k, d, fresh);
+        gsb__kmeans_average_centres(sums, counts, k, d, fresh);
         round_to_dtype(km->dtype, fresh, k * d);
         double shift2 = 0;
         int moved = 0;
@@ -936,6 +910,7 @@ static const gsb__method_desc kmeans_methods[] = {
       {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      0, "Opposite of the (weighted) inertia of X under the centres, as 'score'."},
+    GSB__STATS_MOMENTS_ROW, GSB__STATS_MERGE_ROW, GSB__KMEANS_STATS_ROWS,
     {0}};
 
 static const gsb__attr_desc kmeans_attrs[] = {

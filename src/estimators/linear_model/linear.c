@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "core/estimator.h"
+#include "estimators/common/partial_stats.h"
 #include "estimators/linear_model/linear_common.h"
 
 /* n x n host matrix a * I. */
@@ -335,6 +336,8 @@ static const gsb__method_desc lr_methods[] = {
      {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "ordinary least squares (non-negative with positive=True)"},
     {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
+    GSB__STATS_GRAM_ROW, GSB__STATS_MERGE_ROW,
+    GSB__FIT_FROM_STATS_ROW(gsb__linreg_fit_from_stats, "gram"),
     {0}};
 
 static const gsb__attr_desc lr_attrs[] = {
@@ -657,6 +660,8 @@ static const gsb__method_desc ridge_methods[] = {
      {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "L2-regularised least squares"},
     {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
+    GSB__STATS_GRAM_ROW, GSB__STATS_MERGE_ROW,
+    GSB__FIT_FROM_STATS_ROW(gsb__ridge_fit_from_stats, "gram"),
     {0}};
 
 static const gsb__attr_desc ridge_attrs[] = {

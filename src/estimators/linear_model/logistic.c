@@ -45,6 +45,7 @@
 #include "solvers/lbfgs.h"
 #include "solvers/owlqn.h"
 #include "estimators/common/classes.h"
+#include "estimators/common/partial_stats.h"
 #include "estimators/common/pyrepr.h"
 
 /* ---- descriptor: parameters ---------------------------------------------- */
@@ -640,6 +641,7 @@ static const gsb__method_desc logistic_methods[] = {
      "Logarithm of predict_proba, as 'log_proba'."},
     {"decision_function", logistic_decision_function, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "X @ coef_.T + intercept_, as 'scores': (n,) for two classes, else (n, n_classes)."},
+    GSB__LOGISTIC_STATS_ROWS, GSB__STATS_MERGE_ROW,
     {0}};
 
 static const gsb__attr_desc logistic_attrs[] = {

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "core/estimator.h"
+#include "estimators/common/partial_stats.h"
 
 /* ======================================================================
  * Small helpers
@@ -362,6 +363,42 @@ done:
     return rc;
 }
 
+/* fit from merged MOMENTS statistics (partial_stats.h): what fit computes on
+ * the concatenated partitions; option "weighted" as fit's sample_weight. */
+int gsb__scaler_fit_from_stats(gsb__ctx *c)
+{
+    gsb__stats st;
+    GSB_TRY(gsb__stats_parse(gsb__in(c, "stats"), GSB__STATS_MOMENTS, &st));
+    int64_t d = st.a;
+    const double *v = st.v;
+    int weighted = gsb__opt_bool(c, "weighted", 0);
+    GSB_TRY(gsb__fit_set_scalar(c, "n_features_in_", (double)d, GSB_I64));
+    if (!gsb__param_bool(c->params, "with_mean") && !gsb__param_bool(c->params, "with_std"))
+        return gsb__fit_set_scalar(c, "n_samples_seen_", v[1], weighted ? GSB_F64 : GSB_I64);
+    if (!(v[0] > 0))
+        return gsb__err(GSB_EINVAL, "Sample weights must contain at least one non-zero number.");
+    gsb__tensor mean = GSB__TENSOR_NONE, var = GSB__TENSOR_NONE, scale = GSB__TENSOR_NONE;
+    int rc;
+    GSB_CHECK(host_vec(d, &mean));
+    GSB_CHECK(host_vec(d, &var));
+    for (int64_t j = 0; j < d; j++) {
+        ((double *)mean.data)[j] = v[2 + j];
+        ((double *)var.data)[j] = v[2 + d + j] / v[0];
+    }
+    if (gsb__param_bool(c->params, "with_std")) {
+        GSB_CHECK(ss_scale(&mean, &var, v[0], &scale));
+        GSB_CHECK(gsb__fit_set(c, "var_", &var));
+        GSB_CHECK(gsb__fit_set(c, "scale_", &scale));
+    }
+    GSB_CHECK(gsb__fit_set(c, "mean_", &mean));
+    rc = gsb__fit_set_scalar(c, "n_samples_seen_", v[0], GSB_F64);
+done:
+    gsb__tensor_free(&mean);
+    gsb__tensor_free(&var);
+    gsb__tensor_free(&scale);
+    return rc;
+}
+
 /* transform: (X - mean_) / scale_; inverse: X * scale_ + mean_ (each part per flag). */
 static int ss_apply(gsb__ctx *c, int inverse)
 {
@@ -402,6 +439,8 @@ static const gsb__method_desc ss_methods[] = {
     {"transform", ss_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "standardize X (result \"X\")"},
     {"inverse_transform", ss_inverse_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "scale back to the original representation (result \"X\")"},
+    GSB__STATS_MOMENTS_ROW, GSB__STATS_MERGE_ROW,
+    GSB__FIT_FROM_STATS_ROW(gsb__scaler_fit_from_stats, "moments"),
     {0}};
 
 static const gsb__attr_desc ss_attrs[] = {
