@@ -4,14 +4,16 @@ radius_neighbors and radius_neighbors_graph (NearestNeighbors) and
 kneighbors_graph (NearestNeighbors, KNeighborsClassifier, KNeighborsRegressor)
 turn the engine's CSR pieces (indptr, indices, distances) into scikit-learn's
 ragged object arrays and scipy.sparse CSR graphs.  DBSCAN's fit passes
-scikit-learn's working_memory to the engine as its memory budget and says
-what gsb cannot do (callable metrics) before the engine is asked.
+scikit-learn's working_memory to the engine as its memory budget, refuses a
+callable metric in the project's words before the engine is asked, and warns
+as scikit-learn does for minkowski with p < 1.
 """
 import warnings
 
 import numpy as np
 
-from ._estimator import _as_array, _feature_names
+from ._convert import as_array
+from ._estimator import _callable_param_error, _fit_feature_names, _named_method
 
 _MODE_ERROR = ('Unsupported mode, must be one of "connectivity", or "distance" but got '
                '"{}" instead')
@@ -49,7 +51,8 @@ def _radius_csr(self, X, radius, return_distance, sort_results):
                "working_memory": _working_memory()}
     if radius is not None:
         options["radius"] = float(radius)
-    res = self._call("radius_neighbors", [None if X is None else _as_array(X, "X")], options)
+    res = self._call("radius_neighbors", [None if X is None else as_array(X, "X", self)],
+                     options)
     return res["indptr"], res["indices"], res.get("distances")
 
 
@@ -102,18 +105,15 @@ def dbscan_fit(self, X, y=None, sample_weight=None):
     """Perform DBSCAN clustering from features, or from a distance matrix with
     metric='precomputed'.  y is ignored; sample_weight may be negative."""
     if callable(self.metric):
-        raise NotImplementedError(
-            f"{type(self).__name__}: a callable metric is not supported by gsb; use one of "
-            f"'euclidean', 'manhattan', 'chebyshev', 'minkowski', 'sqeuclidean', 'cosine' "
-            f"or 'precomputed'")
+        raise _callable_param_error(self, "metric", self.metric)
     if self.metric == "minkowski" and self.p is not None and 0 < self.p < 1:
         warnings.warn("Mind that for 0 < p < 1, Minkowski metrics are not distance metrics. "
                       "Continuing the execution with `algorithm='brute'`.", UserWarning,
                       stacklevel=2)
-    names = _feature_names(X)
-    X = _as_array(X, "X")
+    names = _fit_feature_names(X)
+    X = as_array(X, "X", self)
     if sample_weight is not None:
-        sample_weight = _as_array(sample_weight, "sample_weight")
+        sample_weight = as_array(sample_weight, "sample_weight", self)
         if getattr(sample_weight, "ndim", 1) == 0 and hasattr(X, "shape"):
             sample_weight = np.full(X.shape[0], sample_weight, dtype=np.float64)
     self._call("fit", [X, None, sample_weight], {"working_memory": _working_memory()},
@@ -122,15 +122,19 @@ def dbscan_fit(self, X, y=None, sample_weight=None):
     return self
 
 
+def _attach(cls, fn, name):
+    setattr(cls, name, _named_method(fn, name, cls.__name__, cls.__module__))
+
+
 def install(by_module):
     """Attach the methods above to the generated classes."""
     nbrs = by_module.get("neighbors", {})
     for name in ("NearestNeighbors", "KNeighborsClassifier", "KNeighborsRegressor"):
         if name in nbrs:
-            nbrs[name].kneighbors_graph = kneighbors_graph
+            _attach(nbrs[name], kneighbors_graph, "kneighbors_graph")
     if "NearestNeighbors" in nbrs:
-        nbrs["NearestNeighbors"].radius_neighbors = radius_neighbors
-        nbrs["NearestNeighbors"].radius_neighbors_graph = radius_neighbors_graph
+        _attach(nbrs["NearestNeighbors"], radius_neighbors, "radius_neighbors")
+        _attach(nbrs["NearestNeighbors"], radius_neighbors_graph, "radius_neighbors_graph")
     dbscan = by_module.get("cluster", {}).get("DBSCAN")
     if dbscan is not None:
-        dbscan.fit = dbscan_fit
+        _attach(dbscan, dbscan_fit, "fit")
