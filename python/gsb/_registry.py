@@ -13,7 +13,6 @@ MODULES = ("linear_model", "cluster", "decomposition", "neighbors", "preprocessi
 
 PLANNED = {
     "svm": ["SVC", "SVR"],
-    "cluster": ["DBSCAN"],
     "manifold": ["UMAP"],
 }
 
@@ -38,6 +37,8 @@ def _build():
         prep["LabelEncoder"] = make_label_encoder(prep["LabelEncoder"])
     from ._forest import patch as patch_forests
     patch_forests(by_module["ensemble"])
+    from ._neighbors_extra import install
+    install(by_module)
     for module, names in PLANNED.items():
         for name in names:
             by_module[module].setdefault(name, _planned_class(name, module))

@@ -117,7 +117,7 @@ int gsb__model_new(gsb_session *s, const gsb__estimator_desc *est, gsb__model **
 }
 
 /* Names the original project offered that this engine does not implement yet. */
-static const char *const planned[] = {"DBSCAN", "UMAP", NULL};
+static const char *const planned[] = {"UMAP", NULL};
 
 int gsb__find_estimator(const char *name, const gsb__estimator_desc **out)
 {

@@ -45,8 +45,9 @@ enum {
     GSB__IN_SAME_FEATURES = 64, /* a fit method that updates a fitted model (partial_fit):
                                   X must have the feature count seen before, checked
                                   before the method runs, so a mismatch keeps the model */
-    GSB__IN_ALLOW_NAN = 128    /* X may hold NaN (missing values; infinity is still
+    GSB__IN_ALLOW_NAN = 128,   /* X may hold NaN (missing values; infinity is still
                                   refused), as scikit-learn's allow_nan estimators */
+    GSB__IN_SIGNED = 256        /* weights: negative values allowed (DBSCAN) */
 };
 
 typedef struct gsb__input_desc {

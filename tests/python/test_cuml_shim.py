@@ -67,8 +67,8 @@ def test_classes_are_gsb_classes_with_output_type():
 
 
 def test_planned_estimators_still_say_so():
-    with pytest.raises(NotImplementedError, match="DBSCAN is not implemented"):
-        cuml.DBSCAN()
+    with pytest.raises(NotImplementedError, match="RandomForestClassifier is not implemented"):
+        cuml.RandomForestClassifier()
 
 
 # ---- 'input': results mirror the call, fitted attributes mirror fit ---------------------

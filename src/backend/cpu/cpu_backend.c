@@ -180,6 +180,7 @@ static const gsb__backend_ops cpu_ops = {
     .forest_split = gsb__cpu_forest_split,
     .forest_partition = gsb__cpu_forest_partition,
     .forest_predict = gsb__cpu_forest_predict,
+    .radius_neighbors = gsb__cpu_radius_neighbors,
     .rand_normal = gsb__cpu_rand_normal,
 };
 

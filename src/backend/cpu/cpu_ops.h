@@ -12,6 +12,7 @@
  *   cpu_enet.c      enet_cd_gram, gather_cols (coordinate descent)
  *   cpu_forest.c    forest_bin, forest_hist, forest_hist_sub, forest_split,
  *                   forest_partition, forest_predict (random forests)
+ *   cpu_radius.c    radius_neighbors (eps-neighbourhoods as CSR)
  *   cpu_random.c    rand_normal
  *   cpu_tsne.c      tsne_attract, tsne_repulse_exact, tsne_update
  *   cpu_tsne_bh.c   tsne_repulse_bh (Barnes-Hut)
@@ -101,6 +102,10 @@ int gsb__cpu_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
                               gsb__tensor *n_left);
 int gsb__cpu_forest_predict(const gsb__backend *be, const gsb__tensor *X,
                             const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
+int gsb__cpu_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
+                              const gsb__radius_grid *grid, gsb__metric metric, double p,
+                              double eps, gsb__tensor *counts, const gsb__tensor *offsets,
+                              gsb__tensor *idx, gsb__tensor *dist);
 
 int gsb__cpu_rand_normal(const gsb__backend *be, gsb__tensor *t, uint64_t seed);
 

@@ -12,6 +12,7 @@
  *   cuda_tsne_fft.cu  tsne_repulse_fft (FIt-SNE with cuFFT); no tsne_repulse_bh
  *   cuda_forest.cu    forest_bin, forest_hist, forest_hist_sub, forest_split,
  *                     forest_partition, forest_predict (random forests)
+ *   cuda_radius.cu    radius_neighbors (eps-neighbourhoods as CSR: grid scan, tiles)
  * Device errors become gsb statuses through cuda_common.h; no op uses
  * managed memory; float32 stays float32 (no TF32 unless GSB_ALLOW_TF32=1).
  */
@@ -65,6 +66,11 @@ int gsb__cuda_segment_sum(const gsb__backend *be, const gsb__tensor *X,
 int gsb__cuda_kmeanspp(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *w,
                        int64_t first, const double *u, int64_t steps, int64_t trials,
                        gsb__tensor *closest, double *pot, int64_t *chosen);
+
+int gsb__cuda_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q,
+                               const gsb__tensor *R, const gsb__radius_grid *grid,
+                               gsb__metric metric, double p, double eps, gsb__tensor *counts,
+                               const gsb__tensor *offsets, gsb__tensor *idx, gsb__tensor *dist);
 
 int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
                                  const gsb__tensor *y, const gsb__tensor *w,
