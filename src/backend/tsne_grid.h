@@ -140,10 +140,8 @@ GSB__TSNE_HD static inline int64_t gsb__tsne_grid_weights(const gsb__tsne_grid *
 GSB__TSNE_HD static inline double gsb__tsne_grid_self(const gsb__tsne_grid *g, const double *w)
 {
     int p = g->p;
-    double c[2][GSB__TSNE_FFT_MAX_P]; /* c[a][k]: sum of W_u W_v, |u - v| = k, side a */
+    double c[2][GSB__TSNE_FFT_MAX_P] = {{0.0}}; /* c[a][k]: sum of W_u W_v, |u - v| = k, side a */
     for (int a = 0; a < g->d; a++) {
-        for (int k = 0; k < p; k++)
-            c[a][k] = 0.0;
         for (int u = 0; u < p; u++)
             for (int v = 0; v < p; v++)
                 c[a][u > v ? u - v : v - u] += w[a * p + u] * w[a * p + v];
