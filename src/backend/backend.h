@@ -334,7 +334,8 @@ typedef struct gsb__backend_ops {
                       int nan_code, gsb__tensor *codes);
     /* Histograms: for node b of nodes (B x 3 GSB_I32: start, end, slot >= 0),
      * pool[slot] of the features in row b of feats (B x m GSB_I32, -1 entries
-     * skipped; NULL: every feature) is set to the node's stats (others kept) */
+     * skipped, a feature listed twice set once; NULL: every feature) is set to
+     * the node's stats (others kept) */
     int (*forest_hist)(const gsb__backend *be, const gsb__forest_data *d,
                        const gsb__tensor *nodes, const gsb__tensor *feats);
     /* pool[dst] -= pool[src] for each row of pairs (P x 2 GSB_I32: dst, src),
