@@ -15,7 +15,7 @@ PLANNED = {
     "svm": ["SVC", "SVR"],
     "cluster": ["DBSCAN"],
     "ensemble": ["RandomForestClassifier", "RandomForestRegressor"],
-    "manifold": ["TSNE", "UMAP"],
+    "manifold": ["TSNE"],
 }
 
 
@@ -37,6 +37,9 @@ def _build():
     prep = by_module["preprocessing"]
     if "LabelEncoder" in prep:
         prep["LabelEncoder"] = make_label_encoder(prep["LabelEncoder"])
+    from ._umap import make_umap
+    if "UMAP" in by_module["manifold"]:
+        by_module["manifold"]["UMAP"] = make_umap(by_module["manifold"]["UMAP"])
     for module, names in PLANNED.items():
         for name in names:
             by_module[module].setdefault(name, _planned_class(name, module))

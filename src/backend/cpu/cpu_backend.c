@@ -167,6 +167,7 @@ static const gsb__backend_ops cpu_ops = {
     .kmeanspp = gsb__cpu_kmeanspp,
     .logistic_loss_grad = gsb__cpu_logistic_loss_grad,
     .kernel = gsb__cpu_kernel,
+    .umap_sgd_epoch = gsb__cpu_umap_sgd_epoch,
     .rand_normal = gsb__cpu_rand_normal,
 };
 

@@ -10,6 +10,7 @@
  *   cpu_kmeanspp.c  kmeanspp (greedy k-means++)
  *   cpu_kernel.c    kernel (the SVM kernels)
  *   cpu_random.c    rand_normal
+ *   cpu_umap.c      umap_sgd_epoch (UMAP's layout SGD)
  */
 #ifndef GSB_CPU_OPS_H
 #define GSB_CPU_OPS_H
@@ -61,6 +62,12 @@ int gsb__cpu_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
                                 gsb__tensor *grad);
 int gsb__cpu_kernel(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *Y, int kind,
                     double gamma, double coef0, int degree, gsb__tensor *K);
+
+struct gsb__umap_sgd;
+int gsb__cpu_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
+                            const gsb__tensor *indptr, const gsb__tensor *indices,
+                            const gsb__tensor *epochs_per_sample, gsb__tensor *next_sample,
+                            gsb__tensor *next_negative, const struct gsb__umap_sgd *p);
 
 int gsb__cpu_rand_normal(const gsb__backend *be, gsb__tensor *t, uint64_t seed);
 

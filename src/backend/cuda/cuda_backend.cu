@@ -597,6 +597,7 @@ static void bind_ops(gsb__backend_ops *o)
     o->kmeanspp = guarded<gsb__cuda_kmeanspp>::call;
     o->logistic_loss_grad = guarded<gsb__cuda_logistic_loss_grad>::call;
     o->kernel = guarded<gsb__cuda_kernel>::call;
+    o->umap_sgd_epoch = guarded<gsb__cuda_umap_sgd_epoch>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;
     o->host_register = cuda_host_register;
     o->host_unregister = cuda_host_unregister;

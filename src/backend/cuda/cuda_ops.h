@@ -7,6 +7,7 @@
  *   cuda_distance.cu  pairwise, argmin_sqdist, topk, segment_sum (fused kernels)
  *   cuda_family.cu    logistic_loss_grad, kernel
  *   cuda_kmeanspp.cu  kmeanspp (greedy k-means++, no host wait inside a call)
+ *   cuda_umap.cu      umap_sgd_epoch (UMAP's layout SGD, one thread per edge)
  * Device errors become gsb statuses through cuda_common.h; no op uses
  * managed memory; float32 stays float32 (no TF32 unless GSB_ALLOW_TF32=1).
  */
@@ -67,6 +68,12 @@ int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
                                  gsb__tensor *grad);
 int gsb__cuda_kernel(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *Y,
                      int kind, double gamma, double coef0, int degree, gsb__tensor *K);
+
+struct gsb__umap_sgd;
+int gsb__cuda_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
+                             const gsb__tensor *indptr, const gsb__tensor *indices,
+                             const gsb__tensor *epochs_per_sample, gsb__tensor *next_sample,
+                             gsb__tensor *next_negative, const struct gsb__umap_sgd *p);
 
 #ifdef __cplusplus
 }
