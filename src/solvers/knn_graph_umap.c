@@ -113,6 +113,32 @@ done:
     return rc;
 }
 
+/*
+ * A row's own distance is 0 and no distance is negative (the dot-product
+ * forms of euclidean and cosine leave rounding residue, ~1e-7, which would
+ * shift UMAP's rho), then each row sorted again by (distance, index).
+ */
+static void self_fixup(gsb__tensor *dist, gsb__tensor *idx)
+{
+    const int64_t k = dist->cols;
+    for (int64_t i = 0; i < dist->rows; i++) {
+        float *d = (float *)dist->data + i * k;
+        int64_t *ix = (int64_t *)idx->data + i * k;
+        for (int64_t j = 0; j < k; j++)
+            d[j] = ix[j] == i || d[j] < 0.0f ? 0.0f : d[j];
+        for (int64_t a = 1; a < k; a++) {
+            float dv = d[a];
+            int64_t iv = ix[a], b = a;
+            for (; b > 0 && (d[b - 1] > dv || (d[b - 1] == dv && ix[b - 1] > iv)); b--) {
+                d[b] = d[b - 1];
+                ix[b] = ix[b - 1];
+            }
+            d[b] = dv;
+            ix[b] = iv;
+        }
+    }
+}
+
 int gsb__knn_graph_exact(gsb__ctx *c, const gsb__tensor *R, const gsb__tensor *Q, int64_t k,
                          gsb__knn_metric metric, gsb__tensor *dist, gsb__tensor *idx)
 {
@@ -141,6 +167,8 @@ int gsb__knn_graph_exact(gsb__ctx *c, const gsb__tensor *R, const gsb__tensor *Q
         GSB_CHECK(search_block(be, qq, &r, r0, rows, k, op_metric(metric), dist, idx));
         GSB_CHECK(gsb__progress(c, "knn", r0 + rows, 0.0));
     }
+    if (!Q)
+        self_fixup(dist, idx);
 done:
     gsb__tensor_free(&q);
     gsb__tensor_free(&r);

@@ -2,9 +2,9 @@
  * knn_graph_umap.h - the k-nearest-neighbour graph of a data set (UMAP's
  * first step): exact, brute force, through the backend's fused topk op.
  *
- * Every row's neighbours include the row itself (at distance 0) when the
- * queries are the reference rows, as umap-learn's nearest_neighbors returns
- * them.  Metrics: euclidean, manhattan, cosine, and correlation (the cosine
+ * Every row's neighbours include the row itself (at distance exactly 0)
+ * when the queries are the reference rows, as umap-learn's nearest_neighbors
+ * returns them.  Metrics: euclidean, manhattan, cosine, and correlation (the cosine
  * distance of the row-centred data).  Exact search is what umap-learn does
  * below 4096 rows; above, umap-learn approximates (NN-descent) and this
  * finds the true neighbours, a superset of the quality.
