@@ -81,5 +81,6 @@ def make_umap(base):
                 warnings.warn(_SPECTRAL_WARNING, UserWarning, stacklevel=3)
             return result
 
-    UMAP.__qualname__ = base.__qualname__
+    UMAP.__module__ = base.__module__
+    UMAP.__qualname__ = "UMAP"  # so pickle finds gsb.manifold.UMAP
     return UMAP
