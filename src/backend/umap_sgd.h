@@ -35,8 +35,12 @@
 
 #ifdef __CUDACC__
 #define GSB__HD __host__ __device__
+#define GSB__INLINE static __forceinline__
+#define GSB__RESTRICT __restrict__
 #else
 #define GSB__HD
+#define GSB__INLINE static inline __attribute__((always_inline))
+#define GSB__RESTRICT restrict
 #endif
 
 /* umap_sgd_epoch's scalars */
@@ -103,16 +107,14 @@ GSB__HD static inline float gsb__umap_sqdist(const float *x, const float *y, int
     return s;
 }
 
-/*
- * Edge e = (head row y, tail row k of `tail`, m rows) in epoch p->epoch:
- * step (dim floats) is set to the edge's step when it is due (zeros when
- * not) and its schedule advanced.  y and tail are the positions the epoch
- * reads (the epoch's start in the deterministic form).
- */
-GSB__HD static inline void gsb__umap_edge_step(const float *y, const float *tail, int64_t m,
-                                               int64_t dim, int32_t k, int64_t e, double eps,
-                                               double *next_sample, double *next_negative,
-                                               const gsb__umap_sgd *p, float *step)
+/* The body of gsb__umap_edge_step; inlined with dim a constant for the common
+ * 2-D embedding, so the step stays in registers. */
+GSB__HD GSB__INLINE void gsb__umap_edge_step_dim(const float *GSB__RESTRICT y,
+                                                 const float *GSB__RESTRICT tail, int64_t m,
+                                                 const int64_t dim, int32_t k, int64_t e,
+                                                 double eps, double *next_sample,
+                                                 double *next_negative, const gsb__umap_sgd *p,
+                                                 float *GSB__RESTRICT step)
 {
     for (int64_t d = 0; d < dim; d++)
         step[d] = 0.0f;
@@ -135,7 +137,13 @@ GSB__HD static inline void gsb__umap_edge_step(const float *y, const float *tail
         return;
     double eps_neg = eps / p->negative_sample_rate;
     int64_t n_neg = (int64_t)((n - *next_negative) / eps_neg);
+    if (n_neg <= 0)
+        return;
+    *next_negative += gsb__umap_mul_rn((double)n_neg, eps_neg);
+    /* no repulsion (gamma 0): the samples would all step by 0 */
     const float rep = 2.0f * (float)p->gamma * b;
+    if (!(rep > 0.0f))
+        return;
     const uint64_t key = gsb__umap_edge_key(p->seed, e);
     for (int64_t s = 0; s < n_neg; s++) {
         const float *u = tail + gsb__umap_negative(key, p->epoch, s, m) * dim;
@@ -143,13 +151,28 @@ GSB__HD static inline void gsb__umap_edge_step(const float *y, const float *tail
         if (!(d2 > 0.0f))
             continue;
         float c = rep / ((0.001f + d2) * (a * powf(d2, b) + 1.0f));
-        if (!(c > 0.0f))
-            continue;
         for (int64_t d = 0; d < dim; d++)
             step[d] += alpha * gsb__umap_clip4(c * (y[d] - u[d]));
     }
-    if (n_neg > 0)
-        *next_negative += gsb__umap_mul_rn((double)n_neg, eps_neg);
+}
+
+/*
+ * Edge e = (head row y, tail row k of `tail`, m rows) in epoch p->epoch:
+ * step (dim floats) is set to the edge's step when it is due (zeros when
+ * not) and its schedule advanced.  y and tail are the positions the epoch
+ * reads (the epoch's start in the deterministic form); step is not one of
+ * them.
+ */
+GSB__HD static inline void gsb__umap_edge_step(const float *y, const float *tail, int64_t m,
+                                               int64_t dim, int32_t k, int64_t e, double eps,
+                                               double *next_sample, double *next_negative,
+                                               const gsb__umap_sgd *p, float *step)
+{
+    if (dim == 2)
+        gsb__umap_edge_step_dim(y, tail, m, 2, k, e, eps, next_sample, next_negative, p, step);
+    else
+        gsb__umap_edge_step_dim(y, tail, m, dim, k, e, eps, next_sample, next_negative, p,
+                                step);
 }
 
 #endif

@@ -140,13 +140,16 @@ static void select_best(lz *z, int64_t cnt)
             z->sel[r * ncv + i] = z->S[i * ncv + (ncv - 1 - r)];
 }
 
-static int converged(const lz *z, int64_t nev, double tol)
+/* the largest residual norm of the nev best Ritz pairs (NaN compares as not converged) */
+static double worst_residual(const lz *z, int64_t nev)
 {
     const int64_t last = z->ncv - 1;
-    for (int64_t r = 0; r < nev; r++)
-        if (!(fabs(z->beta * z->S[last * z->ncv + (last - r)]) <= tol))
-            return 0;
-    return 1;
+    double worst = 0.0;
+    for (int64_t r = 0; r < nev; r++) {
+        double res = fabs(z->beta * z->S[last * z->ncv + (last - r)]);
+        worst = res > worst || isnan(res) ? res : worst;
+    }
+    return worst;
 }
 
 /* Keep the l best Ritz vectors and continue from the residual. */
@@ -232,7 +235,10 @@ int gsb__lanczos_largest(gsb__linop_fn op, void *data, const gsb__lanczos_opts *
     for (int64_t j0 = 0;; j0 = keep) {
         GSB_CHECK(extend(&z, j0));
         GSB_CHECK(ritz(&z));
-        *conv = converged(&z, nev, o->tol);
+        double res = worst_residual(&z, nev);
+        *conv = res <= o->tol;
+        if (o->progress)
+            GSB_CHECK(o->progress(o->progress_data, z.matvecs, res));
         if (*conv || z.matvecs + (z.ncv - keep) > o->max_matvec)
             break;
         GSB_CHECK(restart(&z, keep));

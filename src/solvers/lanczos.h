@@ -22,6 +22,11 @@ typedef struct gsb__lanczos_opts {
     double tol;         /* converged when ||A x - theta x|| <= tol for each pair (x unit) */
     int64_t max_matvec; /* budget of operator applications */
     const double *v0;   /* start vector (n, not all zero), or NULL for all ones */
+    /* called after each restart cycle with the operator applications so far
+     * and the largest residual of the wanted pairs; a status other than
+     * GSB_OK stops the solver with that status (cancellation); may be NULL */
+    int (*progress)(void *data, int64_t matvecs, double residual);
+    void *progress_data;
 } gsb__lanczos_opts;
 
 /*
@@ -29,7 +34,7 @@ typedef struct gsb__lanczos_opts {
  * eigenvectors (evecs, nev x n row-major: vector j at evecs + j * n).
  * *converged is 1 when every pair met tol within the budget; 0 otherwise,
  * with the best Ritz pairs found written all the same.  *matvecs (may be
- * NULL) counts the operator applications.  Errors: the callback's status,
+ * NULL) counts the operator applications.  Errors: the callbacks' status,
  * GSB_ENOMEM, GSB_EINTERNAL for bad options.
  */
 int gsb__lanczos_largest(gsb__linop_fn op, void *data, const gsb__lanczos_opts *o,

@@ -30,13 +30,17 @@ typedef struct gsb__spectral_opts {
     int64_t p;
     gsb__knn_metric metric; /* distance between centroids */
     gsb__rng *rng;         /* the random parts (small components, fallbacks) */
+    /* the eigensolver's progress (see gsb__lanczos_opts); may be NULL */
+    int (*progress)(void *data, int64_t matvecs, double residual);
+    void *progress_data;
 } gsb__spectral_opts;
 
 /*
  * out (G->rows x dim doubles, row-major).  *n_failed counts the components
  * whose eigensolver did not converge: they were given uniform random
  * coordinates in [-10, 10) (scaled into their box), umap-learn's fallback,
- * for which the caller warns.  Errors: GSB_ENOMEM.
+ * for which the caller warns.  Errors: GSB_ENOMEM, the progress callback's
+ * status.
  */
 int gsb__spectral_layout(const gsb__csr *G, const gsb__spectral_opts *o, double *out,
                          int64_t *n_failed);

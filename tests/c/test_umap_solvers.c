@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend/umap_sgd.h"
+#include "core/error.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "estimators/manifold/umap_embed.h"
@@ -261,6 +262,13 @@ static double *clustered_adjacency(int64_t n, int clusters)
     return w;
 }
 
+static int stop_second(void *data, int64_t matvecs, double residual)
+{
+    int *calls = data;
+    CHECK(matvecs > 0 && residual >= 0);
+    return ++*calls == 2 ? gsb__err(GSB_ECANCELLED, "stopped") : GSB_OK;
+}
+
 static void test_lanczos_matches_dense_eigh(void)
 {
     const int64_t n = 400, nev = 4;
@@ -268,7 +276,7 @@ static void test_lanczos_matches_dense_eigh(void)
     double *m = clustered_adjacency(n, 4);
     dense_op op = {n, m};
     double evals[4], *evecs = xcalloc((size_t)(nev * n), sizeof *evecs);
-    gsb__lanczos_opts o = {n, nev, 24, 1e-9, 20000, NULL};
+    gsb__lanczos_opts o = {n, nev, 24, 1e-9, 20000, NULL, NULL, NULL};
     int conv = 0;
     int64_t mv = 0;
     CHECK_OK(gsb__lanczos_largest(dense_apply, &op, &o, evals, evecs, &conv, &mv));
@@ -298,6 +306,15 @@ static void test_lanczos_matches_dense_eigh(void)
     CHECK_OK(gsb__lanczos_largest(dense_apply, &op, &o, evals, evecs, &conv, &mv));
     CHECK(!conv && mv <= 30 + o.ncv);
     CHECK(isfinite(evals[0]) && isfinite(evecs[0]));
+    /* the progress callback sees each restart and can stop the solver */
+    o.max_matvec = 20000;
+    int calls = 0;
+    o.progress = stop_second;
+    o.progress_data = &calls;
+    CHECK_ERR(gsb__lanczos_largest(dense_apply, &op, &o, evals, evecs, &conv, &mv),
+              GSB_ECANCELLED, "stopped");
+    CHECK(calls == 2);
+    o.progress = NULL;
     /* bad options are a caller's bug */
     o.ncv = nev + 1;
     CHECK_ERR(gsb__lanczos_largest(dense_apply, &op, &o, evals, evecs, &conv, &mv),
@@ -412,7 +429,7 @@ static void test_components_and_layout(void)
         X[i * 2] = (float)label[i];
     gsb__rng rng;
     gsb__rng_seed(&rng, 5);
-    gsb__spectral_opts o = {2, X, 2, GSB__KNN_EUCLIDEAN, &rng};
+    gsb__spectral_opts o = {2, X, 2, GSB__KNN_EUCLIDEAN, &rng, NULL, NULL};
     double *out = xcalloc((size_t)n * 2, sizeof *out);
     int64_t failed = -1;
     CHECK_OK(gsb__spectral_layout(&G, &o, out, &failed));

@@ -267,6 +267,13 @@ static void scale_to_box(float *e, int64_t n, int64_t dim)
     }
 }
 
+/* the eigensolver's progress ("spectral": operator applications, residual) and
+ * cancellation */
+static int spectral_progress(void *data, int64_t matvecs, double residual)
+{
+    return gsb__progress(data, "spectral", matvecs, residual);
+}
+
 int gsb__umap_initial_layout(gsb__ctx *c, const gsb__csr *G, gsb__umap_init *in, float *out)
 {
     const int64_t n = G->rows, dim = in->dim;
@@ -282,7 +289,8 @@ int gsb__umap_initial_layout(gsb__ctx *c, const gsb__csr *G, gsb__umap_init *in,
             out[i] = (float)(-10.0 + 20.0 * gsb__rng_uniform(in->rng));
         break;
     case GSB__UMAP_INIT_SPECTRAL: {
-        gsb__spectral_opts so = {dim, in->X->data, in->X->cols, in->metric, in->rng};
+        gsb__spectral_opts so = {dim,     in->X->data,       in->X->cols, in->metric,
+                                 in->rng, spectral_progress, c};
         GSB_CHECK(gsb__spectral_layout(G, &so, v, &in->spectral_failures));
         noisy_scale(v, n * dim, in->rng, out);
         break;
