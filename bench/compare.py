@@ -12,6 +12,8 @@ REPEATS runs.  The ratio is sklearn / gsb: above 1 means gsb is faster.
 Suites: cpu (sizes for a laptop CPU), gpu (the sizes and targets of the CUDA
 issue: KMeans 1M x 64 k=100, PCA/LinearRegression/Ridge 1M x 256, ...),
 small (5000 x 20, where device=auto must stay within 1.2x of scikit-learn).
+UMAP's reference is umap-learn (not part of scikit-learn; tools/install-python.sh
+installs it).
 """
 import argparse
 import json
@@ -28,7 +30,22 @@ import numpy as np
 import sklearn
 from sklearn import cluster, decomposition, linear_model, neighbors, preprocessing, svm
 
+_UMAP_WARM = []
+
+
+def umap_learn(**params):
+    """umap-learn's UMAP, the reference library of gsb's UMAP.  numba compiles its
+    kernels on first use (~20 s): a small fit and transform first, outside any timing."""
+    import umap
+    if not _UMAP_WARM:
+        X = np.random.default_rng(0).standard_normal((5000, 8)).astype(np.float32)
+        umap.UMAP(n_epochs=5).fit(X).transform(X[:100])
+        _UMAP_WARM.append(True)
+    return umap.UMAP(**params)
+
+
 # name, gsb estimator, gsb params, sklearn factory, n, d, target, n_query, method
+# (the factory None: no reference run, gsb's time alone)
 FULL = [
     ("StandardScaler 200k x 64", "StandardScaler", {}, preprocessing.StandardScaler,
      200_000, 64, "none", 0, "transform"),
@@ -55,6 +72,9 @@ FULL = [
      cluster.KMeans, 100_000, 32, "none", 0, "predict"),
     ("kNN k=10 50k x 32, 2k queries", "KNeighborsClassifier", {"n_neighbors": 10},
      neighbors.KNeighborsClassifier, 50_000, 32, "multi", 2000, "predict"),
+    # against umap-learn (its defaults: random_state=None, parallel SGD); transform:
+    # 2000 of the training rows as new points
+    ("UMAP 20k x 64", "UMAP", {}, umap_learn, 20_000, 64, "none", 2000, "transform"),
 ]
 # (name, estimator, params, sklearn factory, n, d, target, n_query, method, target ratio)
 GPU = [
@@ -86,6 +106,11 @@ GPU = [
      1_000_000, 256, "none", 0, "transform", 5),
     ("MinMaxScaler 1M x 256", "MinMaxScaler", {}, preprocessing.MinMaxScaler,
      1_000_000, 256, "none", 0, "transform", 5),
+    # the UMAP issue: MNIST's shape end to end >= 20x umap-learn; 1M x 64 completes
+    # (umap-learn would take longer than a device session allows: gsb alone)
+    ("UMAP 70k x 784 (MNIST-shaped)", "UMAP", {}, umap_learn, 70_000, 784, "none", 10_000,
+     "transform", 20),
+    ("UMAP 1M x 64", "UMAP", {}, None, 1_000_000, 64, "none", 10_000, "transform", None),
 ]
 
 # Estimators timed only at the small size: their fits grow faster than n
@@ -126,6 +151,8 @@ def make_data(n, d, target, dtype, rng):
 
 def time_sklearn(case, X, y, repeats):
     name, est, params, factory, n, d, target, nq, method = case[:9]
+    if factory is None:
+        return float("nan"), float("nan")
     Q = X[:nq] if nq else X
     fits, preds = [], []
     for _ in range(repeats):
@@ -191,6 +218,10 @@ def main():
             g_fit, g_pred = time_gsb(case, X, y, args.repeats, args.bench)
             del X, y
             target = ""
+            if case[3] is None:
+                print(f"| {case[0]} | {dtype_name} | - | {g_fit:.1f} | - | - | {g_pred:.1f} "
+                      f"| - | completes |", flush=True)
+                continue
             if len(case) > 9 and case[9] is not None:
                 # speed-up targets (> 1) are on the fit, the main cost; the
                 # small-data rule (< 1: at most 1.2x scikit-learn's time) holds

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # install-python.sh - pip-install gsb (scikit-build-core builds libgsb into the
-# package) and the optional cuml shim, plus what the tests use.
+# package) and the optional cuml shim, plus what the tests use (umap-learn: the
+# reference of the UMAP tests and benchmarks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PIP="python3 -m pip"
@@ -12,4 +13,6 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 flags=""
 $PIP install --help 2>/dev/null | grep -q -- --break-system-packages && flags="--break-system-packages"
 $PIP install -q $flags "numpy>=1.22" "scikit-learn>=1.3" pytest pandas
+# UMAP's reference library (tests/python/test_parity_umap.py, bench/compare.py)
+$PIP install -q $flags "umap-learn==0.5.12"
 $PIP install -q $flags --force-reinstall --no-deps . ./python/cuml_shim

@@ -3,9 +3,8 @@
  * topk op (see knn_graph_umap.h).
  *
  * The reference rows go to the backend once; the queries are searched in
- * row blocks sized so one block is about KNN_BLOCK_WORK multiply-adds (a
- * fraction of a second on a CPU core, far less on a GPU), which is where
- * progress is reported and a cancel is noticed.
+ * row blocks of about KNN_BLOCK_WORK_* multiply-adds (a fraction of a
+ * second), which is where progress is reported and a cancel is noticed.
  */
 #include "solvers/knn_graph_umap.h"
 
@@ -13,8 +12,11 @@
 
 #include "core/alloc.h"
 
-/* multiply-adds of one block of queries */
-#define KNN_BLOCK_WORK ((int64_t)1 << 31)
+/* multiply-adds of one block of queries: ~0.1 s of a CPU core; ~50 ms of a
+ * datacenter GPU (a block that small would leave the GPU's topk few queries
+ * to spread over its SMs) */
+#define KNN_BLOCK_WORK_CPU ((int64_t)1 << 31)
+#define KNN_BLOCK_WORK_GPU ((int64_t)1 << 40)
 
 int gsb__knn_metric_parse(const char *name, const char *who, gsb__knn_metric *out)
 {
@@ -160,7 +162,8 @@ int gsb__knn_graph_exact(gsb__ctx *c, const gsb__tensor *R, const gsb__tensor *Q
     const gsb__tensor *qq = Q ? &q : &r;
 
     int64_t per_row = R->rows * (R->cols > 0 ? R->cols : 1);
-    int64_t block = KNN_BLOCK_WORK / (per_row > 0 ? per_row : 1);
+    int64_t work = be == gsb__cpu_backend() ? KNN_BLOCK_WORK_CPU : KNN_BLOCK_WORK_GPU;
+    int64_t block = work / (per_row > 0 ? per_row : 1);
     block = block < 1024 ? 1024 : block;
     for (int64_t r0 = 0; r0 < nq; r0 += block) {
         int64_t rows = nq - r0 < block ? nq - r0 : block;

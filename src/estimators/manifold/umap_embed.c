@@ -138,20 +138,37 @@ static void noisy_scale(const double *v, int64_t count, gsb__rng *rng, float *ou
         out[i] = (float)(v[i] * expansion) + (float)(1e-4 * gsb__rng_normal(rng));
 }
 
+/* The top dim eigenvectors of the p x p covariance eigh's V (host), largest
+ * first, as a p x dim host tensor. */
+static int top_columns(const gsb__tensor *V, int64_t dim, gsb__tensor *out)
+{
+    const int64_t p = V->rows;
+    gsb__tensor Vh;
+    GSB_TRY(gsb__tensor_to_host(V, &Vh));
+    int rc = gsb__tensor_alloc(gsb__cpu_backend(), GSB_F64, p, dim, out);
+    if (rc == GSB_OK) {
+        const double *v = Vh.data;
+        double *o = out->data;
+        for (int64_t i = 0; i < p; i++)
+            for (int64_t d = 0; d < dim; d++)
+                o[i * dim + d] = v[i * p + (p - 1 - d)];
+    }
+    gsb__tensor_free(&Vh);
+    return rc;
+}
+
 /* PCA scores of X (n x p) on its top dim components, by the covariance's eigh on c->be. */
 static int pca_scores(gsb__ctx *c, const gsb__tensor *X, int64_t dim, double *out)
 {
     const gsb__backend *be = c->be;
     const int64_t n = X->rows, p = X->cols;
+    if (dim > p)
+        return gsb__err(GSB_EINVAL, "UMAP: init='pca' needs n_components (%lld) <= n_features "
+                        "(%lld)", (long long)dim, (long long)p);
     gsb__tensor x = GSB__TENSOR_NONE, mean = GSB__TENSOR_NONE, xc = GSB__TENSOR_NONE;
     gsb__tensor C = GSB__TENSOR_NONE, w = GSB__TENSOR_NONE, V = GSB__TENSOR_NONE;
-    gsb__tensor Vk = GSB__TENSOR_NONE, S = GSB__TENSOR_NONE, Sh = GSB__TENSOR_NONE;
+    gsb__tensor Vk = GSB__TENSOR_NONE, S = GSB__TENSOR_NONE, top = GSB__TENSOR_NONE;
     int rc;
-    if (dim > p) {
-        rc = gsb__err(GSB_EINVAL, "UMAP: init='pca' needs n_components (%lld) <= n_features "
-                      "(%lld)", (long long)dim, (long long)p);
-        goto done;
-    }
     GSB_CHECK(gsb__tensor_to_dtype(be, X, GSB_F64, &x));
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, p, 1, &mean));
     GSB_CHECK(be->ops->col_moments(be, &x, NULL, &mean, NULL));
@@ -162,22 +179,8 @@ static int pca_scores(gsb__ctx *c, const gsb__tensor *X, int64_t dim, double *ou
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, p, 1, &w));
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, p, p, &V));
     GSB_CHECK(be->ops->eigh(be, &C, &w, &V));
-    gsb__tensor_free(&C);
-    /* the last dim columns of V (largest eigenvalues), largest first */
-    gsb__tensor Vh = GSB__TENSOR_NONE;
-    GSB_CHECK(gsb__tensor_to_host(&V, &Vh));
-    rc = gsb__tensor_alloc(gsb__cpu_backend(), GSB_F64, p, dim, &Sh);
-    if (rc == GSB_OK) {
-        const double *v = Vh.data;
-        double *s = Sh.data;
-        for (int64_t i = 0; i < p; i++)
-            for (int64_t d = 0; d < dim; d++)
-                s[i * dim + d] = v[i * p + (p - 1 - d)];
-    }
-    gsb__tensor_free(&Vh);
-    if (rc != GSB_OK)
-        goto done;
-    GSB_CHECK(gsb__tensor_to(be, &Sh, &Vk));
+    GSB_CHECK(top_columns(&V, dim, &top));
+    GSB_CHECK(gsb__tensor_to(be, &top, &Vk));
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, n, dim, &S));
     GSB_CHECK(be->ops->gemm(be, 0, 0, 1.0, &xc, &Vk, 0.0, &S));
     GSB_CHECK(be->ops->download(be, &S, out));
@@ -190,7 +193,7 @@ done:
     gsb__tensor_free(&V);
     gsb__tensor_free(&Vk);
     gsb__tensor_free(&S);
-    gsb__tensor_free(&Sh);
+    gsb__tensor_free(&top);
     return rc;
 }
 
