@@ -43,6 +43,9 @@
 #define GSB__RESTRICT restrict
 #endif
 
+/* negative samples of an edge handled together (see gsb__umap_edge_step_dim) */
+#define GSB__UMAP_NEG_CHUNK 8
+
 /* umap_sgd_epoch's scalars */
 typedef struct gsb__umap_sgd {
     int64_t epoch;               /* n, from 0 */
@@ -145,14 +148,28 @@ GSB__HD GSB__INLINE void gsb__umap_edge_step_dim(const float *GSB__RESTRICT y,
     if (!(rep > 0.0f))
         return;
     const uint64_t key = gsb__umap_edge_key(p->seed, e);
-    for (int64_t s = 0; s < n_neg; s++) {
-        const float *u = tail + gsb__umap_negative(key, p->epoch, s, m) * dim;
-        d2 = gsb__umap_sqdist(y, u, dim);
-        if (!(d2 > 0.0f))
-            continue;
-        float c = rep / ((0.001f + d2) * (a * powf(d2, b) + 1.0f));
-        for (int64_t d = 0; d < dim; d++)
-            step[d] += alpha * gsb__umap_clip4(c * (y[d] - u[d]));
+    /* in chunks, in three passes: the samples' rows are fetched together (their
+     * cache misses overlap) and their coefficients computed apart from the sum;
+     * the steps are still added in sample order */
+    for (int64_t s0 = 0; s0 < n_neg; s0 += GSB__UMAP_NEG_CHUNK) {
+        const int64_t cnt = n_neg - s0 < GSB__UMAP_NEG_CHUNK ? n_neg - s0 : GSB__UMAP_NEG_CHUNK;
+        int64_t row[GSB__UMAP_NEG_CHUNK];
+        float coef[GSB__UMAP_NEG_CHUNK];
+        for (int64_t j = 0; j < cnt; j++) {
+            row[j] = gsb__umap_negative(key, p->epoch, s0 + j, m);
+            coef[j] = gsb__umap_sqdist(y, tail + row[j] * dim, dim);
+        }
+        for (int64_t j = 0; j < cnt; j++) {
+            d2 = coef[j];
+            coef[j] = d2 > 0.0f ? rep / ((0.001f + d2) * (a * powf(d2, b) + 1.0f)) : 0.0f;
+        }
+        for (int64_t j = 0; j < cnt; j++) {
+            if (!(coef[j] > 0.0f)) /* d2 = 0: no step, as umap-learn */
+                continue;
+            const float *u = tail + row[j] * dim;
+            for (int64_t d = 0; d < dim; d++)
+                step[d] += alpha * gsb__umap_clip4(coef[j] * (y[d] - u[d]));
+        }
     }
 }
 

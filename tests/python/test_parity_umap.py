@@ -32,7 +32,12 @@ from gsb.manifold import UMAP
 
 from conftest import run_with_shim
 
-umap = pytest.importorskip("umap", reason="umap-learn (tools/install-python.sh) is the reference")
+try:
+    import umap
+except ImportError:  # the comparisons skip; the tests of gsb alone still run
+    umap = None
+needs_reference = pytest.mark.skipif(
+    umap is None, reason="umap-learn (tools/install-python.sh) is the reference")
 
 DEVICE = os.environ.get("GSB_DEVICE", "cpu")
 TRUST_TOL = 0.02      # fit: the issue's bound
@@ -85,6 +90,7 @@ def trust(X, E):
     return trustworthiness(X, E, n_neighbors=10)
 
 
+@needs_reference
 @pytest.mark.parametrize("name", ["digits", "blobs5k"])
 def test_umap_trustworthiness_of_fit_and_transform(name):
     Xtr, Xte = split(name)
@@ -103,6 +109,7 @@ def test_umap_trustworthiness_of_fit_and_transform(name):
     assert np.array_equal(model.transform(Xtr), E)
 
 
+@needs_reference
 @pytest.mark.parametrize("params", [{}, {"set_op_mix_ratio": 0.4, "local_connectivity": 2.0},
                                     {"metric": "cosine"}, {"metric": "manhattan",
                                                            "n_neighbors": 7},
@@ -131,6 +138,7 @@ def test_umap_graph_matches_umap_learn(params):
     assert abs(cut - ref).max() <= 1e-5
 
 
+@needs_reference
 def test_umap_supervised():
     X, y = digits()
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=1)
@@ -164,6 +172,7 @@ def test_umap_reproducible_with_random_state():
     assert not np.array_equal(a, c)
 
 
+@needs_reference
 @pytest.mark.parametrize("init", ["random", "pca", "array"])
 def test_umap_inits(init):
     X, _ = digits()
@@ -176,6 +185,7 @@ def test_umap_inits(init):
     assert trust(Xtr, E) >= trust(Xtr, reference("digits")[0]) - 2 * TRUST_TOL
 
 
+@needs_reference
 def test_umap_constructor_matches_umap_learn():
     """umap-learn's parameter names and defaults (value and type); precomputed_knn (a
     tuple of arrays) is not offered, cuML's hash_input and build_algo are accepted."""
