@@ -6,7 +6,7 @@
  *
  * Prints one JSON line: {"fit_ms": median, "predict_ms": median, ...}.
  * METHOD is what is timed after fit ("predict", "transform", "kneighbors";
- * default predict).  Data: with $GSB_BENCH_DATA=DIR, the raw arrays
+ * default predict; "none": nothing, for estimators that only fit, TSNE).  Data: with $GSB_BENCH_DATA=DIR, the raw arrays
  * DIR/X.bin (N x D, C order) and DIR/y.bin (N) in DTYPE, as the driver
  * (bench/compare.py) writes them, so scikit-learn and gsb see the same
  * numbers: iterative solvers (SMO, L-BFGS, Lloyd) take as many steps as
@@ -150,9 +150,9 @@ int main(int argc, char **argv)
             die("fit", rc);
         fit[r] = now_ms() - t0;
         const gsb_array *in[1] = {&Qa};
-        gsb_result *res;
+        gsb_result *res = NULL;
         t0 = now_ms();
-        if ((rc = gsb_model_call(m, method, in, 1, NULL, &res)))
+        if (strcmp(method, "none") != 0 && (rc = gsb_model_call(m, method, in, 1, NULL, &res)))
             die(method, rc);
         pred[r] = now_ms() - t0;
         gsb_result_free(res);

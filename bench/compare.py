@@ -8,16 +8,19 @@ on the same arrays (written to a temporary directory, $GSB_BENCH_DATA).  Each ti
 REPEATS runs.  The ratio is sklearn / gsb: above 1 means gsb is faster.
 
     python3 bench/compare.py [--suite cpu|gpu|small] [--session local?device=cuda]
+                             [--json results.json]
+
+--json also writes the table as JSON, which bench/plot.py draws (it reads these
+printed tables too).
 
 Suites: cpu (sizes for a laptop CPU), gpu (the sizes and targets of the CUDA
-issue: KMeans 1M x 64 k=100, PCA/LinearRegression/Ridge 1M x 256, ...),
+issue: KMeans 1M x 64 k=100, PCA/LinearRegression/Ridge/Lasso 1M x 256, ...),
 small (5000 x 20, where device=auto must stay within 1.2x of scikit-learn).
 UMAP's reference is umap-learn (not part of scikit-learn; tools/install-python.sh
 installs it).
 """
 import argparse
 import json
-import math
 import os
 import platform
 import re
@@ -29,7 +32,8 @@ import time
 
 import numpy as np
 import sklearn
-from sklearn import cluster, decomposition, linear_model, neighbors, preprocessing, svm
+from sklearn import (cluster, decomposition, linear_model, manifold, neighbors, preprocessing,
+                     svm)
 
 _UMAP_WARM = []
 
@@ -55,6 +59,10 @@ FULL = [
     ("LinearRegression 200k x 64", "LinearRegression", {}, linear_model.LinearRegression,
      200_000, 64, "reg", 0, "predict"),
     ("Ridge 200k x 64", "Ridge", {}, linear_model.Ridge, 200_000, 64, "reg", 0, "predict"),
+    ("Lasso 200k x 64", "Lasso", {"alpha": 0.1}, linear_model.Lasso, 200_000, 64, "sparse", 0,
+     "predict"),
+    ("ElasticNet 200k x 64", "ElasticNet", {"alpha": 0.1}, linear_model.ElasticNet,
+     200_000, 64, "sparse", 0, "predict"),
     ("LogisticRegression 100k x 32", "LogisticRegression", {},
      linear_model.LogisticRegression, 100_000, 32, "bin", 0, "predict"),
     ("PCA(16) 100k x 128 full", "PCA", {"n_components": 16, "svd_solver": "full"},
@@ -73,6 +81,9 @@ FULL = [
      cluster.KMeans, 100_000, 32, "none", 0, "predict"),
     ("kNN k=10 50k x 32, 2k queries", "KNeighborsClassifier", {"n_neighbors": 10},
      neighbors.KNeighborsClassifier, 50_000, 32, "multi", 2000, "predict"),
+    # the TSNE issue: the CPU backend no slower than scikit-learn (both Barnes-Hut)
+    ("TSNE 10k x 50", "TSNE", {"random_state": 0}, manifold.TSNE, 10_000, 50, "none", 0,
+     "none"),
     # against umap-learn (its defaults: random_state=None, parallel SGD); transform:
     # 2000 of the training rows as new points
     ("UMAP 20k x 64", "UMAP", {}, umap_learn, 20_000, 64, "none", 2000, "transform"),
@@ -99,6 +110,18 @@ GPU = [
      1_000_000, 256, "reg", 0, "predict", 50),
     ("Ridge 1M x 256", "Ridge", {}, linear_model.Ridge, 1_000_000, 256, "reg", 0, "predict",
      20),
+    # scikit-learn's default (precompute=False): coordinate descent over the
+    # residual, a pass over X per epoch; gsb: one Gram matrix, then the
+    # persistent coordinate-descent kernel
+    ("Lasso 1M x 256", "Lasso", {"alpha": 0.1}, linear_model.Lasso, 1_000_000, 256, "sparse",
+     0, "predict", 20),
+    ("ElasticNet 1M x 256", "ElasticNet", {"alpha": 0.1}, linear_model.ElasticNet,
+     1_000_000, 256, "sparse", 0, "predict", 20),
+    # wide (20 informative features of 20000): gsb's working sets
+    ("Lasso 2000 x 20000", "Lasso", {"alpha": 0.1}, linear_model.Lasso, 2000, 20_000,
+     "sparse", 0, "predict", 5),
+    ("ElasticNet 2000 x 20000", "ElasticNet", {"alpha": 0.1}, linear_model.ElasticNet,
+     2000, 20_000, "sparse", 0, "predict", 5),
     ("LogisticRegression 1M x 64", "LogisticRegression", {},
      linear_model.LogisticRegression, 1_000_000, 64, "bin", 0, "predict", 20),
     ("kNN 200k x 64, 10k queries, k=10", "NearestNeighbors", {"n_neighbors": 10},
@@ -107,6 +130,14 @@ GPU = [
      1_000_000, 256, "none", 0, "transform", 5),
     ("MinMaxScaler 1M x 256", "MinMaxScaler", {}, preprocessing.MinMaxScaler,
      1_000_000, 256, "none", 0, "transform", 5),
+    # TSNE end to end (kNN graph, affinities, PCA init, 1000 iterations); the GPU runs
+    # FIt-SNE for method='barnes_hut' (docs/PARITY.md)
+    ("TSNE 10k x 50", "TSNE", {"random_state": 0}, manifold.TSNE, 10_000, 50, "none", 0,
+     "none", 50),
+    # MNIST-shaped; scikit-learn would take tens of minutes: the target is gsb's own time
+    # (under 5 s on an H100), scikit-learn is not run
+    ("TSNE 70k x 784 (MNIST-shaped)", "TSNE", {"random_state": 0}, None, 70_000, 784,
+     "none", 0, "none", "< 5000 ms"),
     # the UMAP issue: MNIST's shape end to end >= 20x umap-learn; 1M x 64 completes
     # (umap-learn would take longer than a device session allows: gsb alone)
     ("UMAP 70k x 784 (MNIST-shaped)", "UMAP", {}, umap_learn, 70_000, 784, "none", 10_000,
@@ -119,6 +150,9 @@ GPU = [
 SMALL_ONLY = [
     ("SVC(rbf) binary", "SVC", {}, svm.SVC, 5000, 20, "bin", 0, "predict"),
     ("SVC(rbf) 8 classes", "SVC", {}, svm.SVC, 5000, 20, "multi", 0, "predict"),
+    # Platt scaling: 5 cross-validation fits per pair of classes, then the sigmoid
+    ("SVC(rbf, probability) binary", "SVC", {"probability": True, "random_state": 0}, svm.SVC,
+     5000, 20, "bin", 0, "predict_proba"),
     ("SVR(rbf)", "SVR", {}, svm.SVR, 5000, 20, "reg", 0, "predict"),
     ("NearestNeighbors k=5", "NearestNeighbors", {}, neighbors.NearestNeighbors,
      5000, 20, "none", 1000, "kneighbors"),
@@ -145,6 +179,16 @@ def make_data(n, d, target, dtype, rng):
         y = (t > 0).astype(float)
     elif target == "multi":
         y = labels.astype(float)
+    elif target == "sparse":
+        # the L1 models' data: correlated features (AR(1), rho 0.6, instead of the
+        # blobs, whose near rank-8 X takes coordinate descent hundreds of epochs)
+        # and 20 informative ones
+        z = rng.standard_normal((n, d))
+        X = np.empty_like(z)
+        X[:, 0] = z[:, 0]
+        for j in range(1, d):
+            X[:, j] = 0.6 * X[:, j - 1] + 0.8 * z[:, j]
+        y = X[:, :20] @ w[:20] + 0.5 * rng.standard_normal(n)
     else:
         y = t + 0.1 * rng.standard_normal(n)
     return X.astype(dtype), y.astype(dtype)
@@ -152,12 +196,12 @@ def make_data(n, d, target, dtype, rng):
 
 def time_sklearn(case, X, y, repeats):
     name, est, params, factory, n, d, target, nq, method = case[:9]
-    if factory is None:
-        return float("nan"), float("nan")
+    if factory is None:  # not run (see the case)
+        return None, None
     try:
         factory(**params)
-    except ImportError:  # umap-learn not installed (a machine with no network)
-        return float("nan"), float("nan")
+    except ImportError:  # umap-learn not installed (a machine with no network): gsb alone
+        return None, None
     Q = X[:nq] if nq else X
     fits, preds = [], []
     for _ in range(repeats):
@@ -166,7 +210,8 @@ def time_sklearn(case, X, y, repeats):
         model.fit(X, y) if target != "none" else model.fit(X)
         fits.append((time.perf_counter() - t0) * 1e3)
         t0 = time.perf_counter()
-        getattr(model, method)(Q)
+        if method != "none":
+            getattr(model, method)(Q)
         preds.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(fits), statistics.median(preds)
 
@@ -198,6 +243,8 @@ def main():
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--cases", default=None,
                     help="only the cases whose name matches this regular expression (any case)")
+    ap.add_argument("--json", default=None, metavar="PATH",
+                    help="also write the results as JSON (for bench/plot.py)")
     args = ap.parse_args()
     if args.session:
         os.environ["GSB_BENCH_SESSION"] = args.session
@@ -207,14 +254,17 @@ def main():
     if args.cases:
         cases = [c for c in cases if re.search(args.cases, c[0], re.IGNORECASE)]
     sk_repeats = args.sklearn_repeats or args.repeats
-    print(f"# {time.strftime('%Y-%m-%d')}  {platform.node()}  {os.cpu_count()} cores  "
-          f"{platform.processor() or platform.machine()}  scikit-learn {sklearn.__version__}  "
-          f"numpy {np.__version__}")
-    print(f"# command: python3 bench/compare.py {' '.join(sys.argv[1:])}")
-    print(f"# gsb session: {os.environ.get('GSB_BENCH_SESSION', 'local?device=cpu')}")
-    print("| case | dtype | sklearn fit ms | gsb fit ms | fit ratio | sklearn pred ms "
-          "| gsb pred ms | pred ratio | target |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    meta = {"date": time.strftime("%Y-%m-%d"), "host": platform.node(),
+            "cores": os.cpu_count(), "machine": platform.processor() or platform.machine(),
+            "sklearn": sklearn.__version__, "numpy": np.__version__, "suite": suite,
+            "command": f"python3 bench/compare.py {' '.join(sys.argv[1:])}",
+            "session": os.environ.get("GSB_BENCH_SESSION", "local?device=cpu")}
+    print(f"# {meta['date']}  {meta['host']}  {meta['cores']} cores  {meta['machine']}  "
+          f"scikit-learn {meta['sklearn']}  numpy {meta['numpy']}")
+    print(f"# command: {meta['command']}")
+    print(f"# gsb session: {meta['session']}")
+    print(TABLE_HEAD)
+    rows = []
     for dtype_name in args.dtypes.split(","):
         dtype = np.dtype(dtype_name).type
         for case in cases:
@@ -222,21 +272,53 @@ def main():
             sk_fit, sk_pred = time_sklearn(case, X, y, sk_repeats)
             g_fit, g_pred = time_gsb(case, X, y, args.repeats, args.bench)
             del X, y
-            target = ""
-            if math.isnan(sk_fit):
-                note = "completes" if case[3] is None else "no reference installed"
-                print(f"| {case[0]} | {dtype_name} | - | {g_fit:.1f} | - | - | {g_pred:.1f} "
-                      f"| - | {note} |", flush=True)
-                continue
-            if len(case) > 9 and case[9] is not None:
-                # speed-up targets (> 1) are on the fit, the main cost; the
-                # small-data rule (< 1: at most 1.2x scikit-learn's time) holds
-                # for the fit and the prediction alike
-                ratios = [sk_fit / g_fit] + ([sk_pred / g_pred] if case[9] < 1 else [])
-                target = f">= {case[9]}x: {'met' if min(ratios) >= case[9] else 'MISSED'}"
-            print(f"| {case[0]} | {dtype_name} | {sk_fit:.1f} | {g_fit:.1f} | "
-                  f"{sk_fit / g_fit:.2f}x | {sk_pred:.1f} | {g_pred:.1f} | "
-                  f"{sk_pred / g_pred:.2f}x | {target} |", flush=True)
+            rows.append(result_row(case, dtype_name, sk_fit, g_fit, sk_pred, g_pred))
+            print(table_line(rows[-1]), flush=True)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+
+
+TABLE_HEAD = ("| case | dtype | sklearn fit ms | gsb fit ms | fit ratio | sklearn pred ms "
+              "| gsb pred ms | pred ratio | target |\n|---|---|---:|---:|---:|---:|---:|---:|---|")
+
+
+def result_row(case, dtype_name, sk_fit, g_fit, sk_pred, g_pred):
+    """One case's figures (the JSON row; the table line is made from it).  A case
+    without a scikit-learn factory has an absolute target on gsb's fit time ("< 5000
+    ms"); a case whose method is "none" times the fit alone."""
+    goal = case[9] if len(case) > 9 else None
+    fit_only = case[8] == "none"
+    met = None
+    if sk_fit is None:
+        limit = float(goal.split()[1]) if isinstance(goal, str) else None
+        met = None if limit is None else g_fit < limit
+    elif goal is not None:
+        # speed-up targets (> 1) are on the fit, the main cost; the small-data
+        # rule (< 1: at most 1.2x scikit-learn's time) holds for the fit and
+        # the prediction alike
+        ratios = [sk_fit / g_fit] + ([sk_pred / g_pred] if goal < 1 and not fit_only else [])
+        met = min(ratios) >= goal
+    has_pred = sk_fit is not None and not fit_only
+    return {"case": case[0], "dtype": dtype_name, "sklearn_fit_ms": sk_fit,
+            "gsb_fit_ms": g_fit, "fit_ratio": None if sk_fit is None else sk_fit / g_fit,
+            "sklearn_pred_ms": sk_pred if has_pred else None,
+            "gsb_pred_ms": g_pred if not fit_only else None,
+            "pred_ratio": sk_pred / g_pred if has_pred else None, "target": goal,
+            "target_met": met}
+
+
+def table_line(r):
+    def num(v, fmt):
+        return "-" if v is None else format(v, fmt)
+    target = ""
+    if r["target"] is not None:
+        goal = r["target"] if isinstance(r["target"], str) else f">= {r['target']}x"
+        target = f"{goal}: {'met' if r['target_met'] else 'MISSED'}"
+    return (f"| {r['case']} | {r['dtype']} | {num(r['sklearn_fit_ms'], '.1f')} | "
+            f"{num(r['gsb_fit_ms'], '.1f')} | {num(r['fit_ratio'], '.2f')}x | "
+            f"{num(r['sklearn_pred_ms'], '.1f')} | {num(r['gsb_pred_ms'], '.1f')} | "
+            f"{num(r['pred_ratio'], '.2f')}x | {target} |").replace("-x |", "- |")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ print(cuml.__version__)
 # ------------------------------------------------------------------------------------------
 
 from cuml_proxy.proxy import ProxyEstimator  # noqa: E402
+import gsb  # noqa: E402
 import sklearn  # noqa: E402
 from sklearn import cluster, decomposition, linear_model, preprocessing, svm as sk_svm  # noqa: E402
 
@@ -36,7 +37,7 @@ def main():
     rng = np.random.default_rng(0)
     X = rng.random((5000, 20), dtype=np.float32)
     y = (X[:, 0] > 0.5).astype(np.float32)
-    print(f"\ngsb {cuml.__version__} (embedded) vs scikit-learn {sklearn.__version__}, "
+    print(f"\ngsb {gsb.__version__} (embedded) vs scikit-learn {sklearn.__version__}, "
           f"5000 x 20 float32\n")
     print(f"{'work':42s} {'gsb ms':>9s} {'sklearn ms':>11s}  result (gsb / sklearn)")
     cases = [

@@ -84,13 +84,24 @@ GSB_API const char *gsb_dtype_name(gsb_dtype dtype);
 /* ---- library ----------------------------------------------------------- */
 GSB_API const char *gsb_version(void);
 GSB_API const char *gsb_errmsg(void);           /* last error of this thread */
+/*
+ * Warnings of this thread's last gsb_model_call (gsb_model_fit included),
+ * local or remote, as a JSON array of {"category": "...", "message": "..."};
+ * "[]" when there were none.  A warning is what scikit-learn would report
+ * with warnings.warn while the call goes on: the category is the name of its
+ * warning class ("ConvergenceWarning" when a solver stopped at max_iter,
+ * "FutureWarning", "RuntimeWarning", "UserWarning") and the message
+ * scikit-learn's text.  Valid until this thread's next gsb_model_call.
+ */
+GSB_API const char *gsb_warnings(void);
 GSB_API const char *gsb_status_name(int status);/* "GSB_EINVAL", ... */
 GSB_API void gsb_free(void *p);                 /* frees strings/bytes gsb returned */
 
 /*
  * JSON describing the library: version, backends compiled and available, and
  * every registered estimator with its parameters (type, default, range or
- * choices), methods and fitted attributes.  Caller frees with gsb_free.
+ * choices), methods and fitted attributes, and "cuml_version" (the version the
+ * cuml shim and gsbd's /health report).  Caller frees with gsb_free.
  */
 GSB_API int gsb_info_json(char **out_json);
 
@@ -244,12 +255,21 @@ GSB_API int gsb_model_list(gsb_session *s, char **out_json);
  *   "log_stderr": also log to stderr (default true)
  *   "max_request_mb": bound on the bytes one connection may hold for a request
  *                 (default 8192); "max_connections" (default 1024)
+ *   "reserved_connections": more slots at the limit for /health, /metrics and
+ *                 trusted logins (default 16); "max_connections_per_peer": of one
+ *                 local user or remote address (default max_connections / 4);
+ *   "idle_timeout_s": close connections of sessions holding nothing after this
+ *                 long idle (default 300, 0 never); "memory_budget_mb": the
+ *                 server-wide bound on request, data-handle and shared memory
+ *                 (default 3/4 of the machine's)  (docs/REMOTE.md, "Limits")
  * gsb_server_start listens and serves on background threads and returns;
  * gsb_server_url(srv, i) is the i-th address it listens on (NULL past the
  * last; a port of 0 in "listen" is replaced by the one the system chose).
  * gsb_server_stop stops accepting, lets in-flight requests finish, closes
  * every connection and frees the server.  gsb_serve does start, waits for
- * SIGINT or SIGTERM, then stop: the body of `gsbd`.
+ * SIGINT or SIGTERM, then stop: the body of `gsbd`; a process that calls it
+ * only serves, so it also fixes glibc malloc's thresholds (no memory kept
+ * after bursts of connections).
  */
 typedef struct gsb_server gsb_server;
 GSB_API int gsb_server_start(const char *options_json, gsb_server **out);

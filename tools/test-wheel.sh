@@ -7,7 +7,11 @@
 #     plugin beside it where the wheel has one), and its version is the wheel's;
 #   - examples/quickstart.py (the original project's quick start) runs;
 #   - the `gsbd` console script serves: GSB_AUTOSTART's ensure_server starts it
-#     on a Unix socket, a model fitted through it matches the embedded one.
+#     on a Unix socket, a model fitted through it matches the embedded one;
+#   - the `gsb` and `gsbd` commands work as README.md and docs/ write them
+#     (version, info, serve, health in every URL form, models with and without
+#     GSB_URL, logs, service install --dry-run, python -m gsb.server,
+#     bench-bridge --quick), on ports of their own.
 #
 #   tools/test-wheel.sh [--no-build] [build-wheel.sh options...]
 #     --no-build  test the wheels already in dist/ (else tools/build-wheel.sh
@@ -99,4 +103,75 @@ finally:
     gsb.connect(None)
     _autostart.stop_started()
 EOF
+echo "== the gsb and gsbd commands, as README.md and docs/ show them"
+fail() { echo "test-wheel: $*" >&2; exit 1; }
+for c in gsb gsbd; do
+  command -v $c >/dev/null || fail "the wheel installed no $c command"
+done
+ver=$(python -c "import gsb; print(gsb.__version__)")
+[ "$(gsb version)" = "gsb $ver" ] || fail "gsb version: $(gsb version)"
+gsbd --version | grep -q "$ver" || fail "gsbd --version: $(gsbd --version)"
+gsb --help | grep -q "health \[URL\]" || fail "gsb --help"
+gsb info | grep -q "parameters:  n_clusters=8, init='k-means++'" || fail "gsb info shows no parameters"
+gsb info | grep -q "attributes:  cluster_centers_ labels_" || fail "gsb info shows no attributes"
+gsb info SVC | grep -q "kernel='rbf'" || fail "gsb info SVC"
+gsb info --json | python -c "import json, sys; assert json.load(sys.stdin)['estimators']" \
+  || fail "gsb info --json"
+free_port() { python -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }
+wait_up() {  # wait_up URL PID: until gsb health answers, or the server died
+  for _ in $(seq 100); do
+    gsb health "$1" >/dev/null 2>&1 && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+stop() { kill "$1" && wait "$1"; }  # SIGTERM: exits 0 after finishing in-flight work
+
+# gsb serve (README: "gsbd  # or: gsb serve, python -m gsb.server")
+port=$(free_port)
+srv=$work/srv
+mkdir -p "$srv"
+gsb serve --listen "tcp://127.0.0.1:$port" --listen "unix://$srv/gsbd.sock" --data-dir "$srv" \
+  > "$work/serve.out" 2>&1 &
+spid=$!
+wait_up "tcp://127.0.0.1:$port" $spid || { cat "$work/serve.out"; fail "gsb serve did not come up"; }
+for u in "http://127.0.0.1:$port/health" "http://127.0.0.1:$port" "127.0.0.1:$port" \
+         "tcp://127.0.0.1:$port" "unix://$srv/gsbd.sock"; do
+  gsb health "$u" | grep -q '"status":"ok"' || fail "gsb health $u"
+done
+GSB_URL="tcp://127.0.0.1:$port" gsb health | grep -q '"status":"ok"' || fail "GSB_URL= gsb health"
+# a model saved through the server is the server's: gsb models with GSB_URL sees it
+GSB_URL="unix://$srv/gsbd.sock" python -c '
+import numpy as np
+from gsb.preprocessing import StandardScaler
+StandardScaler().fit(np.arange(12.0).reshape(6, 2)).save("wheel_scaler")'
+GSB_URL="tcp://127.0.0.1:$port" gsb models list | grep -q "^wheel_scaler .*StandardScaler" \
+  || fail "GSB_URL= gsb models list does not list the server's model"
+if gsb models list | grep -q wheel_scaler; then fail "gsb models list without GSB_URL read the server's store"; fi
+GSB_URL="tcp://127.0.0.1:$port" gsb models rm wheel_scaler || fail "GSB_URL= gsb models rm"
+if GSB_URL="tcp://127.0.0.1:$port" gsb models list | grep -q wheel_scaler; then fail "gsb models rm kept it"; fi
+gsb logs --data-dir "$srv" -n 20 | grep -q . || fail "gsb logs --data-dir shows nothing"
+GSB_DATA_DIR="$srv" gsb logs -n 20 | grep -q . || fail "gsb logs shows nothing"
+stop $spid || fail "gsb serve did not exit cleanly on SIGTERM"
+if gsb health "tcp://127.0.0.1:$port" >/dev/null 2>&1; then fail "gsb health says up after the stop"; fi
+
+# gsbd and python -m gsb.server, the same way
+for cmd in gsbd "python -m gsb.server"; do
+  port=$(free_port)
+  $cmd --listen "tcp://127.0.0.1:$port" --data-dir "$srv" > "$work/serve.out" 2>&1 &
+  spid=$!
+  wait_up "http://127.0.0.1:$port/health" $spid || { cat "$work/serve.out"; fail "$cmd did not come up"; }
+  stop $spid || fail "$cmd did not exit cleanly on SIGTERM"
+done
+
+# gsb service: the unit it would install runs the gsbd the wheel carries
+pkg=$(python -c "import gsb, os; print(os.path.dirname(gsb.__file__))")
+unit=$(gsb service install --dry-run --unit-dir "$work/units")
+grep -q "^ExecStart=$pkg/bin/gsbd" <<<"$unit" || { echo "$unit"; fail "gsb service install --dry-run names another gsbd"; }
+# gsb bench-bridge --quick (docs/REMOTE.md): its own gsbd, small sizes, nothing judged
+gsb bench-bridge --quick | grep -q "StandardScaler fit_transform" || fail "gsb bench-bridge --quick"
+echo "gsb and gsbd: version, info, serve, health (5 URL forms), models (GSB_URL), logs, service,"
+echo "  bench-bridge"
+
 echo "test-wheel: ok ($wheel)"

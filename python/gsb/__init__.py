@@ -8,7 +8,13 @@ its device.  gsb.connect(url) (or $GSB_URL) sends the work to a gsbd server
 instead ("tcp://127.0.0.1:19876", "unix:///path/gsbd.sock"); gsb.server
 starts one.  gsb.put(X) uploads data once for many calls; gsb.empty(shape)
 makes arrays that reach the engine (or a local gsbd) with no copy.
+
+`import gsb` loads numpy and the engine library only: the estimator modules
+(gsb.cluster, gsb.linear_model ...) and with them scikit-learn load on first
+use (PEP 562), so a script that never touches an estimator pays for none.
 """
+import importlib
+
 from . import _lib
 from ._data import DataHandle, empty, put, zeros
 from ._session import (GsbAuthError, GsbConnectionError, connect, get_config, session_info,
@@ -16,6 +22,12 @@ from ._session import (GsbAuthError, GsbConnectionError, connect, get_config, se
 from ._store import delete_saved, list_saved, load
 
 __version__ = _lib.version()
+
+# imported on first attribute access: the estimator modules build their classes from the
+# engine's descriptors and import scikit-learn; gsb.server loads on use so that
+# `python -m gsb.server` runs it once
+_LAZY_MODULES = ("cluster", "decomposition", "ensemble", "linear_model", "manifold",
+                 "neighbors", "preprocessing", "svm", "server")
 
 
 def info():
@@ -25,16 +37,15 @@ def info():
     return _lib.info()
 
 
-from . import (cluster, decomposition, ensemble, linear_model, manifold,  # noqa: E402
-               neighbors, preprocessing, svm)
-
-
 def __getattr__(name):
-    # gsb.server on first use, not at import: `python -m gsb.server` then runs it once
-    if name == "server":
-        import importlib
-        return importlib.import_module(".server", __name__)
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f".{name}", __name__)  # also sets gsb.<name>
     raise AttributeError(f"module 'gsb' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_MODULES))
+
 
 __all__ = ["cluster", "decomposition", "ensemble", "linear_model", "manifold", "neighbors",
            "preprocessing", "svm", "server", "set_config", "get_config", "connect", "info",

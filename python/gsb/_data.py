@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from . import _lib
+from ._convert import as_array
 from ._session import get_session
 
 
@@ -27,12 +28,9 @@ class DataHandle:
     collected, or explicitly with .free()."""
 
     def __init__(self, data, session=None):
-        from ._estimator import _as_array
         if isinstance(data, DataHandle):
             raise TypeError("gsb.put: this is already a DataHandle")
-        arr = _as_array(data, "X")
-        if arr.ndim > 2:
-            raise ValueError(f"gsb.put: arrays of at most 2 dimensions, got shape {arr.shape}")
+        arr = as_array(data, "X", estimator="gsb.put")
         self.session = session or get_session()
         handle = ctypes.c_void_p()
         g = _lib.as_gsb_array(arr)

@@ -12,51 +12,67 @@ import json
 import signal
 import sys
 import threading
+import types
 import warnings
 
 import numpy as np
-from sklearn.base import (BaseEstimator, ClassifierMixin, ClusterMixin, RegressorMixin,
+from sklearn.base import (BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin,
+                          ClusterMixin, OneToOneFeatureMixin, RegressorMixin,
                           TransformerMixin)
 from sklearn.exceptions import DataConversionWarning, NotFittedError
+from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.validation import _check_feature_names, _get_feature_names
 
-from . import _lib
+from . import _lib, _warnings
+from ._convert import as_array, is_engine_ref
 from ._data import DataHandle
 from ._session import get_session
-
-_NUMERIC_OK = (np.float32, np.float64, np.int32, np.int64)
 
 
 # ---- inputs -------------------------------------------------------------------
 
-def _as_array(data, name):
-    """numpy view of array-likes (lists, pandas); only the dtypes the engine takes.
-    Data handles (gsb.put) pass through: the engine resolves them."""
-    if isinstance(data, DataHandle):
-        return data
-    if hasattr(data, "tocsr") or type(data).__module__.startswith("scipy.sparse"):
-        raise TypeError(f"Sparse data was passed for {name}, but dense data is required. Use "
-                        f"'.toarray()' to convert to a dense numpy array.")
-    if hasattr(data, "to_numpy") and not isinstance(data, np.ndarray):
-        data = data.to_numpy()
-    arr = np.asarray(data)
-    if arr.dtype.kind == "c":
-        raise ValueError("Complex data not supported\n{}\n".format(arr))
-    if arr.dtype.kind in "OUSV":
-        arr = arr.astype(np.float64)  # numpy's own error names the bad value
-    if arr.dtype.type not in _NUMERIC_OK:
-        arr = arr.astype(np.float32 if arr.dtype == np.float16 else np.float64)
-    return arr
+def _fit_feature_names(X):
+    """The feature names fit keeps (scikit-learn's rule: the string column names of a
+    DataFrame, an error for mixed types; None for arrays, lists and data handles)."""
+    return None if X is None or is_engine_ref(X) else _get_feature_names(X)
 
 
-def _feature_names(X):
-    cols = getattr(X, "columns", None)
-    if cols is None:
-        return None
-    names = np.asarray(cols, dtype=object)
-    return names if len(names) and all(isinstance(c, str) for c in names) else None
+# where a callable has a precomputed alternative in gsb (SVC's Gram matrix)
+_PRECOMPUTED = {("SVC", "kernel")}
+
+_TYPE_WORDS = {"int": "an int", "float": "a float", "bool": "an instance of 'bool'",
+               "pair": "a tuple of two floats (min, max)", "dict": "an instance of 'dict'",
+               "array": "an array-like", "none": "None"}
+
+
+def _callable_param_error(est, name, value):
+    """scikit-learn's InvalidParameterError for a callable where the engine needs data:
+    the engine runs in C (or in gsbd) and cannot call back into Python per element."""
+    desc = next((p for p in est._gsb_desc["params"] if p["name"] == name), {})
+    choices = [c for c in desc.get("choices", []) if not c.startswith("~")]
+    kinds = []
+    for t in desc.get("types", []):
+        if t == "str":
+            kinds.append("a str among {" + ", ".join(repr(c) for c in choices) + "}"
+                         if choices else "a str")
+        elif t in _TYPE_WORDS:
+            kinds.append(_TYPE_WORDS[t])
+    if name == "init" and _TYPE_WORDS["array"] not in kinds:
+        kinds.append(_TYPE_WORDS["array"])  # init arrays travel as a fit input
+    allowed = ", ".join(kinds[:-1]) + " or " + kinds[-1] if len(kinds) > 1 else \
+        (kinds[0] if kinds else "not a callable")
+    hint = ""
+    if (type(est).__name__, name) in _PRECOMPUTED:
+        hint = f" Compute the kernel matrix in Python and pass {name}='precomputed' instead."
+    return InvalidParameterError(
+        f"The {name!r} parameter of {type(est).__name__} must be {allowed}. Got {value!r} "
+        f"instead. Callables are not supported by gsb: its engine runs outside Python and "
+        f"cannot call Python functions.{hint}")
 
 
 def _json_param(value):
+    if callable(value) and not isinstance(value, type):
+        return {"__callable__": repr(value)}  # refused by the engine in scikit-learn's words
     if isinstance(value, (np.integer,)):
         return int(value)
     if isinstance(value, (np.floating,)):
@@ -68,6 +84,23 @@ def _json_param(value):
     if isinstance(value, dict):
         return {str(k): _json_param(v) for k, v in value.items()}
     return value
+
+
+def _cv_folds(cv, X, y):
+    """A cv that is neither None nor an int (a splitter, an iterable of (train, test)) as
+    the engine's cv_folds input: n_samples x n_folds, 1 training, 2 test, 0 unused."""
+    if cv is None or isinstance(cv, (int, np.integer)):
+        return None
+    if isinstance(X, DataHandle):
+        raise TypeError("a cv splitter or iterable needs X as an array, not a gsb.DataHandle "
+                        "(pass cv as an int for KFold)")
+    from sklearn.model_selection import check_cv
+    splits = list(check_cv(cv).split(X, y))
+    folds = np.zeros((len(X), len(splits)), dtype=np.float64)
+    for f, (train, test) in enumerate(splits):
+        folds[train, f] = 1
+        folds[test, f] = 2
+    return folds
 
 
 def _progress_bar(name, total):
@@ -114,11 +147,27 @@ class GsbEstimator(BaseEstimator):
     # -- engine model ------------------------------------------------------------
     def _engine_params(self, params):
         out = {}
+        engine_names = {p["name"] for p in self._gsb_desc["params"]}
         for name, value in params.items():
+            if name not in engine_names:
+                continue  # a parameter of the Python side (a subclass's, as cuML's output_type)
+            if callable(value):
+                raise _callable_param_error(self, name, value)
             if name == "init" and not isinstance(value, str):
                 continue  # an init array travels as a fit input
+            if name == "cv" and value is not None and not isinstance(value, (int, np.integer)):
+                continue  # a splitter or iterable travels as the fit input cv_folds
             out[name] = _json_param(value)
         return out
+
+    def _input(self, X, name="X"):
+        """X of a method of the fitted estimator: its feature names checked against fit's
+        (scikit-learn's own check, warnings and messages), then converted.  None (the
+        training data, where the engine supports it) and data handles pass through."""
+        if X is None or is_engine_ref(X):
+            return X
+        _check_feature_names(self, X, reset=False)
+        return as_array(X, name, self)
 
     def _model(self, create=False):
         model = self.__dict__.get("_gsb_handle")
@@ -163,7 +212,9 @@ class GsbEstimator(BaseEstimator):
         else:
             status = self._call_with_progress(model, method, arr, len(keep), opts, out)
         _lib.check(status)
-        return _lib.take_result(out)
+        result = _lib.take_result(out)
+        _warnings.emit()  # after freeing the result: a warning may be raised as an error
+        return result
 
     def _call_with_progress(self, model, method, arr, n, opts, out):
         verbose = int(getattr(self, "verbose", 0) or 0)
@@ -222,20 +273,24 @@ class GsbEstimator(BaseEstimator):
         init = getattr(self, "init", None)
         if "init" in names and init is not None and not isinstance(init, str):
             if callable(init):
-                raise NotImplementedError(f"{type(self).__name__}: a callable init is not "
-                                          f"supported by gsb; pass an array or a string")
-            values["init"] = _as_array(init, "init")
+                raise _callable_param_error(self, "init", init)
+            values["init"] = as_array(init, "init", self)
+        if "cv_folds" in names:
+            values["cv_folds"] = _cv_folds(getattr(self, "cv", None), X, y)
         return [values.get(n) for n in names]
 
-    def _fit(self, X, y=None, sample_weight=None, **fit_params):
-        names = _feature_names(X)
-        X = _as_array(X, "X")
+    def _fit_arrays(self, X, y, sample_weight, fit_params):
+        """The engine's inputs of fit (and fit_transform) from the user's arguments."""
+        Xa = as_array(X, "X", self)
         if y is not None:
             y = self._encode_y_for_fit(y)
         if sample_weight is not None:
-            sample_weight = _as_array(sample_weight, "sample_weight")
-        inputs = self._fit_inputs(X, y, sample_weight, fit_params)
-        self._call("fit", inputs, progress=True)
+            sample_weight = as_array(sample_weight, "sample_weight", self)
+        return self._fit_inputs(Xa, y, sample_weight, fit_params)
+
+    def _fit(self, X, y=None, sample_weight=None, **fit_params):
+        names = _fit_feature_names(X)
+        self._call("fit", self._fit_arrays(X, y, sample_weight, fit_params), progress=True)
         self._finish_fit(names)
         return self
 
@@ -266,7 +321,7 @@ class GsbEstimator(BaseEstimator):
         return {}
 
     def _encode_y_for_fit(self, y):
-        y = _as_array(y, "y")
+        y = as_array(y, "y", self)
         if isinstance(y, DataHandle):
             return y  # the engine checks its shape
         if (self._gsb_desc["kind"] == "regressor" and y.ndim == 2 and y.shape[1] == 1
@@ -339,62 +394,71 @@ class _Handle:
 
 
 # ---- method implementations attached per estimator --------------------------------
+# Each becomes a method of the generated classes under the name of the engine method it
+# calls (see _named_method): scikit-learn finds methods by that name (scorers,
+# available_if, set_output), so __name__ must be the public name.
 
 def _first(result):
     return next(iter(result.values()))
 
 
-def _x(X):
-    """X, or None where the engine supports "the training data" (leave-one-out)."""
-    return None if X is None else _as_array(X, "X")
+def predict(self, X):
+    """Predict for the samples in X (class labels for classifiers, values for regressors,
+    cluster indices for clusterers)."""
+    return self._decode_y(_first(self._call("predict", [self._input(X)])))
 
 
-def _predict(self, X):
-    return self._decode_y(_first(self._call("predict", [_x(X)])))
+def transform(self, X):
+    """Transform X (see set_output for pandas or polars output)."""
+    return _first(self._call("transform", [self._input(X)]))
 
 
-def _transform(self, X):
-    return _first(self._call("transform", [_as_array(X, "X")]))
+def inverse_transform(self, X):
+    """Transform X back to the original space."""
+    # scikit-learn checks no feature names here: X is in the transformed space
+    return _first(self._call("inverse_transform", [as_array(X, "X", self)]))
 
 
-def _inverse_transform(self, X):
-    return _first(self._call("inverse_transform", [_as_array(X, "X")]))
+def predict_proba(self, X):
+    """Class probabilities of the samples in X, columns in the order of classes_."""
+    return _first(self._call("predict_proba", [self._input(X)]))
 
 
-def _predict_proba(self, X):
-    return _first(self._call("predict_proba", [_x(X)]))
+def predict_log_proba(self, X):
+    """Logarithm of the class probabilities of the samples in X."""
+    return _first(self._call("predict_log_proba", [self._input(X)]))
 
 
-def _predict_log_proba(self, X):
-    return _first(self._call("predict_log_proba", [_as_array(X, "X")]))
+def decision_function(self, X):
+    """Confidence scores of the samples in X (signed distances to the boundary)."""
+    return _first(self._call("decision_function", [self._input(X)]))
 
 
-def _decision_function(self, X):
-    return _first(self._call("decision_function", [_as_array(X, "X")]))
+def score_samples(self, X):
+    """Per-sample score of X (the log-likelihood under the model)."""
+    return _first(self._call("score_samples", [self._input(X)]))
 
 
-def _score_samples(self, X):
-    return _first(self._call("score_samples", [_as_array(X, "X")]))
-
-
-def _engine_score(self, X, y=None, sample_weight=None):
-    inputs = [_x(X)]
+def score(self, X, y=None, sample_weight=None):
+    """The estimator's default score on X (and y): R^2 for regressors, the average
+    log-likelihood for PCA, the opposite of the inertia for KMeans."""
+    inputs = [self._input(X)]
     names = [i["name"] for i in (self._method("score") or {}).get("inputs", [])]
     if "y" in names or not names:
-        inputs.append(None if y is None else _as_array(y, "y"))
+        inputs.append(None if y is None else as_array(y, "y", self))
     if sample_weight is not None:
         inputs += [None] * (3 - len(inputs))
-        inputs[2] = _as_array(sample_weight, "sample_weight")
+        inputs[2] = as_array(sample_weight, "sample_weight", self)
     return float(_first(self._call("score", inputs)))
 
 
-def _fit_transform(self, X, y=None, **fit_params):
+def fit_transform(self, X, y=None, **fit_params):
+    """Fit to X, then return X transformed (in one engine call where it has one)."""
     if self._method("fit_transform") is None:
         return self.fit(X, y, **fit_params).transform(X)
-    names = _feature_names(X)
-    X = _as_array(X, "X")
-    y = None if y is None else self._encode_y_for_fit(y)
-    inputs = self._fit_inputs(X, y, fit_params.pop("sample_weight", None), fit_params)
+    names = _fit_feature_names(X)
+    sample_weight = fit_params.pop("sample_weight", None)
+    inputs = self._fit_arrays(X, y, sample_weight, fit_params)
     out = _first(self._call("fit_transform", inputs, progress=True))
     self._finish_fit(names)
     return out
@@ -410,37 +474,54 @@ def _fit_plain(self, X, y=None):
     return self._fit(X, y)
 
 
-def _fit_predict(self, X, y=None, sample_weight=None, **fit_params):
-    return self.fit(X, y, sample_weight=sample_weight, **fit_params).labels_ \
-        if hasattr(type(self), "_has_labels") else self.fit(X, y).predict(X)
+def fit_predict(self, X, y=None, sample_weight=None, **fit_params):
+    """Fit to X, then return the label of each sample."""
+    if hasattr(type(self), "_has_labels"):
+        return self.fit(X, y, sample_weight=sample_weight, **fit_params).labels_
+    return self.fit(X, y).predict(X)
 
 
-def _kneighbors(self, X=None, n_neighbors=None, return_distance=True):
+def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
+    """The n_neighbors nearest training samples of each row of X (of each training
+    sample, itself excluded, when X is None): (distances, indices), or indices."""
     options = {"return_distance": bool(return_distance)}
     if n_neighbors is not None:
         options["n_neighbors"] = int(n_neighbors)
-    inputs = [None if X is None else _as_array(X, "X")]
-    res = self._call("kneighbors", inputs, options)
+    res = self._call("kneighbors", [self._input(X)], options)
     if return_distance:
         return res["distances"], res["indices"]
     return res["indices"]
 
 
-_METHODS = {
-    "predict": _predict,
-    "transform": _transform,
-    "inverse_transform": _inverse_transform,
-    "predict_proba": _predict_proba,
-    "predict_log_proba": _predict_log_proba,
-    "decision_function": _decision_function,
-    "score_samples": _score_samples,
-    "score": _engine_score,
-    "fit_transform": _fit_transform,
-    "fit_predict": _fit_predict,
-    "kneighbors": _kneighbors,
-    "get_covariance": lambda self: _first(self._call("get_covariance", [])),
-    "get_precision": lambda self: _first(self._call("get_precision", [])),
-}
+def get_covariance(self):
+    """The data covariance the fitted model implies."""
+    return _first(self._call("get_covariance", []))
+
+
+def get_precision(self):
+    """The data precision matrix (inverse covariance) the fitted model implies."""
+    return _first(self._call("get_precision", []))
+
+
+_METHODS = {fn.__name__: fn for fn in (
+    predict, transform, inverse_transform, predict_proba, predict_log_proba,
+    decision_function, score_samples, score, fit_transform, fit_predict, kneighbors,
+    get_covariance, get_precision)}
+
+
+def _named_method(fn, name, cls_name, module):
+    """A copy of fn that is, by every name Python and scikit-learn read, the method
+    cls_name.name: __name__, __qualname__, __module__ and the code object's name (which
+    tracebacks show).  A copy, so each class owns its methods."""
+    code = fn.__code__.replace(co_name=name)
+    if hasattr(code, "co_qualname"):  # Python 3.11+
+        code = code.replace(co_qualname=f"{cls_name}.{name}")
+    out = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+    out.__kwdefaults__ = fn.__kwdefaults__
+    out.__qualname__ = f"{cls_name}.{name}"
+    out.__module__ = module
+    out.__doc__ = fn.__doc__
+    return out
 
 
 # ---- attributes scikit-learn sets that are not arrays (the engine keeps arrays) -------
@@ -472,11 +553,19 @@ def _python_attrs(est):
         est.effective_metric_params_ = dict(est.metric_params or {})
         if hasattr(est, "outputs_2d_"):
             est.outputs_2d_ = bool(est.outputs_2d_)
+    elif name in ("Lasso", "ElasticNet", "LassoCV", "ElasticNetCV"):
+        if isinstance(getattr(est, "n_iter_", None), np.ndarray):  # one per target: a list
+            est.n_iter_ = [int(v) for v in est.n_iter_]
+        if name in ("Lasso", "ElasticNet") and hasattr(est, "coef_"):
+            from scipy import sparse
+            est.sparse_coef_ = sparse.csr_array(np.atleast_2d(est.coef_))
+        if name == "ElasticNetCV" and hasattr(est, "mse_path_"):
+            n_l1, n_alphas = np.atleast_1d(est.l1_ratio).size, est.alphas_.shape[-1]
+            if n_l1 > 1 and n_alphas > 1:  # the engine's 2-D (n_l1 * n_alphas, n_folds)
+                est.mse_path_ = est.mse_path_.reshape(n_l1, n_alphas, -1)
     elif name in ("SVC", "SVR"):
         if hasattr(est, "shape_fit_"):
             est.shape_fit_ = tuple(int(v) for v in np.ravel(est.shape_fit_))
-        if name == "SVC":
-            est.probA_ = est.probB_ = np.empty(0, dtype=np.float64)
 
 
 # ---- classifiers: any label type in and out -----------------------------------------
@@ -555,6 +644,7 @@ class _ClassifierLabels:
         return y.astype(dtype or np.float64)
 
     def score(self, X, y, sample_weight=None):
+        """Mean accuracy on X against the labels y (scikit-learn's ClassifierMixin.score)."""
         if not isinstance(y, DataHandle):
             return ClassifierMixin.score(self, X, y, sample_weight)
         # y lives in the engine: its accuracy there, on the labels as they were put
@@ -562,7 +652,7 @@ class _ClassifierLabels:
         if classes is not None:
             raise TypeError(f"this {type(self).__name__} was fitted on non-numeric labels; "
                             f"score it with y as an array of those labels, not a DataHandle")
-        return _engine_score(self, X, y, sample_weight)
+        return score(self, X, y, sample_weight)
 
 
 class _PlainLabels:
@@ -592,11 +682,39 @@ def _default(p):
 
 
 # regressors whose engine fit takes a 2-D y (several targets)
-_MULTI_OUTPUT = {"LinearRegression", "Ridge", "KNeighborsRegressor"}
+_MULTI_OUTPUT = {"LinearRegression", "Ridge", "KNeighborsRegressor", "Lasso", "ElasticNet"}
+
+
+# get_feature_names_out (and with it set_output) of the transformers, as scikit-learn's
+# classes of the same name have it: one output column per input column, or columns named
+# by the class ("pca0", "pca1" ...) counted by a fitted attribute.  An estimator with a
+# transform that is not listed has neither (as scikit-learn's LabelEncoder).
+_FEATURES_OUT = {
+    "StandardScaler": None,
+    "MinMaxScaler": None,
+    "PCA": ("components_", 0),
+    "TruncatedSVD": ("components_", 0),
+    "KMeans": ("cluster_centers_", 0),
+    "TSNE": ("embedding_", 1),
+}
+
+
+def _features_out_attrs(name):
+    """(mixin, class attributes) giving the class get_feature_names_out, or (None, {})."""
+    if name not in _FEATURES_OUT:
+        return None, {}
+    if _FEATURES_OUT[name] is None:
+        return OneToOneFeatureMixin, {}
+    counted_by, axis = _FEATURES_OUT[name]  # the output columns: that attribute's axis
+
+    def _n_features_out(self):
+        return getattr(self, counted_by).shape[axis]
+    return ClassNamePrefixFeaturesOutMixin, {"_n_features_out": property(_n_features_out)}
 
 
 def make_class(desc, module):
     """Build the Python class for one engine estimator descriptor."""
+    name = desc["name"]
     params = desc["params"]
     defaults = {p["name"]: _default(p) for p in params}
     args = ", ".join(f"{p['name']}=_d[{p['name']!r}]" for p in params)
@@ -604,27 +722,32 @@ def make_class(desc, module):
     namespace = {"_d": defaults}
     exec(f"def __init__(self, {args}):\n{body}", namespace)  # noqa: S102 - our own text
     init = namespace["__init__"]
-    init.__qualname__ = f"{desc['name']}.__init__"
+    init.__qualname__ = f"{name}.__init__"
+    init.__module__ = module
 
     attrs = {"__init__": init, "_gsb_desc": desc, "__module__": module,
              "__doc__": _docstring(desc)}
     for m in desc["methods"]:
         fn = _METHODS.get(m["name"])
-        if fn is not None:
-            attrs[m["name"]] = fn
         if m["name"] == "fit":
             takes_weights = any(i["name"] == "sample_weight" for i in m["inputs"])
-            attrs["fit"] = _fit_sw if takes_weights else _fit_plain
+            fn = _fit_sw if takes_weights else _fit_plain
+        if fn is not None:
+            attrs[m["name"]] = _named_method(fn, m["name"], name, module)
 
     bases = _KIND_MIXINS.get(desc["kind"], (_PlainLabels,))
     if "transform" in attrs and TransformerMixin not in bases:
         bases = bases + (TransformerMixin,)
+    features_mixin, features_attrs = _features_out_attrs(name)
+    if features_mixin is not None:
+        bases = (features_mixin,) + bases
+        attrs.update(features_attrs)
     if desc["kind"] == "clusterer":
         attrs["_has_labels"] = True
     if desc["kind"] == "classifier" and "score" in attrs:
         del attrs["score"]  # ClassifierMixin's accuracy on decoded labels
-    cls = type(desc["name"], bases + (GsbEstimator,), attrs)
-    if desc["name"] in _MULTI_OUTPUT:
+    cls = type(name, bases + (GsbEstimator,), attrs)
+    if name in _MULTI_OUTPUT:
         def __sklearn_tags__(self):
             tags = super(cls, self).__sklearn_tags__()
             tags.target_tags.multi_output = True

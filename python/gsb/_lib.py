@@ -179,7 +179,7 @@ def _exception_for(status, message):
     if status == ECORRUPT:
         return ModelCorruptError(message, status)
     if status == EIO:
-        # transport failures of a remote session name "gsbd at URL" (src/net/client.c);
+        # transport failures of a remote session name "gsbd at URL" (src/session/remote.c);
         # ConnectionError is an OSError, so either except clause catches them
         return GsbConnectionError(message) if "gsbd at " in message else OSError(message)
     return GsbError(message, status)

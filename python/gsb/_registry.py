@@ -6,16 +6,15 @@ and nothing silently falls back to another library.
 """
 from . import _lib
 from ._estimator import make_class
+from ._extra_methods import patch
 
 MODULES = ("linear_model", "cluster", "decomposition", "neighbors", "preprocessing", "svm",
            "ensemble", "manifold")
 
 PLANNED = {
-    "linear_model": ["Lasso", "ElasticNet"],
     "svm": ["SVC", "SVR"],
     "cluster": ["DBSCAN"],
     "ensemble": ["RandomForestClassifier", "RandomForestRegressor"],
-    "manifold": ["TSNE"],
 }
 
 
@@ -32,7 +31,7 @@ def _build():
     by_module = {m: {} for m in MODULES}
     for desc in _lib.info()["estimators"]:
         module = desc["module"]
-        by_module.setdefault(module, {})[desc["name"]] = make_class(desc, f"gsb.{module}")
+        by_module.setdefault(module, {})[desc["name"]] = patch(make_class(desc, f"gsb.{module}"))
     from ._label import make_label_encoder
     prep = by_module["preprocessing"]
     if "LabelEncoder" in prep:

@@ -23,7 +23,9 @@ DEVICES = ("auto", "cpu", "cuda")
 
 
 def _options(listen=None, data_dir=None, token_file=None, device=None, log_file=None,
-             log_level=None, max_request_mb=None, log_stderr=None, max_connections=None):
+             log_level=None, max_request_mb=None, log_stderr=None, max_connections=None,
+             reserved_connections=None, max_connections_per_peer=None, idle_timeout_s=None,
+             memory_budget_mb=None):
     """The options JSON of gsb_server_start / gsb_serve (None: the server's default)."""
     opts = {}
     if listen is not None:
@@ -51,8 +53,12 @@ def _options(listen=None, data_dir=None, token_file=None, device=None, log_file=
         opts["max_request_mb"] = int(max_request_mb)
     if log_stderr is not None:
         opts["log_stderr"] = bool(log_stderr)
-    if max_connections is not None:
-        opts["max_connections"] = int(max_connections)
+    limits = {"max_connections": max_connections, "reserved_connections": reserved_connections,
+              "max_connections_per_peer": max_connections_per_peer,
+              "idle_timeout_s": idle_timeout_s, "memory_budget_mb": memory_budget_mb}
+    for key, value in limits.items():
+        if value is not None:
+            opts[key] = int(value)
     return json.dumps(opts)
 
 
@@ -112,7 +118,9 @@ class Server:
 
 
 def start(listen=None, data_dir=None, token_file=None, device=None, log_file=None,
-          log_level=None, max_request_mb=None, log_stderr=None, max_connections=None):
+          log_level=None, max_request_mb=None, log_stderr=None, max_connections=None,
+          reserved_connections=None, max_connections_per_peer=None, idle_timeout_s=None,
+          memory_budget_mb=None):
     """Start gsbd on background threads of this process and return a Server.
 
     listen: a URL or a list ("tcp://127.0.0.1:0" picks a free port, "unix:///path");
@@ -121,17 +129,28 @@ def start(listen=None, data_dir=None, token_file=None, device=None, log_file=Non
     token_file: clients must present the token in its first line.
     device: "auto" (default), "cpu" or "cuda".
     log_file (default DATA_DIR/gsbd.log), log_level ("debug", "info" (default), "warn",
-    "error"), log_stderr (default True), max_request_mb, max_connections: as gsb.h says."""
+    "error"), max_request_mb, max_connections, reserved_connections,
+    max_connections_per_peer, idle_timeout_s, memory_budget_mb: as gsb.h and
+    docs/REMOTE.md ("Limits") say.
+    log_stderr: also write the log lines to stderr (default False: the server shares this
+    process's stderr, which is the user's output; the lines go to log_file only)."""
+    if log_stderr is None:
+        log_stderr = False
     return Server(_options(listen, data_dir, token_file, device, log_file, log_level,
-                           max_request_mb, log_stderr, max_connections))
+                           max_request_mb, log_stderr, max_connections, reserved_connections,
+                           max_connections_per_peer, idle_timeout_s, memory_budget_mb))
 
 
 def serve(listen=None, data_dir=None, token_file=None, device=None, log_file=None,
-          log_level=None, max_request_mb=None, log_stderr=None, max_connections=None):
+          log_level=None, max_request_mb=None, log_stderr=None, max_connections=None,
+          reserved_connections=None, max_connections_per_peer=None, idle_timeout_s=None,
+          memory_budget_mb=None):
     """Run gsbd in this process until SIGINT or SIGTERM (the body of `gsbd`): it then
-    finishes in-flight requests and returns.  Arguments as for start()."""
+    finishes in-flight requests and returns.  Arguments as for start(), except that the
+    log also goes to stderr unless log_stderr=False (a foreground daemon's output)."""
     opts = _options(listen, data_dir, token_file, device, log_file, log_level,
-                    max_request_mb, log_stderr, max_connections)
+                    max_request_mb, log_stderr, max_connections, reserved_connections,
+                    max_connections_per_peer, idle_timeout_s, memory_budget_mb)
     _lib.check(_lib.bridge.gsb_serve(opts.encode()))
 
 
@@ -157,6 +176,18 @@ def _parser():
                    help="bound on the bytes one request may hold (default 8192)")
     p.add_argument("--max-connections", type=int, metavar="N",
                    help="connections served at once (default 1024)")
+    p.add_argument("--reserved-connections", type=int, metavar="N",
+                   help="more slots at the limit, for /health, /metrics and clients with the "
+                        "token or of the server's user (default 16)")
+    p.add_argument("--max-connections-per-peer", type=int, metavar="N",
+                   help="connections of one local user or remote address (default a quarter "
+                        "of --max-connections)")
+    p.add_argument("--idle-timeout", type=int, metavar="S", dest="idle_timeout_s",
+                   help="close connections whose session holds nothing after S seconds idle "
+                        "(default 300; 0: never)")
+    p.add_argument("--memory-budget-mb", type=int, metavar="MB",
+                   help="server-wide bound on request, data-handle and shared memory "
+                        "(default 3/4 of the machine's memory)")
     return p
 
 
@@ -166,7 +197,10 @@ def main(argv=None):
     try:
         serve(listen=args.listen, data_dir=args.data_dir, token_file=args.token_file,
               device=args.device, log_file=args.log_file, log_level=args.log_level,
-              max_request_mb=args.max_request_mb, max_connections=args.max_connections)
+              max_request_mb=args.max_request_mb, max_connections=args.max_connections,
+              reserved_connections=args.reserved_connections,
+              max_connections_per_peer=args.max_connections_per_peer,
+              idle_timeout_s=args.idle_timeout_s, memory_budget_mb=args.memory_budget_mb)
     except (OSError, ValueError, _lib.GsbError, NotImplementedError) as e:
         print(f"gsbd: {e}", file=sys.stderr)
         return 1

@@ -52,6 +52,15 @@ typedef enum gsb__metric {
     GSB__METRIC_COSINE = 3       /* 1 - cos(x, y); 0-norm rows count as cos = 0 */
 } gsb__metric;
 
+/* enet_cd_gram's settings (the solver's, see solvers/coordinate_descent.h) */
+typedef struct gsb__enet_cd_params {
+    double alpha, beta; /* L1 and L2 strengths of 1/2 ||y - Xw||^2 + alpha |w|_1 + beta/2 |w|^2 */
+    double tol;         /* relative: stop at gap <= tol ||y||^2 */
+    int64_t max_iter;   /* epochs, >= 1 */
+    int positive, random, screening;
+    uint64_t seed;
+} gsb__enet_cd_params;
+
 typedef struct gsb__backend_ops {
     /* ---- memory ------------------------------------------------------- */
     /* t->dtype, rows, cols set by the caller; sets data, be, owned. */
@@ -166,6 +175,67 @@ typedef struct gsb__backend_ops {
      * 2 rbf (exp(-gamma ||x-y||^2)), 3 sigmoid (tanh(gamma x.y + coef0)); X, Y, K one float dtype */
     int (*kernel)(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *Y, int kind,
                   double gamma, double coef0, int degree, gsb__tensor *K);
+    /* Elastic-net coordinate descent in the Gram form for k targets sharing one
+     * Gram matrix: scikit-learn's enet_coordinate_descent_gram step for step
+     * (solvers/coordinate_descent.h; the per-coordinate arithmetic is
+     * solvers/cd_rule.h, so the backends agree up to the rounding of sums).
+     *   Q (p x p, GSB_F64, symmetric positive semi-definite: X^T X),
+     *   q (k x p, GSB_F64: row t is X^T y_t), y_norm2 (k, host: ||y_t||^2),
+     *   W (k x p, GSB_F64): the start in, the solution out;
+     *   gap and n_iter (k each, host): the last duality gap and the epochs
+     *   as scikit-learn counts them; target t draws random coordinates from
+     *   seed + t.  One kernel on the GPU, one wait for the results. */
+    int (*enet_cd_gram)(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *q,
+                        const double *y_norm2, const gsb__enet_cd_params *cd, gsb__tensor *W,
+                        double *gap, int64_t *n_iter);
+    /* out (n x m) = the columns idx[0..m) (host, each in [0, p)) of X (n x p);
+     * out has X's dtype */
+    int (*gather_cols)(const gsb__backend *be, const gsb__tensor *X, const int64_t *idx,
+                       int64_t m, gsb__tensor *out);
+    /* t-SNE's gradient, in three parts (estimators/manifold/tsne.c runs the
+     * descent).  Y (n x d, GSB_F32) is the embedding; with dof >= 1 degrees of
+     * freedom w_ij = (1 + |y_i - y_j|^2 / dof)^(-(dof + 1) / 2).  zsum
+     * (1 x 1, GSB_F64, on the backend) carries Z = sum_{i != j} w_ij from a
+     * repulsion op to tsne_attract and tsne_update without a host round trip.
+     * Repulsion: R (n x d, GSB_F32), R[i] = sum_j w_ij^2 (y_i - y_j), and zsum;
+     *   _exact sums over every pair (j = i adds nothing);
+     *   _bh     Barnes-Hut on a 2^d-tree (d <= 3), scikit-learn's: a cell whose
+     *           squared max width over its squared distance to y_i is below
+     *           angle^2, or a leaf, counts as its size at its centre of mass;
+     *           a leaf within 1e-6 of y_i in every coordinate (y_i itself, its
+     *           duplicates) is skipped.  NULL on backends without it (CUDA);
+     *   _fft    FIt-SNE (Linderman et al. 2019), d 1 or 2, dof 1: Lagrange
+     *           interpolation on n_interp equispaced nodes per box of the grid
+     *           that backend/tsne_grid.h lays over Y's bounding box (at least
+     *           min_boxes boxes a side), the kernels w^2 (charges 1 and y) and
+     *           w (charge 1, for Z) convolved with the nodes by FFT. */
+    int (*tsne_repulse_exact)(const gsb__backend *be, const gsb__tensor *Y, int dof,
+                              gsb__tensor *R, gsb__tensor *zsum);
+    int (*tsne_repulse_bh)(const gsb__backend *be, const gsb__tensor *Y, int dof, double angle,
+                           gsb__tensor *R, gsb__tensor *zsum);
+    int (*tsne_repulse_fft)(const gsb__backend *be, const gsb__tensor *Y, int n_interp,
+                            int min_boxes, gsb__tensor *R, gsb__tensor *zsum);
+    /* Attraction over the sparse P in CSR form: indptr (n + 1, GSB_I64), indices
+     * (nnz, GSB_I32), val (nnz, GSB_F32), p = scale * val:
+     * A (n x d, GSB_F32), A[i] = sum_{k in row i} p_k w_ij (y_i - y_j), j = indices[k].
+     * kl (host, may be NULL: not computed) = sum_k p_k log(max(p_k, floor) /
+     * max(w_ij / Z, floor)), Z from zsum (scikit-learn's KL divergence over P's
+     * entries: floor is its clamp, float32's tiny for Barnes-Hut, float64's eps
+     * for exact); summed in double. */
+    int (*tsne_attract)(const gsb__backend *be, const gsb__tensor *Y, const gsb__tensor *indptr,
+                        const gsb__tensor *indices, const gsb__tensor *val, double scale,
+                        int dof, const gsb__tensor *zsum, double floor, gsb__tensor *A,
+                        double *kl);
+    /* One step of scikit-learn's _gradient_descent on the gradient
+     * g = c (A - R / max(Z, eps64)), elementwise over Y, update, gains (n x d,
+     * GSB_F32, updated in place): gains += 0.2 where update * g < 0, else
+     * gains *= 0.8, then clipped below at min_gain; g *= gains; update =
+     * momentum * update - learning_rate * g; Y += update.  grad_norm (host,
+     * may be NULL: not computed) = ||g|| after the gains, summed in double. */
+    int (*tsne_update)(const gsb__backend *be, gsb__tensor *Y, const gsb__tensor *A,
+                       const gsb__tensor *R, const gsb__tensor *zsum, double c, double momentum,
+                       double learning_rate, double min_gain, gsb__tensor *update,
+                       gsb__tensor *gains, double *grad_norm);
     /* One epoch of UMAP's layout SGD with negative sampling (umap-learn's
      * optimize_layout_euclidean) in its deterministic form, as
      * backend/umap_sgd.h specifies it: every gradient of the epoch is taken
@@ -216,7 +286,8 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 3 /* 2: kmeanspp; 3: umap_sgd_epoch */
+#define GSB__BACKEND_ABI 5 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+                              5: umap_sgd_epoch */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

@@ -1,17 +1,17 @@
 /*
- * client_only.c - what the engine provides to api.c, data.c, tensor.c and
- * client.c, in the client-only build of libgsb (GSB_CLIENT_ONLY: the Windows
- * gsb.dll, windows/CMakeLists.txt).  That build talks to a gsbd and runs no
- * estimator itself, so:
+ * client_only.c - what the engine provides to core/api.c, core/data.c,
+ * core/tensor.c and session/remote.c, in the client-only build of libgsb
+ * (GSB_CLIENT_ONLY: the Windows gsb.dll, windows/CMakeLists.txt).  That build
+ * talks to a gsbd and runs no estimator itself, so:
  *   - the "CPU backend" is host memory only (alloc/release/upload/download/
  *     copy/fill): results from the server arrive in it; every compute op is
  *     absent (NULL) because nothing here computes;
  *   - estimators are known by name only: the server is the authority on
  *     names, parameters and methods, so a lookup never fails here and gives
  *     a descriptor that carries just the name (interned, one per name);
- *   - local sessions do not exist: gsb_open refuses them (api.c) and every
- *     engine entry point that only a local session reaches fails with
- *     GSB_EUNSUPPORTED and the message below.
+ *   - local sessions do not exist: gsb_open refuses them (session/api.c) and
+ *     session/local.c, the only caller of the engine's calls, parameter
+ *     checks, blobs and store, is not built, so none of those is needed.
  */
 #ifndef GSB_CLIENT_ONLY
 #error "client_only.c belongs to the client-only build (GSB_CLIENT_ONLY)"
@@ -21,8 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/blob.h"
-#include "core/dispatch.h"
 #include "core/error.h"
 #include "core/hostmem.h"
 #include "core/model.h"
@@ -32,8 +30,6 @@
 
 #define NO_ENGINE                                                                         \
     "this is the Windows client build of libgsb: open a tcp:// session to a gsbd"
-
-static int no_engine(void) { return gsb__err(GSB_EUNSUPPORTED, NO_ENGINE); }
 
 /* ---- the host-memory backend ------------------------------------------------ */
 
@@ -162,7 +158,7 @@ typedef struct named_est {
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
 static named_est *names; /* lives as long as the process: models point into it */
 
-/* api.c's gsb__find_estimator asks this; NULL only when out of memory */
+/* core/api.c's gsb__find_estimator asks this; NULL only when out of memory */
 const gsb__estimator_desc *gsb__registry_find(const char *name)
 {
     pthread_mutex_lock(&names_lock);
@@ -183,7 +179,7 @@ const gsb__estimator_desc *gsb__registry_find(const char *name)
     return e ? &e->desc : NULL;
 }
 
-/* no method is known here: client.c then goes by the usual names */
+/* no method is known here: session/remote.c then goes by the usual names */
 const gsb__method_desc *gsb__method_find(const gsb__estimator_desc *est, const char *name)
 {
     (void)est;
@@ -192,82 +188,11 @@ const gsb__method_desc *gsb__method_find(const gsb__estimator_desc *est, const c
 }
 
 /* parameters live on the server; the local copy stays empty */
-json_t *gsb__params_defaults(const struct gsb__estimator_desc *est)
+json_t *gsb__params_defaults(const gsb__param_desc *list)
 {
-    (void)est;
+    (void)list;
     return json_object();
 }
 
-int gsb__params_update(const struct gsb__estimator_desc *est, json_t *params,
-                       const json_t *update)
-{
-    (void)est;
-    (void)params;
-    (void)update;
-    return no_engine();
-}
-
-/* ---- what only local sessions reach --------------------------------------- */
-
-int gsb__dispatch(gsb__model *m, const char *method, const gsb_array *const *inputs,
-                  int n_inputs, const json_t *options, gsb__nlist *out)
-{
-    (void)m, (void)method, (void)inputs, (void)n_inputs, (void)options, (void)out;
-    return no_engine();
-}
-
-int gsb__blob_write_user(const char *estimator, const json_t *params, const json_t *user,
-                         const gsb__nlist *attrs, int fitted, void **out, size_t *out_len)
-{
-    (void)estimator, (void)params, (void)user, (void)attrs, (void)fitted;
-    *out = NULL;
-    *out_len = 0;
-    return no_engine();
-}
-
-int gsb__blob_read_user(const void *bytes, size_t len, char **estimator, json_t **params,
-                        json_t **user, gsb__nlist *attrs, int *fitted)
-{
-    (void)bytes, (void)len, (void)attrs, (void)fitted;
-    *estimator = NULL;
-    *params = NULL;
-    *user = NULL;
-    return no_engine();
-}
-
-int gsb__store_open(const char *dir, gsb__store **out)
-{
-    (void)dir;
-    *out = NULL;
-    return no_engine();
-}
-
+/* a session's store is opened by local sessions only: none here */
 void gsb__store_close(gsb__store *st) { (void)st; }
-
-int gsb__store_put(gsb__store *st, const char *name, const char *estimator, const void *blob,
-                   size_t len)
-{
-    (void)st, (void)name, (void)estimator, (void)blob, (void)len;
-    return no_engine();
-}
-
-int gsb__store_get(gsb__store *st, const char *name, void **blob, size_t *len)
-{
-    (void)st, (void)name;
-    *blob = NULL;
-    *len = 0;
-    return no_engine();
-}
-
-int gsb__store_delete(gsb__store *st, const char *name)
-{
-    (void)st, (void)name;
-    return no_engine();
-}
-
-int gsb__store_list(gsb__store *st, char **json_out)
-{
-    (void)st;
-    *json_out = NULL;
-    return no_engine();
-}

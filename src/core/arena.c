@@ -1,16 +1,15 @@
 /*
- * arena.c - local sessions' arena (see arena.h) and the public
- * gsb_arena_alloc / gsb_arena_free, which hand remote sessions to
- * src/net/arena.c through net/remote.h.
+ * arena.c - local sessions' arena (see arena.h): what gsb_arena_alloc and
+ * gsb_arena_free do on a session of the engine in this process
+ * (src/session/local.c).
  */
 #include "core/arena.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "core/error.h"
-#include "core/model.h"
-#include "net/remote.h"
 
 /* Registering costs a system call and pins pages: only worth it for blocks
  * large enough that their upload time matters. */
@@ -90,27 +89,4 @@ void gsb__arena_release_all(const gsb__backend *gpu, gsb__arena *a)
         block_release(gpu, b);
     }
     pthread_mutex_destroy(&a->lock);
-}
-
-int gsb_arena_alloc(gsb_session *s, size_t nbytes, void **out)
-{
-    gsb__err_clear();
-    if (!s || !out)
-        return gsb__err(GSB_EINVAL, "gsb_arena_alloc: session and out must not be NULL");
-    *out = NULL;
-    int rc = s->remote ? gsb__remote_arena_alloc(s, nbytes, out)
-                       : gsb__arena_alloc(s->gpu, &s->arena, nbytes, out);
-    if (rc == GSB_OK)
-        gsb__session_ref(s); /* a block keeps its session */
-    return rc;
-}
-
-void gsb_arena_free(gsb_session *s, void *p)
-{
-    if (!s || !p)
-        return;
-    int freed = s->remote ? gsb__remote_arena_free(s, p)
-                          : gsb__arena_free(s->gpu, &s->arena, p) == GSB_OK;
-    if (freed)
-        gsb__session_unref(s);
 }

@@ -1,7 +1,8 @@
 /*
  * arena.h - gsb_arena_alloc for local sessions: 64-byte aligned host blocks,
  * page-locked through the GPU backend's host_register when one is loaded
- * (so uploads from them skip staging).  Remote sessions use src/net/arena.c.
+ * (so uploads from them skip staging).  Remote sessions use src/net/arena.c
+ * (src/session/remote.c).
  */
 #ifndef GSB_CORE_ARENA_H
 #define GSB_CORE_ARENA_H

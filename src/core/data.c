@@ -1,8 +1,10 @@
 /*
- * data.c - data handles (core/data.h): gsb_data_put copies an array into the
- * session once (a local session keeps a contiguous host copy, or a GPU copy
- * when the data is big enough for the GPU; a remote one sends it to gsbd)
- * and gsb_data_array names it in later calls.
+ * data.c - data handles (core/data.h): the handle objects and their
+ * session's live set, the engine's own storage for them (a contiguous host
+ * copy, or a GPU copy when the data is big enough for the GPU), and their
+ * use as method inputs.  gsb_data_put and gsb_data_free run through the
+ * session interface (src/session/api.c): a remote session's handles hold
+ * the server's id instead of storage.
  */
 #include "core/data.h"
 
@@ -11,7 +13,6 @@
 
 #include "core/error.h"
 #include "core/hostmem.h"
-#include "net/remote.h"
 
 static int check_array(const gsb_array *a)
 {
@@ -66,7 +67,7 @@ static int wants_device(gsb_session *s, const gsb_array *a)
            gsb__session_backend(s, rows_of(a), cols_of(a)) == s->gpu;
 }
 
-static int put_local(gsb_session *s, const gsb_array *a, struct gsb_data *d)
+int gsb__data_fill_local(gsb_session *s, const gsb_array *a, struct gsb_data *d)
 {
     if (!wants_device(s, a))
         return copy_to_host(a, &d->host);
@@ -80,9 +81,10 @@ static int put_local(gsb_session *s, const gsb_array *a, struct gsb_data *d)
     return rc;
 }
 
-/* A handle of s for a's dtype and shape, not yet live. */
-static int data_new(gsb_session *s, const gsb_array *a, struct gsb_data **out)
+int gsb__data_new(gsb_session *s, const gsb_array *a, struct gsb_data **out)
 {
+    *out = NULL;
+    GSB_TRY(check_array(a));
     struct gsb_data *d = calloc(1, sizeof *d);
     if (!d)
         return gsb__err(GSB_ENOMEM, "out of memory");
@@ -93,27 +95,6 @@ static int data_new(gsb_session *s, const gsb_array *a, struct gsb_data **out)
     d->view.data = NULL;
     d->view.strides[0] = d->view.strides[1] = 0;
     gsb__session_ref(s);
-    *out = d;
-    return GSB_OK;
-}
-
-int gsb_data_put(gsb_session *s, const gsb_array *a, gsb_data **out)
-{
-    gsb__err_clear();
-    if (!s || !a || !out)
-        return gsb__err(GSB_EINVAL, "gsb_data_put: session, array and out must not be NULL");
-    *out = NULL;
-    if (gsb__is_data_ref(a))
-        return gsb__err(GSB_EINVAL, "gsb_data_put: the array is already a data handle");
-    GSB_TRY(check_array(a));
-    struct gsb_data *d = NULL;
-    GSB_TRY(data_new(s, a, &d));
-    int rc = s->remote ? gsb__remote_data_put(s, a, d) : put_local(s, a, d);
-    if (rc != GSB_OK) {
-        gsb__data_stream_abort(d); /* frees d and its session reference */
-        return rc;
-    }
-    gsb__data_stream_commit(d);
     *out = d;
     return GSB_OK;
 }
@@ -129,16 +110,32 @@ void gsb__data_stream_commit(struct gsb_data *d)
     pthread_mutex_unlock(&s->data_lock);
 }
 
-void gsb__data_stream_abort(struct gsb_data *d)
+void gsb__data_unlink(struct gsb_data *d)
+{
+    gsb_session *s = d->session;
+    pthread_mutex_lock(&s->data_lock);
+    if (d->prev)
+        d->prev->next = d->next;
+    else
+        s->data_head = d->next;
+    if (d->next)
+        d->next->prev = d->prev;
+    pthread_mutex_unlock(&s->data_lock);
+}
+
+void gsb__data_destroy(struct gsb_data *d)
 {
     if (!d)
         return;
+    d->magic = 0;
     gsb__tensor_free(&d->dev);
     gsb__host_free(d->host);
     gsb_session *s = d->session;
     free(d);
     gsb__session_unref(s);
 }
+
+void gsb__data_stream_abort(struct gsb_data *d) { gsb__data_destroy(d); }
 
 int gsb__data_stream_open(gsb_session *s, const gsb_array *shape, struct gsb_data **out,
                           void **host_dst)
@@ -147,9 +144,8 @@ int gsb__data_stream_open(gsb_session *s, const gsb_array *shape, struct gsb_dat
     *host_dst = NULL;
     gsb_array a = *shape;
     a.data = (void *)1; /* shape only: never read */
-    GSB_TRY(check_array(&a));
     struct gsb_data *d = NULL;
-    GSB_TRY(data_new(s, &a, &d));
+    GSB_TRY(gsb__data_new(s, &a, &d));
     int64_t rows = rows_of(&a), cols = cols_of(&a);
     size_t isz = gsb_dtype_size(a.dtype);
     int rc = GSB_OK;
@@ -196,28 +192,6 @@ gsb_array gsb_data_array(const gsb_data *d)
     a.strides[0] = 0;
     a.strides[1] = GSB_DATA_REF_STRIDE;
     return a;
-}
-
-void gsb_data_free(gsb_data *d)
-{
-    if (!d || d->magic != GSB__DATA_MAGIC)
-        return;
-    gsb_session *s = d->session;
-    pthread_mutex_lock(&s->data_lock);
-    if (d->prev)
-        d->prev->next = d->next;
-    else
-        s->data_head = d->next;
-    if (d->next)
-        d->next->prev = d->prev;
-    pthread_mutex_unlock(&s->data_lock);
-    if (s->remote)
-        gsb__remote_data_free(s, d);
-    d->magic = 0;
-    gsb__tensor_free(&d->dev);
-    gsb__host_free(d->host);
-    free(d);
-    gsb__session_unref(s);
 }
 
 int gsb__data_resolve(gsb_session *s, const gsb_array *ref, struct gsb_data **out)

@@ -27,7 +27,8 @@ struct gsb_data {
     void *host;            /* contiguous C-order host copy, or NULL */
     gsb__tensor dev;       /* the GPU copy (local sessions), or none */
     int nonfinite;         /* dev's check: -1 not yet, else gsb__host_nonfinite's answer */
-    uint64_t remote_id;    /* remote: the server's handle */
+    uint64_t impl_id;      /* the session implementation's name for it (a gsbd's data
+                              handle), or 0 */
     struct gsb_data *prev, *next; /* the session's live set */
 };
 
@@ -35,6 +36,19 @@ static inline int gsb__is_data_ref(const gsb_array *a)
 {
     return a && a->strides[1] == GSB_DATA_REF_STRIDE;
 }
+
+/*
+ * The handle's life, for gsb_data_put and gsb_data_free (src/session/api.c):
+ * new checks a (dtype, 0-2 dimensions, data present) and makes a handle of s
+ * for its dtype and shape, not yet live; the session implementation fills it
+ * (the engine's way: fill_local, a host or GPU copy); commit (below) makes it
+ * live; unlink takes it out of the live set, so references to it no longer
+ * resolve; destroy frees a handle that is not live, storage and all.
+ */
+int gsb__data_new(gsb_session *s, const gsb_array *a, struct gsb_data **out);
+int gsb__data_fill_local(gsb_session *s, const gsb_array *a, struct gsb_data *d);
+void gsb__data_unlink(struct gsb_data *d);
+void gsb__data_destroy(struct gsb_data *d);
 
 /* Find the gsb_data a reference names in session s (locks s->data_lock);
  * GSB_EINVAL when it is not a live handle of s. */
@@ -55,7 +69,7 @@ int gsb__data_input(gsb_session *s, const gsb_array *ref, const gsb__validate_sp
  * when put would put it there.  Host storage: *host_dst is the whole array's
  * memory to fill.  GPU storage: *host_dst is NULL and the bytes go up with
  * gsb__data_stream_upload (whole elements, in any order).  commit makes the
- * handle live (a gsb_data of s); abort frees it.
+ * handle live (a gsb_data of s); abort frees it (gsb__data_destroy).
  */
 int gsb__data_stream_open(gsb_session *s, const gsb_array *shape, struct gsb_data **out,
                           void **host_dst);

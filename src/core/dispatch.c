@@ -193,8 +193,10 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
         xdtype = in[xi].dtype;
         nrows = in[xi].rows;
         const gsb__tensor *nf = gsb__nlist_get(&m->attrs, "n_features_in_");
-        if (!md->is_fit && !(md->inputs[xi].flags & GSB__IN_ANY_FEATURES) && nf &&
-            (int64_t)gsb__tensor_get(nf, 0) != in[xi].cols) {
+        unsigned xflags = md->inputs[xi].flags;
+        int check = md->is_fit ? (xflags & GSB__IN_SAME_FEATURES) != 0
+                               : !(xflags & GSB__IN_ANY_FEATURES);
+        if (check && nf && m->fitted && (int64_t)gsb__tensor_get(nf, 0) != in[xi].cols) {
             rc = gsb__err(GSB_EINVAL, "X has %lld features, but %s is expecting %lld features "
                           "as input.", (long long)in[xi].cols, est,
                           (long long)gsb__tensor_get(nf, 0));
@@ -215,10 +217,11 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
             spec.non_negative = 1;
             break;
         case GSB__IN_MATRIX: spec.dtype = xdtype; spec.want_2d = 1; break;
+        case GSB__IN_STATS: spec.dtype = GSB_F64; spec.want_1d = 1; break;
         default: spec.want_2d = 1; break;
         }
         GSB_CHECK(validate_input(m, md, i, inputs[i], &spec, &in[i]));
-        if (kind == GSB__IN_MATRIX || nrows < 0)
+        if (kind == GSB__IN_MATRIX || kind == GSB__IN_STATS || nrows < 0)
             continue;
         if (in[i].rows != nrows) {
             if (kind == GSB__IN_WEIGHTS)
@@ -310,7 +313,7 @@ static int run_fn(gsb__ctx *cp, const gsb__method_desc *md, gsb__tensor *in)
 {
     gsb__ctx c = *cp;
     gsb__model *m = c.model;
-    if (!md->is_fit)
+    if (md->is_fit != 1)
         return md->fn(&c);
 
     gsb__nlist fresh = {0};

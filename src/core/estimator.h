@@ -34,12 +34,17 @@ enum {
     GSB__IN_LABELS = 3,        /* class labels: 1-D (an (n, 1) column is raveled), float64 */
     GSB__IN_WEIGHTS = 4,       /* 1-D sample weights, float64, >= 0 */
     GSB__IN_MATRIX = 5,        /* any finite 2-D float array cast to X's dtype (KMeans init) */
+    GSB__IN_STATS = 6,         /* partial statistics: a 1-D float64 array in the packed form
+                                  of estimators/common/partial_stats.h; rows not checked */
     GSB__IN_KIND_MASK = 7,
     GSB__IN_OPTIONAL = 8,      /* may be omitted */
     GSB__IN_ANY_FEATURES = 16, /* X may have any feature count (not checked against fit) */
-    GSB__IN_DEVICE_OK = 32     /* the method reads this input only through ops and
+    GSB__IN_DEVICE_OK = 32,    /* the method reads this input only through ops and
                                   gsb__tensor_to, so a data handle already on the GPU
                                   is passed as a device tensor (core/data.h) */
+    GSB__IN_SAME_FEATURES = 64 /* a fit method that updates a fitted model (partial_fit):
+                                  X must have the feature count seen before, checked
+                                  before the method runs, so a mismatch keeps the model */
 };
 
 typedef struct gsb__input_desc {
@@ -54,9 +59,14 @@ typedef struct gsb__method_desc {
     const char *name;                     /* "fit", "predict", ... */
     gsb__method_fn fn;
     gsb__input_desc inputs[GSB__MAX_INPUTS]; /* terminated by name == NULL */
-    int is_fit;                           /* 1: a fit (writes attributes) */
+    int is_fit;                           /* 1: a fit (writes attributes); 0: reads the
+                                             fitted state; GSB__METHOD_STATELESS: neither
+                                             (partial statistics: runs on an unfitted
+                                             model and leaves its state alone) */
     const char *doc;
 } gsb__method_desc;
+
+#define GSB__METHOD_STATELESS 2
 
 typedef struct gsb__attr_desc {
     const char *name; /* "coef_", ...; a leading '_' marks internal state */

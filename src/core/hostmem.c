@@ -21,14 +21,14 @@ typedef struct block_hdr {
     size_t map_len; /* MAGIC_MAP: the mapping's length */
 } block_hdr;
 
-void *gsb__host_alloc(size_t n)
+static void *alloc_block(size_t n, int map)
 {
     if (n > SIZE_MAX - HDR - 64)
         return NULL;
     size_t total = (n + HDR + 63) & ~(size_t)63;
     char *base;
     block_hdr h;
-    if (total >= GSB__HOSTMEM_BIG) {
+    if (map || total >= GSB__HOSTMEM_BIG) {
 #ifdef _WIN32
         base = VirtualAlloc(NULL, total, MEM_COMMIT | MEM_RESERVE, PAGE_READWRITE);
         if (!base)
@@ -57,6 +57,10 @@ void *gsb__host_alloc(size_t n)
     *(block_hdr *)base = h;
     return base + HDR;
 }
+
+void *gsb__host_alloc(size_t n) { return alloc_block(n, 0); }
+
+void *gsb__host_alloc_mapped(size_t n) { return alloc_block(n, 1); }
 
 void gsb__host_free(void *p)
 {

@@ -16,6 +16,10 @@
 
 /* NULL when out of memory; n == 0 gives a valid block. */
 void *gsb__host_alloc(size_t n);
+/* The same, mapped whatever its size: for short-lived buffers whose size a
+ * peer chooses (gsbd's received frames), so that freeing one returns its
+ * pages at once instead of leaving them with a thread's malloc arena. */
+void *gsb__host_alloc_mapped(size_t n);
 void gsb__host_free(void *p);
 
 #endif

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/cuml_compat.h"
 #include "core/dispatch.h"
 #include "core/estimator.h"
 
@@ -91,10 +92,14 @@ static json_t *estimator_json(const gsb__estimator_desc *e)
     json_object_set_new(o, "methods", methods);
 
     json_t *attrs = json_array();
-    for (const gsb__attr_desc *a = e->attrs; a->name; a++)
+    int has_nf = 0;
+    for (const gsb__attr_desc *a = e->attrs; a->name; a++) {
         if (a->name[0] != '_')
             json_array_append_new(attrs, json_string(a->name));
-    json_array_append_new(attrs, json_string("n_features_in_"));
+        has_nf |= strcmp(a->name, "n_features_in_") == 0;
+    }
+    if (!has_nf) /* every fit sets it (dispatch.c) */
+        json_array_append_new(attrs, json_string("n_features_in_"));
     json_object_set_new(o, "attributes", attrs);
     return o;
 }
@@ -106,6 +111,7 @@ int gsb_info_json(char **out_json)
         return gsb__err(GSB_EINVAL, "gsb_info_json: out_json must not be NULL");
     json_t *root = json_object();
     json_object_set_new(root, "version", json_string(GSB_VERSION_STRING));
+    json_object_set_new(root, "cuml_version", json_string(GSB__CUML_VERSION));
     json_t *compiled = json_array(), *available = json_array();
     json_array_append_new(compiled, json_string("cpu"));
     json_array_append_new(available, json_string("cpu"));

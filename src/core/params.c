@@ -7,22 +7,21 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/estimator.h"
 
-static const gsb__param_desc *find_param(const gsb__estimator_desc *est, const char *name)
+static const gsb__param_desc *find_param(const gsb__param_desc *list, const char *name)
 {
-    for (const gsb__param_desc *p = est->params; p->name; p++)
+    for (const gsb__param_desc *p = list; p->name; p++)
         if (strcmp(p->name, name) == 0)
             return p;
     return NULL;
 }
 
-json_t *gsb__params_defaults(const gsb__estimator_desc *est)
+json_t *gsb__params_defaults(const gsb__param_desc *list)
 {
     json_t *obj = json_object();
     if (!obj)
         return NULL;
-    for (const gsb__param_desc *p = est->params; p->name; p++) {
+    for (const gsb__param_desc *p = list; p->name; p++) {
         json_error_t jerr;
         json_t *v = json_loads(p->default_json, JSON_DECODE_ANY, &jerr);
         if (!v || json_object_set_new(obj, p->name, v) != 0) {
@@ -85,7 +84,7 @@ static void describe(const gsb__param_desc *p, char *buf, size_t n)
     fmt_range(p, 0, irange, sizeof irange);
     fmt_range(p, 1, frange, sizeof frange);
     const char *parts[8];
-    char tmp[8][256];
+    char tmp[8][768]; /* "a str among {...}" of the 30 distance metrics is over 300 bytes */
     int k = 0;
     if (p->types & GSB__P_INT)
         snprintf(tmp[k], sizeof tmp[k], "an int%s", irange), parts[k] = tmp[k], k++;
@@ -123,8 +122,31 @@ static void describe(const gsb__param_desc *p, char *buf, size_t n)
                                 i == 0 ? "" : (i == k - 1 ? " or " : ", "), parts[i]);
 }
 
+/*
+ * A Python callable as the Python package sends it: {"__callable__": repr}.
+ * No parameter accepts one (the engine cannot call back into Python), but
+ * the error can then show it the way scikit-learn shows a bad value.
+ */
+static const char *callable_repr(const json_t *v)
+{
+    return json_is_object(v) && json_object_size(v) == 1
+               ? json_string_value(json_object_get(v, "__callable__"))
+               : NULL;
+}
+
+/* "kernel='precomputed'" style advice for a callable, where there is one. */
+static const char *callable_advice(const gsb__param_desc *p)
+{
+    for (const char *const *c = p->choices; c && *c; c++)
+        if (strcmp(choice_name(*c), "precomputed") == 0)
+            return "; compute the matrix in Python and pass it with 'precomputed' instead";
+    return "";
+}
+
 static int value_ok(const gsb__param_desc *p, const json_t *v)
 {
+    if (callable_repr(v))
+        return 0;
     if (json_is_null(v))
         return (p->types & GSB__P_NONE) != 0;
     if (json_is_boolean(v))
@@ -168,8 +190,7 @@ static int value_ok(const gsb__param_desc *p, const json_t *v)
     return 0;
 }
 
-int gsb__param_check(const gsb__estimator_desc *est, const gsb__param_desc *p,
-                     const json_t *value)
+int gsb__param_check(const char *owner, const gsb__param_desc *p, const json_t *value)
 {
     if (value_ok(p, value))
         return GSB_OK;
@@ -178,12 +199,17 @@ int gsb__param_check(const gsb__estimator_desc *est, const gsb__param_desc *p,
     char *got = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
     /* Show strings the Python way ('x'), other values as JSON. */
     int rc;
-    if (json_is_string(value))
+    if (callable_repr(value))
+        rc = gsb__err(GSB_EPARAM, "The '%s' parameter of %s must be %s. Got %s instead. "
+                      "Callables are not supported by gsb: its estimators run in C, possibly "
+                      "on a server, and cannot call back into Python%s.",
+                      p->name, owner, want, callable_repr(value), callable_advice(p));
+    else if (json_is_string(value))
         rc = gsb__err(GSB_EPARAM, "The '%s' parameter of %s must be %s. Got '%s' instead.",
-                      p->name, est->name, want, json_string_value(value));
+                      p->name, owner, want, json_string_value(value));
     else
         rc = gsb__err(GSB_EPARAM, "The '%s' parameter of %s must be %s. Got %s instead.",
-                      p->name, est->name, want,
+                      p->name, owner, want,
                       json_is_null(value) ? "None"
                       : json_is_true(value) ? "True"
                       : json_is_false(value) ? "False"
@@ -192,7 +218,8 @@ int gsb__param_check(const gsb__estimator_desc *est, const gsb__param_desc *p,
     return rc;
 }
 
-int gsb__params_update(const gsb__estimator_desc *est, json_t *params, const json_t *update)
+int gsb__params_update(const char *owner, const gsb__param_desc *list, json_t *params,
+                       const json_t *update)
 {
     if (!json_is_object(update))
         return gsb__err(GSB_EPARAM, "parameters must be a JSON object");
@@ -200,20 +227,20 @@ int gsb__params_update(const gsb__estimator_desc *est, json_t *params, const jso
     json_t *val;
     /* validate everything first so a failure leaves params unchanged */
     json_object_foreach((json_t *)update, key, val) {
-        const gsb__param_desc *p = find_param(est, key);
+        const gsb__param_desc *p = find_param(list, key);
         if (!p) {
             char valid[1024];
             size_t off = 0;
             valid[0] = '\0';
-            for (const gsb__param_desc *q = est->params; q->name && off < sizeof valid; q++)
+            for (const gsb__param_desc *q = list; q->name && off < sizeof valid; q++)
                 off += (size_t)snprintf(valid + off, sizeof valid - off, "%s'%s'",
-                                        q == est->params ? "" : ", ", q->name);
+                                        q == list ? "" : ", ", q->name);
             return gsb__err(GSB_EPARAM,
                             "Invalid parameter '%s' for estimator %s(). Valid parameters "
                             "are: [%s].",
-                            key, est->name, valid);
+                            key, owner, valid);
         }
-        GSB_TRY(gsb__param_check(est, p, val));
+        GSB_TRY(gsb__param_check(owner, p, val));
     }
     json_object_foreach((json_t *)update, key, val) {
         if (json_object_set(params, key, val) != 0)

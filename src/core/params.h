@@ -40,19 +40,23 @@ typedef struct gsb__param_desc {
     const char *doc;            /* one line */
 } gsb__param_desc;
 
-struct gsb__estimator_desc;
+/*
+ * The functions below take an estimator's parameter list (est->params, ended
+ * by name == NULL) and its name for the messages, not the estimator: the
+ * estimator descriptor (core/estimator.h) is built on this header, so this
+ * module stays below it.
+ */
 
 /* A JSON object holding every declared parameter at its default. */
-json_t *gsb__params_defaults(const struct gsb__estimator_desc *est);
+json_t *gsb__params_defaults(const gsb__param_desc *list);
 /*
- * Validate each key of update against est and merge into params.  Unknown
+ * Validate each key of update against list and merge into params.  Unknown
  * names and bad values fail with GSB_EPARAM and leave params unchanged.
  */
-int gsb__params_update(const struct gsb__estimator_desc *est, json_t *params,
+int gsb__params_update(const char *owner, const gsb__param_desc *list, json_t *params,
                        const json_t *update);
 /* Validate one value against its descriptor (GSB_EPARAM with the message). */
-int gsb__param_check(const struct gsb__estimator_desc *est, const gsb__param_desc *p,
-                     const json_t *value);
+int gsb__param_check(const char *owner, const gsb__param_desc *p, const json_t *value);
 
 /* Typed reads of validated parameters (the estimator declared the name). */
 int64_t gsb__param_int(const json_t *params, const char *name);

@@ -7,7 +7,8 @@ extern const gsb__estimator_desc gsb__est_StandardScaler, gsb__est_MinMaxScaler,
     gsb__est_LabelEncoder, gsb__est_LinearRegression, gsb__est_Ridge,
     gsb__est_LogisticRegression, gsb__est_PCA, gsb__est_TruncatedSVD, gsb__est_KMeans,
     gsb__est_NearestNeighbors, gsb__est_KNeighborsClassifier, gsb__est_KNeighborsRegressor,
-    gsb__est_SVC, gsb__est_SVR, gsb__est_UMAP;
+    gsb__est_SVC, gsb__est_SVR, gsb__est_Lasso, gsb__est_ElasticNet,
+    gsb__est_LassoCV, gsb__est_ElasticNetCV, gsb__est_TSNE, gsb__est_UMAP;
 
 static const gsb__estimator_desc *const registry[] = {
     &gsb__est_StandardScaler,   &gsb__est_MinMaxScaler,    &gsb__est_LabelEncoder,
@@ -15,6 +16,9 @@ static const gsb__estimator_desc *const registry[] = {
     &gsb__est_PCA,              &gsb__est_TruncatedSVD,    &gsb__est_KMeans,
     &gsb__est_NearestNeighbors, &gsb__est_KNeighborsClassifier,
     &gsb__est_KNeighborsRegressor, &gsb__est_SVC,          &gsb__est_SVR,
+    &gsb__est_Lasso,            &gsb__est_ElasticNet,      &gsb__est_LassoCV,
+    &gsb__est_ElasticNetCV,
+    &gsb__est_TSNE,
     &gsb__est_UMAP,
 };
 

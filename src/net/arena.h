@@ -50,20 +50,4 @@ int gsb__rarena_free(gsb__rarena *a, void *p);
 int gsb__rarena_locate(gsb__rarena *a, const void *p, size_t nbytes, uint64_t *segment,
                       uint64_t *offset);
 
-/* ---- what a remote session's transfers did (client.c), for tests and
- * benchmarks: how many input arrays went by each route ------------------- */
-typedef struct gsb__remote_stats {
-    uint64_t shm_zero_copy;      /* already in the arena: (segment, offset) only */
-    uint64_t shm_one_copy;       /* copied into an arena scratch block */
-    uint64_t shm_one_copy_bytes;
-    uint64_t chunked;            /* streamed as CHUNK frames */
-    uint64_t chunked_bytes;
-    uint64_t max_inline;         /* the inline limit in use */
-    int shm;                     /* the session shares memory with gsbd */
-} gsb__remote_stats;
-struct gsb__remote;
-void gsb__remote_get_stats(const struct gsb__remote *r, gsb__remote_stats *out);
-/* One "ping" round trip (benchmarks: the protocol's smallest request). */
-int gsb__remote_ping(struct gsb__remote *r);
-
 #endif

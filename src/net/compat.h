@@ -1,6 +1,6 @@
 /*
  * compat.h - the few socket differences between POSIX and Windows (Winsock),
- * so wire.c, sock.c and client.c stay one code base.  The Windows build is
+ * so wire.c, sock.c and session/remote.c stay one code base.  The Windows build is
  * the client-only libgsb (GSB_CLIENT_ONLY, windows/CMakeLists.txt): it
  * connects over TCP only; Unix sockets and shared memory are not offered.
  *

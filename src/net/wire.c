@@ -189,8 +189,10 @@ static int parse_head(const uint8_t *buf, size_t len, json_t **out)
 
 /* A 64-byte aligned buffer for an inline section (len > 0, at most 64 MiB by
  * the header limits, so the rounding cannot overflow). */
-static uint8_t *body_alloc(uint64_t len)
+static uint8_t *body_alloc(uint64_t len, size_t map_from)
 {
+    if (map_from && len >= map_from)
+        return gsb__host_alloc_mapped((size_t)align_up(len));
     return gsb__host_alloc((size_t)align_up(len)); /* 64-byte aligned; huge pages when large */
 }
 
@@ -207,7 +209,7 @@ int gsb__frame_parse(const gsb__frame_hdr *hdr, const uint8_t *payload, gsb__fra
     uint64_t body_len = hdr->length - hdr->head_len;
     uint8_t *body = NULL;
     if (body_len > 0) {
-        body = body_alloc(body_len);
+        body = body_alloc(body_len, 0);
         if (!body) {
             json_decref(head);
             return gsb__err(GSB_ENOMEM, "out of memory for a frame of %llu bytes",
@@ -1135,7 +1137,26 @@ done:
 }
 #endif
 
+/* Read and drop len bytes of the frame being received. */
+static int skip_bytes(int sock, uint64_t len, size_t got)
+{
+    uint8_t sink[16384];
+    while (len > 0) {
+        size_t k = len < sizeof sink ? (size_t)len : sizeof sink;
+        GSB_TRY(read_full(sock, sink, k, got));
+        len -= k;
+        got += k;
+    }
+    return GSB_OK;
+}
+
 int gsb__wire_recv(int sock, gsb__frame *out, uint64_t max_inline, int timeout_ms)
+{
+    return gsb__wire_recv_budgeted(sock, out, max_inline, timeout_ms, NULL);
+}
+
+int gsb__wire_recv_budgeted(int sock, gsb__frame *out, uint64_t max_inline, int timeout_ms,
+                            const gsb__wire_budget *budget)
 {
     frame_init(out);
     if (timeout_ms >= 0)
@@ -1157,17 +1178,30 @@ int gsb__wire_recv(int sock, gsb__frame *out, uint64_t max_inline, int timeout_m
                       (unsigned long long)max_inline);
         goto done;
     }
+    if (budget) {
+        rc = budget->take(budget->ctx, f.hdr.length);
+        if (rc == GSB_ENOMEM) {
+            f.refused = rc;
+            rc = GSB_OK;
+        } else if (rc != GSB_OK) {
+            goto done;
+        }
+    }
+    size_t map_from = budget ? budget->map_from : 0;
     if (f.hdr.head_len > 0) {
-        hbuf = malloc(f.hdr.head_len);
+        hbuf = map_from && f.hdr.head_len >= map_from ? gsb__host_alloc_mapped(f.hdr.head_len)
+                                                      : gsb__host_alloc(f.hdr.head_len);
         if (!hbuf) {
             rc = gsb__err(GSB_ENOMEM, "out of memory for a frame head");
             goto done;
         }
         GSB_CHECK(read_full(sock, hbuf, f.hdr.head_len, GSB__WIRE_HDR_SIZE));
     }
-    if (body_len > 0) {
+    if (body_len > 0 && f.refused) {
+        GSB_CHECK(skip_bytes(sock, body_len, GSB__WIRE_HDR_SIZE + f.hdr.head_len));
+    } else if (body_len > 0) {
         /* straight into the aligned buffer the caller keeps: no copy */
-        f.body = body_alloc(body_len);
+        f.body = body_alloc(body_len, map_from);
         if (!f.body) {
             rc = gsb__err(GSB_ENOMEM, "out of memory for a frame of %llu bytes",
                           (unsigned long long)body_len);
@@ -1181,7 +1215,7 @@ int gsb__wire_recv(int sock, gsb__frame *out, uint64_t max_inline, int timeout_m
     if (f.hdr.head_len > 0)
         GSB_CHECK(parse_head(hbuf, f.hdr.head_len, &f.head));
 done:
-    free(hbuf);
+    gsb__host_free(hbuf);
     if (rc != GSB_OK) {
         gsb__frame_clear(&f);
         return rc;

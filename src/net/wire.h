@@ -1,6 +1,6 @@
 /*
  * wire.h - the gsb protocol's frames and arrays (docs/PROTOCOL.md), shared by
- * the client (src/net/client.c) and the server (src/server/).
+ * the client (src/session/remote.c) and the server (src/server/).
  *
  * Three layers, each usable alone:
  *   - the 32-byte header codec and the frame parser: pure functions over
@@ -70,6 +70,7 @@ typedef struct gsb__frame {
     uint8_t *body;       /* the inline section (64-byte aligned), or NULL */
     size_t body_len;
     int fd;              /* a file descriptor that came with it, else -1 */
+    int refused;         /* gsb__wire_recv_budgeted: the budget refused its inline section */
 } gsb__frame;
 
 /* Parse payload (hdr->length bytes after a decoded header) into out; the
@@ -160,6 +161,25 @@ int gsb__wire_send_empty(int sock, uint16_t type, uint64_t req_id);
  * with "connection closed".
  */
 int gsb__wire_recv(int sock, gsb__frame *out, uint64_t max_inline, int timeout_ms);
+
+/*
+ * A receiver's say over the memory a frame takes (gsbd's budget): take(ctx,
+ * bytes) is asked for the frame's length (head and inline section) once its
+ * header passed the checks, before anything is allocated.  GSB_OK: received
+ * as usual.  GSB_ENOMEM: the inline section is read and dropped, the head
+ * still read and parsed (it says what follows the frame), and the frame
+ * comes back with body NULL and refused = GSB_ENOMEM, the stream at its end.
+ * Any other status: returned at once (the frame's bytes left unread).
+ * Heads and inline sections of map_from bytes or more are mapped
+ * (gsb__host_alloc_mapped), never taken from malloc (0: as usual).
+ */
+typedef struct gsb__wire_budget {
+    int (*take)(void *ctx, uint64_t bytes);
+    void *ctx;
+    size_t map_from;
+} gsb__wire_budget;
+int gsb__wire_recv_budgeted(int sock, gsb__frame *out, uint64_t max_inline, int timeout_ms,
+                            const gsb__wire_budget *budget);
 
 /*
  * Receive the CHUNK frames of request req_id into the buffers dst[0..n-1]

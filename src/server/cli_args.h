@@ -6,7 +6,8 @@
  *
  *   --listen URL (repeatable)  --data-dir DIR  --token-file F  --device D
  *   --log-file F  --log-level L  --max-request-mb N  --max-connections N
- *   (also --flag=value)
+ *   --reserved-connections N  --max-connections-per-peer N  --idle-timeout S
+ *   --memory-budget-mb N  (also --flag=value)
  */
 #ifndef GSB_SERVER_CLI_ARGS_H
 #define GSB_SERVER_CLI_ARGS_H
@@ -29,7 +30,15 @@
     "  --log-file FILE       default DATA_DIR/gsbd.log (also written to stderr)\n"            \
     "  --log-level L         debug, info (default), warn or error\n"                          \
     "  --max-request-mb N    bound on the bytes one request may hold (default 8192)\n"        \
-    "  --max-connections N   connections served at once (default 1024)\n"
+    "  --max-connections N   connections served at once (default 1024)\n"                    \
+    "  --reserved-connections N  more slots at the limit, for /health, /metrics and\n"        \
+    "                        clients with the token or of the server's user (default 16)\n"  \
+    "  --max-connections-per-peer N  connections of one local user or remote address\n"     \
+    "                        (default a quarter of --max-connections)\n"                     \
+    "  --idle-timeout S      close connections whose session holds nothing after S s\n"      \
+    "                        idle (default 300; 0: never)\n"                                 \
+    "  --memory-budget-mb N  server-wide bound on request, data-handle and shared memory\n"  \
+    "                        (default 3/4 of the machine's memory)\n"
 
 /*
  * Parse argv[0..argc) into *json_out (malloc'd).  Flags in `extra` (a
@@ -45,8 +54,17 @@ static inline int gsb_cli_serve_options(int argc, char **argv, const char *const
                                             "--log-file", "--log-level", NULL};
     static const char *const str_keys[] = {"data_dir", "token_file", "device", "log_file",
                                            "log_level"};
-    static const char *const int_flags[] = {"--max-request-mb", "--max-connections", NULL};
-    static const char *const int_keys[] = {"max_request_mb", "max_connections"};
+    static const char *const int_flags[] = {"--max-request-mb",
+                                            "--max-connections",
+                                            "--reserved-connections",
+                                            "--max-connections-per-peer",
+                                            "--idle-timeout",
+                                            "--memory-budget-mb",
+                                            NULL};
+    static const char *const int_keys[] = {"max_request_mb",           "max_connections",
+                                           "reserved_connections",     "max_connections_per_peer",
+                                           "idle_timeout_s",           "memory_budget_mb"};
+    static const int int_min[] = {1, 1, 0, 1, 0, 1}; /* 0 turns those two off */
     *json_out = NULL;
     json_t *o = json_object(), *listen = json_array();
     int rc = 0;
@@ -96,9 +114,9 @@ static inline int gsb_cli_serve_options(int argc, char **argv, const char *const
         if (ii >= 0) {
             char *end;
             long long n = strtoll(val, &end, 10);
-            if (*val == '\0' || *end != '\0' || n < 1) {
-                snprintf(err, errlen, "option '%.*s' needs a positive integer, got '%s'",
-                         (int)name_len, a, val);
+            if (*val == '\0' || *end != '\0' || n < int_min[ii]) {
+                snprintf(err, errlen, "option '%.*s' needs %s integer, got '%s'", (int)name_len,
+                         a, int_min[ii] ? "a positive" : "a non-negative", val);
                 rc = 2;
                 break;
             }

@@ -13,6 +13,16 @@
  * ERROR and the connection is closed; any other failure is an ERROR and the
  * connection goes on.
  *
+ * Memory a request makes the server hold (its frame, its chunked arrays, a
+ * data handle, a staging buffer) is taken from the server's budget
+ * (budget.c) before it is allocated.  A request the budget cannot take is
+ * read to its end without keeping its bytes and answered with ERROR
+ * GSB_ENOMEM naming the budget: the connection stays usable.
+ *
+ * Between requests the connection is idle (admit.c may close it to make
+ * room for a new one when its session holds nothing), and after
+ * idle_timeout_s with an empty session it closes by itself.
+ *
  * During a long model.call the thread is inside the engine; the progress
  * hook (gsb__conn_progress) then sends PROGRESS frames when asked and looks
  * at the socket without blocking for the only bytes a client may send
@@ -36,8 +46,12 @@
 
 #define CLASSIFY_MS 5000  /* first bytes of a connection */
 #define HELLO_MS 10000    /* HELLO after the first bytes */
+#define RESERVED_MS 2000  /* both, in a reserved slot: it must not be held long */
+#define HELLO_MAX 65536   /* bytes of a HELLO frame (a real one is a few hundred) */
+#define MAP_FROM 65536    /* received buffers this large are mapped (budget.c says why) */
 #define MAX_ARRAYS 64     /* arrays in one request */
 #define LINGER_MS 2000    /* discarding a refused request's bytes before closing */
+#define RESERVED_LINGER_MS 500 /* the same in a reserved slot (a refused HELLO: nothing follows) */
 
 /* ---- small things ---------------------------------------------------------- */
 
@@ -177,9 +191,11 @@ int gsb__conn_progress(void *data, const char *stage, int64_t iteration, double 
 
 /* ---- the request decoder ----------------------------------------------------- */
 
-static void req_clear(gsb__req *rq)
+static void req_clear(gsb__conn *c, gsb__req *rq)
 {
     gsb__data_stream_abort(rq->streamed); /* NULL once an op took it */
+    gsb__budget_give(&c->srv->budget, GSB__MEM_DATA, rq->data_charge);
+    rq->data_charge = 0;
     for (int i = 0; rq->bufs && i < rq->n; i++)
         gsb__host_free(rq->bufs[i]);
     for (int i = 0; i < rq->n_refs; i++)
@@ -189,6 +205,57 @@ static void req_clear(gsb__req *rq)
     free(rq->wa);
     free(rq->arr);
     free(rq->ptrs);
+}
+
+/* Request bytes (frames, chunk buffers) go to c->charged, given back by
+ * uncharge once the request is answered. */
+static int charge(gsb__conn *c, uint64_t n, const char *what)
+{
+    GSB_TRY(gsb__budget_take(&c->srv->budget, GSB__MEM_REQUESTS, n, what));
+    c->charged += n;
+    return GSB_OK;
+}
+
+static void uncharge(gsb__conn *c)
+{
+    gsb__budget_give(&c->srv->budget, GSB__MEM_REQUESTS, c->charged);
+    c->charged = 0;
+}
+
+/* The wire layer asks before allocating a frame (gsb__wire_recv_budgeted). */
+static int take_frame(void *ctx, uint64_t bytes)
+{
+    gsb__conn *c = ctx;
+    if (!c->sess && bytes > HELLO_MAX)
+        return gsb__err(GSB_EINVAL, "bad frame: a HELLO of %llu bytes (at most %d)",
+                        (unsigned long long)bytes, HELLO_MAX);
+    int rc = charge(c, bytes, "a request frame");
+    if (rc != GSB_OK)
+        snprintf(c->refusal, sizeof c->refusal, "%s", gsb_errmsg());
+    return rc;
+}
+
+/* Read and drop the chunked arrays of a request refused before they came,
+ * so that the stream is at the next frame; then the refusal (status rc with
+ * the message in why) is what the request answers. */
+static int drain_chunks(gsb__conn *c, gsb__req *rq, uint64_t total, int rc, const char *why,
+                        int *fatal)
+{
+    char msg[sizeof c->refusal];
+    snprintf(msg, sizeof msg, "%s", why);
+    gsb__chunk_reader rd;
+    gsb__chunk_reader_init(&rd, c->fd, rq->id, total);
+    static char sink[1 << 16]; /* contents never read: shared by all threads */
+    while (total > 0) {
+        size_t k = total < sizeof sink ? (size_t)total : sizeof sink;
+        int drc = gsb__chunk_read(&rd, sink, k);
+        if (drc != GSB_OK) {
+            *fatal = 1;
+            return drc;
+        }
+        total -= k;
+    }
+    return gsb__err(rc, "%s", msg);
 }
 
 /* Pinned staging for streamed puts: a multiple of the senders' chunk size. */
@@ -201,22 +268,41 @@ static void req_clear(gsb__req *rq)
  * into directly.  Only C-ordered bytes (a Fortran-ordered matrix takes the
  * general path, which transposes).
  */
-static int stream_data_put(gsb__conn *c, gsb__req *rq)
+static int stream_data_put(gsb__conn *c, gsb__req *rq, int *fatal)
 {
     const gsb__wire_array *w = &rq->wa[0];
+    gsb__budget *budget = &c->srv->budget;
     gsb_array shape = gsb__wire_as_array(w, NULL);
     shape.strides[0] = shape.strides[1] = 0;
     void *host = NULL;
     gsb_data *d = NULL;
-    GSB_TRY(gsb__data_stream_open(c->srv->local, &shape, &d, &host));
+    /* taken as if it lived in host memory; given back when it goes to the GPU */
+    int rc = gsb__budget_take(budget, GSB__MEM_DATA, w->nbytes, "a data handle");
+    if (rc == GSB_OK) {
+        rq->data_charge = w->nbytes;
+        rc = gsb__data_stream_open(c->srv->local, &shape, &d, &host);
+    }
+    if (rc == GSB_OK && !host) {
+        gsb__budget_give(budget, GSB__MEM_DATA, rq->data_charge);
+        rq->data_charge = 0;
+        if (!c->stage) {
+            rc = gsb__budget_take(budget, GSB__MEM_STAGING, STAGE_BYTES, "a staging buffer");
+            if (rc == GSB_OK && (rc = gsb_arena_alloc(c->srv->local, STAGE_BYTES, &c->stage)) !=
+                                    GSB_OK)
+                gsb__budget_give(budget, GSB__MEM_STAGING, STAGE_BYTES);
+        }
+    }
+    if (rc != GSB_OK) {
+        /* nothing of the request read yet: refuse it, the stream intact */
+        gsb__data_stream_abort(d);
+        return drain_chunks(c, rq, w->nbytes, rc, gsb_errmsg(), fatal);
+    }
+    *fatal = 1; /* from here a failure leaves the stream mid-request */
     gsb__chunk_reader rd;
     gsb__chunk_reader_init(&rd, c->fd, rq->id, w->nbytes);
-    int rc = GSB_OK;
     if (host) {
         rc = gsb__chunk_read(&rd, host, (size_t)w->nbytes);
     } else {
-        if (!c->stage)
-            rc = gsb_arena_alloc(c->srv->local, STAGE_BYTES, &c->stage);
         size_t isz = gsb__wire_itemsize(w->dtype);
         size_t piece = STAGE_BYTES / isz * isz;
         for (uint64_t off = 0; rc == GSB_OK && off < w->nbytes; off += piece) {
@@ -230,6 +316,7 @@ static int stream_data_put(gsb__conn *c, gsb__req *rq)
         gsb__data_stream_abort(d);
         return rc;
     }
+    *fatal = 0;
     rq->streamed = d;
     return GSB_OK;
 }
@@ -247,7 +334,7 @@ static int decode_arrays(gsb__conn *c, gsb__req *rq, int *fatal)
     if (!list)
         list = json_object_get(rq->head, "arrays");
     if (!list || json_is_null(list))
-        return GSB_OK;
+        return rq->frame->refused ? gsb__err(GSB_ENOMEM, "%s", c->refusal) : GSB_OK;
     if (!json_is_array(list) || json_array_size(list) > MAX_ARRAYS) {
         *fatal = 1;
         return gsb__err(GSB_EINVAL, "a request's \"inputs\"/\"arrays\" must be a list of at "
@@ -284,7 +371,7 @@ static int decode_arrays(gsb__conn *c, gsb__req *rq, int *fatal)
                 chunk_total += rq->wa[i].nbytes;
         }
     }
-    uint64_t total = chunk_total + rq->frame->body_len;
+    uint64_t total = chunk_total + rq->frame->hdr.length - rq->frame->hdr.head_len;
     if (total > limit) {
         *fatal = 1;
         return gsb__err(GSB_ENOMEM, "request of %llu MiB exceeds the server's per-connection "
@@ -292,6 +379,8 @@ static int decode_arrays(gsb__conn *c, gsb__req *rq, int *fatal)
                         (unsigned long long)((total + (1u << 20) - 1) >> 20),
                         (unsigned long long)(limit >> 20));
     }
+    if (rq->frame->refused) /* the budget had no room for its inline section */
+        return drain_chunks(c, rq, chunk_total, GSB_ENOMEM, c->refusal, fatal);
 
     /* 2. the chunks, straight into their arrays' buffers (data.put: into the
      * data handle itself, through pinned staging when it lives on the GPU) */
@@ -299,14 +388,14 @@ static int decode_arrays(gsb__conn *c, gsb__req *rq, int *fatal)
     if (rq->op == GSB__OP_DATA_PUT && n == 1 && w0->at == GSB__AT_CHUNKS &&
         w0->dtype != GSB__WIRE_U8 &&
         !(w0->fortran && w0->ndim == 2 && w0->shape[0] > 1 && w0->shape[1] > 1)) {
-        int rc = stream_data_put(c, rq);
-        if (rc != GSB_OK) {
-            *fatal = 1;
+        int rc = stream_data_put(c, rq, fatal);
+        if (rc != GSB_OK)
             return rc;
-        }
         rq->bytes_in += chunk_total;
         return GSB_OK;
     }
+    if (n_chunked > 0 && charge(c, chunk_total, "a request's arrays") != GSB_OK)
+        return drain_chunks(c, rq, chunk_total, GSB_ENOMEM, gsb_errmsg(), fatal);
     if (n_chunked > 0) {
         struct iovec *iov = calloc((size_t)n_chunked, sizeof *iov);
         if (!iov) {
@@ -318,7 +407,8 @@ static int decode_arrays(gsb__conn *c, gsb__req *rq, int *fatal)
             if (rq->wa[i].at != GSB__AT_CHUNKS)
                 continue;
             size_t nb = (size_t)rq->wa[i].nbytes;
-            rq->bufs[i] = gsb__host_alloc(nb); /* huge pages when large: few faults */
+            /* huge pages when large: few faults; mapped: freed, the pages go back */
+            rq->bufs[i] = nb >= MAP_FROM ? gsb__host_alloc_mapped(nb) : gsb__host_alloc(nb);
             if (!rq->bufs[i]) {
                 rc = gsb__err(GSB_ENOMEM, "cannot allocate %zu bytes for array %d of the request",
                               nb, i);
@@ -419,16 +509,18 @@ static int handle_request(gsb__conn *c, gsb__frame *f)
         fatal = 1;
         rc = gsb__err(GSB_EINVAL, "a REQUEST needs a JSON head with \"op\"");
     } else {
+        /* the op first: the decoder streams a data.put's bytes straight into
+         * its handle, which it can only do knowing the op */
+        int op = opname ? gsb__op_lookup(opname) : -1;
+        if (op >= 0)
+            rq.op = op;
         rc = decode_arrays(c, &rq, &fatal);
         if (rc == GSB_OK) {
-            int op = opname ? gsb__op_lookup(opname) : -1;
-            if (op < 0) {
+            if (op < 0)
                 rc = opname ? gsb__err(GSB_ENOTFOUND, "unknown op '%.64s'", opname)
                             : gsb__err(GSB_EINVAL, "the REQUEST head has no \"op\" string");
-            } else {
-                rq.op = op;
+            else
                 rc = gsb__op_run(c, &rq, &rp);
-            }
         }
     }
 
@@ -483,7 +575,7 @@ static int handle_request(gsb__conn *c, gsb__frame *f)
     json_decref(rp.head);
     gsb_result_free(rp.res);
     gsb_free(rp.blob);
-    req_clear(&rq);
+    req_clear(c, &rq);
     if (fatal || c->broken)
         c->linger = 1; /* the client may still be sending what we will not read */
     return fatal || c->broken || c->vanished || send_rc != GSB_OK;
@@ -530,6 +622,21 @@ static int handshake(gsb__conn *c, const gsb__frame *f)
                              "$GSB_TOKEN_FILE)"
                            : "this server requires a token: pass ?token_file=PATH in the URL, or "
                              "set $GSB_TOKEN or $GSB_TOKEN_FILE");
+            return 1;
+        }
+    }
+    if (c->slot == GSB__SLOT_RESERVED) {
+        /* a valid login at a limit: a slot is made for it, or it is told why
+         * not (with a token, reaching here means it presented it) */
+        int trusted = srv->opt.token || (c->peer.uid >= 0 && c->peer.uid == (long)geteuid());
+        if (gsb__admit_login(srv, c, trusted) != GSB_OK) {
+            char msg[sizeof c->refusal];
+            snprintf(msg, sizeof msg, "%s", gsb_errmsg());
+            gsb__logf(&srv->log, GSB__LOG_WARN, "connection refused",
+                      "conn=%llu limit=%s peer=%s", (unsigned long long)c->id,
+                      c->limit == GSB__LIMIT_PEER ? "per_peer" : "max_connections",
+                      gsb__log_q((char[80]){0}, 80, c->peer.key));
+            send_error(c, f->hdr.req_id, GSB_EIO, msg);
             return 1;
         }
     }
@@ -607,6 +714,41 @@ static void recv_failed(gsb__conn *c, int rc)
     c->linger = 1;
 }
 
+/*
+ * Wait for the next request while idle: admit.c may evict the connection
+ * meanwhile (state IDLE -> EVICTED, socket shut down) when its session holds
+ * nothing; idle_timeout_s with an empty session closes it here.  1: a frame
+ * is coming (state BUSY); 0: close.
+ */
+static int await_request(gsb__conn *c)
+{
+    gsb_server *srv = c->srv;
+    int timeout_ms = srv->opt.idle_timeout_s > 0 ? srv->opt.idle_timeout_s * 1000 : -1;
+    atomic_store(&c->idle_since_us, gsb__now_us());
+    for (;;) {
+        atomic_store(&c->state, GSB__CS_IDLE);
+        int w = wait_readable(c, timeout_ms, 1);
+        int idle = GSB__CS_IDLE;
+        if (!atomic_compare_exchange_strong(&c->state, &idle, GSB__CS_BUSY)) {
+            gsb__logf(&srv->log, GSB__LOG_INFO, "idle connection evicted",
+                      "conn=%llu reason=\"room for a new connection\"", (unsigned long long)c->id);
+            return 0;
+        }
+        if (w < 0)
+            return 0; /* the server is stopping */
+        if (w > 0)
+            return 1;
+        if (gsb__ssess_empty(c->sess)) {
+            atomic_fetch_add(&srv->metrics.conns_idle_closed, 1);
+            gsb__logf(&srv->log, GSB__LOG_INFO, "idle connection closed",
+                      "conn=%llu idle_timeout_s=%d", (unsigned long long)c->id,
+                      srv->opt.idle_timeout_s);
+            return 0;
+        }
+        /* the session holds models, data or shared memory: never timed out */
+    }
+}
+
 static void serve_protocol(gsb__conn *c)
 {
     gsb_server *srv = c->srv;
@@ -614,27 +756,31 @@ static void serve_protocol(gsb__conn *c)
     if (srv->opt.max_request_bytes < max_inline)
         max_inline = srv->opt.max_request_bytes;
     gsb__frame f = {.fd = -1};
+    gsb__wire_budget budget = {take_frame, c, MAP_FROM};
 
-    int w = wait_readable(c, HELLO_MS, 1);
+    int w = wait_readable(c, c->slot == GSB__SLOT_RESERVED ? RESERVED_MS : HELLO_MS, 1);
     if (w <= 0)
         return;
-    int rc = gsb__wire_recv(c->fd, &f, 0, -1);
-    if (rc != GSB_OK) {
+    int rc = gsb__wire_recv_budgeted(c->fd, &f, 0, -1, &budget);
+    int close_now = 1;
+    if (rc != GSB_OK)
         recv_failed(c, rc);
-        return;
-    }
-    int close_now = handshake(c, &f);
+    else if (f.refused)
+        send_error(c, f.hdr.req_id, GSB_ENOMEM, c->refusal);
+    else
+        close_now = handshake(c, &f);
     gsb__frame_clear(&f);
+    uncharge(c);
     if (close_now) {
-        c->linger = 1;
+        if (rc == GSB_OK)
+            c->linger = 1; /* after an ERROR (recv_failed decides for itself) */
         return;
     }
 
-    while (!atomic_load(&srv->stopping)) {
-        if (wait_readable(c, -1, 1) <= 0)
-            break; /* stopping: no request in flight here */
-        rc = gsb__wire_recv(c->fd, &f, max_inline, -1);
+    while (!atomic_load(&srv->stopping) && await_request(c)) {
+        rc = gsb__wire_recv_budgeted(c->fd, &f, max_inline, -1, &budget);
         if (rc != GSB_OK) {
+            uncharge(c);
             recv_failed(c, rc);
             break;
         }
@@ -655,6 +801,7 @@ static void serve_protocol(gsb__conn *c)
             close_now = 1;
         }
         gsb__frame_clear(&f);
+        uncharge(c);
         if (close_now)
             break;
     }
@@ -668,10 +815,10 @@ static void serve_protocol(gsb__conn *c)
  * kernel send a reset, which can destroy the ERROR before the client reads
  * it.  So half-close and discard what still comes, for a bounded time.
  */
-static void linger_close(int fd)
+static void linger_close(int fd, int ms)
 {
     shutdown(fd, SHUT_WR);
-    double deadline = gsb__now_s() + LINGER_MS / 1000.0;
+    double deadline = gsb__now_s() + ms / 1000.0;
     static char sink[65536]; /* contents never read: shared by all threads */
     for (;;) {
         int left = (int)((deadline - gsb__now_s()) * 1000);
@@ -688,7 +835,8 @@ static void linger_close(int fd)
  * 1 the protocol, 2 HTTP, 0 neither (or nothing came). */
 static int classify(gsb__conn *c)
 {
-    double deadline = gsb__now_s() + CLASSIFY_MS / 1000.0;
+    int ms = c->slot == GSB__SLOT_RESERVED ? RESERVED_MS : CLASSIFY_MS;
+    double deadline = gsb__now_s() + ms / 1000.0;
     char b[4];
     for (;;) {
         int left = (int)((deadline - gsb__now_s()) * 1000);
@@ -707,12 +855,7 @@ static int classify(gsb__conn *c)
     static const uint8_t magic[4] = {'G', 'S', 'B', '1'};
     if (memcmp(b, magic, 4) == 0)
         return 1;
-    static const char *const methods[] = {"GET ", "HEAD", "POST", "PUT ", "DELE", "OPTI",
-                                          "PATC", "CONN", "TRAC"};
-    for (size_t i = 0; i < sizeof methods / sizeof *methods; i++)
-        if (memcmp(b, methods[i], 4) == 0)
-            return 2;
-    return 0;
+    return gsb__http_method(b) ? 2 : 0;
 }
 
 void *gsb__conn_main(void *arg)
@@ -723,16 +866,26 @@ void *gsb__conn_main(void *arg)
     gsb__logf(&srv->log, GSB__LOG_INFO, "connection opened", "conn=%llu transport=%s",
               (unsigned long long)c->id, transport(c));
     int kind = classify(c);
-    if (kind == 1)
+    if (kind == 1) {
         serve_protocol(c);
-    else if (kind == 2)
-        gsb__http_serve(srv, c->fd, c->id);
-    else
+    } else if (kind == 2 && c->slot == GSB__SLOT_RESERVED) {
+        char busy[sizeof c->refusal];
+        pthread_mutex_lock(&srv->lock);
+        gsb__limit_message(srv, c, 1, busy, sizeof busy);
+        pthread_mutex_unlock(&srv->lock);
+        gsb__http_serve(srv, c->fd, c->id, busy);
+    } else if (kind == 2) {
+        gsb__http_serve(srv, c->fd, c->id, NULL);
+    } else
         gsb__logf(&srv->log, GSB__LOG_INFO, "unknown protocol",
                   "conn=%llu reason=\"no protocol magic or HTTP request line in the first bytes\"",
                   (unsigned long long)c->id);
     if (c->linger && !atomic_load(&srv->stopping))
-        linger_close(c->fd);
+        linger_close(c->fd, c->slot == GSB__SLOT_RESERVED ? RESERVED_LINGER_MS : LINGER_MS);
+    /* admit.c looks at idle connections' sockets and sessions under srv->lock
+     * and may have just shut this one down: wait until it is done */
+    pthread_mutex_lock(&srv->lock);
+    pthread_mutex_unlock(&srv->lock);
     close(c->fd); /* the client sees EOF now, before the session is torn down */
     c->fd = -1;
     gsb__ssess_leave(srv, c->sess);
@@ -741,8 +894,10 @@ void *gsb__conn_main(void *arg)
               "conn=%llu kind=%s vanished=%d seconds=%.3f", (unsigned long long)c->id,
               kind == 1 ? "protocol" : kind == 2 ? "http" : "none", c->vanished,
               gsb__now_s() - t0);
-    if (c->stage)
+    if (c->stage) {
         gsb_arena_free(srv->local, c->stage);
+        gsb__budget_give(&srv->budget, GSB__MEM_STAGING, STAGE_BYTES);
+    }
     c->stage = NULL;
     gsb__server_conn_done(srv, c);
     return NULL;

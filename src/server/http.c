@@ -7,7 +7,9 @@
  *   GET /v1/models   the store's list; "Authorization: Bearer TOKEN" when the
  *                    server has a token
  * HEAD is GET without the body; other methods get 405, unknown paths 404, a
- * request head that does not parse (or exceeds 8 KiB) 400.
+ * request head that does not parse (or exceeds 8 KiB) 400.  At the
+ * connection limit (a reserved slot, admit.c, or the refuser, refuse.c)
+ * /health and /metrics are still served; /v1/models gets 503 with the reason.
  */
 #include <errno.h>
 #include <poll.h>
@@ -43,6 +45,28 @@ void gsb__gpu_memory(gsb_server *srv, double *total, double *free_b)
     json_decref(info);
 }
 
+int gsb__http_method(const void *first4)
+{
+    static const char *const methods[] = {"GET ", "HEAD", "POST", "PUT ", "DELE", "OPTI",
+                                          "PATC", "CONN", "TRAC"};
+    for (size_t i = 0; i < sizeof methods / sizeof *methods; i++)
+        if (memcmp(first4, methods[i], 4) == 0)
+            return 1;
+    return 0;
+}
+
+/* The limits and what the memory budget holds, for /health. */
+static json_t *limits_json(gsb_server *srv)
+{
+    const gsb__srv_opts *o = &srv->opt;
+    return json_pack("{s:i, s:i, s:i, s:i, s:I, s:I, s:I}", "max_connections",
+                     o->max_connections, "reserved_connections", o->reserved_connections,
+                     "max_connections_per_peer", o->max_per_peer, "idle_timeout_s",
+                     o->idle_timeout_s, "max_request_bytes", (json_int_t)o->max_request_bytes,
+                     "memory_budget_bytes", (json_int_t)srv->budget.limit,
+                     "memory_in_use_bytes", (json_int_t)atomic_load(&srv->budget.used));
+}
+
 json_t *gsb__health_json(gsb_server *srv)
 {
     int n_conns, n_sess;
@@ -57,6 +81,8 @@ json_t *gsb__health_json(gsb_server *srv)
                           srv->backend_name, "device", srv->device_name, "uptime_s",
                           gsb__now_s() - srv->t_start, "cuml_version", GSB__CUML_VERSION,
                           "connections", n_conns, "sessions", n_sess);
+    if (o)
+        json_object_set_new(o, "limits", limits_json(srv));
     double total, free_b;
     gsb__gpu_memory(srv, &total, &free_b);
     if (o && total >= 0) {
@@ -111,7 +137,8 @@ static void respond(int fd, int code, const char *type, const char *body, int he
 {
     const char *reason = code == 200 ? "OK" : code == 400 ? "Bad Request"
                          : code == 401 ? "Unauthorized" : code == 404 ? "Not Found"
-                         : code == 405 ? "Method Not Allowed" : "Internal Server Error";
+                         : code == 405 ? "Method Not Allowed"
+                         : code == 503 ? "Service Unavailable" : "Internal Server Error";
     size_t len = body ? strlen(body) : 0;
     char hdr[512];
     int k = snprintf(hdr, sizeof hdr,
@@ -146,6 +173,12 @@ static void respond_json(int fd, int code, json_t *v, int head_only, const char 
 
 static json_t *error_json(const char *msg) { return json_pack("{s:s}", "error", msg); }
 
+void gsb__http_refuse(int fd, const char *msg)
+{
+    respond_json(fd, 503, json_pack("{s:s, s:s}", "status", "busy", "error", msg), 0,
+                 "Retry-After: 1\r\n");
+}
+
 /* The Authorization header's bearer token, or NULL (points into head). */
 static const char *bearer(char *head, size_t *len)
 {
@@ -170,89 +203,117 @@ static const char *bearer(char *head, size_t *len)
     return NULL;
 }
 
-void gsb__http_serve(gsb_server *srv, int fd, uint64_t conn_id)
+/* Answer the request whose head (the request line at least) is in head;
+ * method and path are filled for the log.  Returns the status code. */
+static int route(gsb_server *srv, int fd, char *head, const char *busy, char method[16],
+                 char path[256])
 {
-    char *head = malloc(HEAD_MAX + 1);
-    if (!head)
-        return;
-    int code = 0;
-    char method[16] = "", path[256] = "";
-    int n = read_head(fd, head, HEAD_MAX + 1);
-    int head_only = 0;
-    if (n < 0) {
-        code = 400;
-        respond_json(fd, code, error_json("the request head did not arrive whole within 8 KiB "
-                                          "and 5 s"), 0, NULL);
-        goto done;
-    }
     /* request line: METHOD SP target SP HTTP/x.y */
     size_t line_len = strcspn(head, "\r\n");
     char *sp1 = memchr(head, ' ', line_len);
     char *sp2 = sp1 ? memchr(sp1 + 1, ' ', line_len - (size_t)(sp1 + 1 - head)) : NULL;
-    if (!sp1 || !sp2 || (size_t)(sp1 - head) >= sizeof method ||
-        (size_t)(sp2 - sp1 - 1) >= sizeof path || strncmp(sp2 + 1, "HTTP/1.", 7) != 0) {
-        code = 400;
-        respond_json(fd, code, error_json("unparseable request line"), 0, NULL);
-        goto done;
+    if (!sp1 || !sp2 || (size_t)(sp1 - head) >= 16 || (size_t)(sp2 - sp1 - 1) >= 256 ||
+        strncmp(sp2 + 1, "HTTP/1.", 7) != 0) {
+        respond_json(fd, 400, error_json("unparseable request line"), 0, NULL);
+        return 400;
     }
     memcpy(method, head, (size_t)(sp1 - head));
     method[sp1 - head] = '\0';
     memcpy(path, sp1 + 1, (size_t)(sp2 - sp1 - 1));
     path[sp2 - sp1 - 1] = '\0';
     path[strcspn(path, "?#")] = '\0'; /* the query does not select anything here */
-    head_only = strcmp(method, "HEAD") == 0;
+    int head_only = strcmp(method, "HEAD") == 0;
 
     int known = strcmp(path, "/health") == 0 || strcmp(path, "/metrics") == 0 ||
                 strcmp(path, "/v1/models") == 0;
     if (!known) {
-        code = 404;
-        respond_json(fd, code, error_json("unknown path: try /health, /metrics or /v1/models"),
+        respond_json(fd, 404, error_json("unknown path: try /health, /metrics or /v1/models"),
                      head_only, NULL);
-    } else if (strcmp(method, "GET") != 0 && !head_only) {
-        code = 405;
-        respond_json(fd, code, error_json("only GET and HEAD are served"), 0,
+        return 404;
+    }
+    if (busy && strcmp(path, "/v1/models") == 0) {
+        gsb__http_refuse(fd, busy);
+        return 503;
+    }
+    if (strcmp(method, "GET") != 0 && !head_only) {
+        respond_json(fd, 405, error_json("only GET and HEAD are served"), 0,
                      "Allow: GET, HEAD\r\n");
-    } else if (strcmp(path, "/health") == 0) {
-        code = 200;
-        respond_json(fd, code, gsb__health_json(srv), head_only, NULL);
-    } else if (strcmp(path, "/metrics") == 0) {
+        return 405;
+    }
+    if (strcmp(path, "/health") == 0) {
+        respond_json(fd, 200, gsb__health_json(srv), head_only, NULL);
+        return 200;
+    }
+    if (strcmp(path, "/metrics") == 0) {
         double total, free_b;
         gsb__gpu_memory(srv, &total, &free_b);
-        char *text = gsb__metrics_render(&srv->metrics, gsb__now_s() - srv->t_start, total, free_b);
-        code = text ? 200 : 500;
+        char *text = gsb__metrics_render(srv, gsb__now_s() - srv->t_start, total, free_b);
+        int code = text ? 200 : 500;
         respond(fd, code, "text/plain; version=0.0.4; charset=utf-8",
                 text ? text : "out of memory\n", head_only, NULL);
         free(text);
-    } else { /* /v1/models */
-        size_t tlen = 0;
-        const char *tok = srv->opt.token ? bearer(head, &tlen) : NULL;
-        if (srv->opt.token &&
-            !(tok && gsb__ct_equal(tok, tlen, srv->opt.token, strlen(srv->opt.token)))) {
-            code = 401;
-            respond_json(fd, code, error_json("this server requires a token: send "
-                                              "\"Authorization: Bearer TOKEN\""),
-                         head_only, "WWW-Authenticate: Bearer realm=\"gsbd\"\r\n");
-        } else {
-            char *list = NULL;
-            int rc = gsb_model_list(srv->local, &list);
-            json_t *v = rc == GSB_OK ? json_loads(list, JSON_DECODE_ANY, NULL) : NULL;
-            gsb_free(list);
-            if (v) {
-                code = 200;
-                respond_json(fd, code, v, head_only, NULL);
-            } else {
-                code = 500;
-                respond_json(fd, code, error_json(rc != GSB_OK ? gsb_errmsg() : "bad store list"),
-                             head_only, NULL);
-            }
-        }
+        return code;
     }
-done:
+    /* /v1/models */
+    size_t tlen = 0;
+    const char *tok = srv->opt.token ? bearer(head, &tlen) : NULL;
+    if (srv->opt.token &&
+        !(tok && gsb__ct_equal(tok, tlen, srv->opt.token, strlen(srv->opt.token)))) {
+        respond_json(fd, 401, error_json("this server requires a token: send "
+                                         "\"Authorization: Bearer TOKEN\""),
+                     head_only, "WWW-Authenticate: Bearer realm=\"gsbd\"\r\n");
+        return 401;
+    }
+    char *list = NULL;
+    int rc = gsb_model_list(srv->local, &list);
+    json_t *v = rc == GSB_OK ? json_loads(list, JSON_DECODE_ANY, NULL) : NULL;
+    gsb_free(list);
+    if (!v) {
+        respond_json(fd, 500, error_json(rc != GSB_OK ? gsb_errmsg() : "bad store list"),
+                     head_only, NULL);
+        return 500;
+    }
+    respond_json(fd, 200, v, head_only, NULL);
+    return 200;
+}
+
+static void log_request(gsb_server *srv, uint64_t conn_id, const char *method, const char *path,
+                        int code)
+{
     atomic_fetch_add(&srv->metrics.http_requests, 1);
     gsb__logf(&srv->log, code == 200 ? GSB__LOG_DEBUG : GSB__LOG_INFO, "http",
               "conn=%llu method=%s path=%s code=%d", (unsigned long long)conn_id,
               method[0] ? method : "-", path[0] ? gsb__log_q((char[300]){0}, 300, path) : "-",
               code);
+}
+
+int gsb__http_answer_peeked(gsb_server *srv, int fd, char *buf, size_t n, int complete,
+                            const char *busy)
+{
+    buf[n] = '\0';
+    if (!complete && !memchr(buf, '\n', n))
+        return 0; /* the request line is still on its way */
+    char method[16] = "", path[256] = "";
+    int code = route(srv, fd, buf, busy, method, path);
+    log_request(srv, 0, method, path, code);
+    return 1;
+}
+
+void gsb__http_serve(gsb_server *srv, int fd, uint64_t conn_id, const char *busy)
+{
+    char *head = malloc(HEAD_MAX + 1);
+    if (!head)
+        return;
+    int code;
+    char method[16] = "", path[256] = "";
+    if (read_head(fd, head, HEAD_MAX + 1) < 0) {
+        code = 400;
+        respond_json(fd, code, error_json("the request head did not arrive whole within 8 KiB "
+                                          "and 5 s"), 0, NULL);
+    } else {
+        code = route(srv, fd, head, busy, method, path);
+    }
+    log_request(srv, conn_id, method, path, code);
     free(head);
     /* half-close and give the client a moment to read, so closing with
      * unread bytes cannot turn into a reset that loses the answer */

@@ -80,10 +80,53 @@ static void gauge(buf *b, const char *name, const char *help, double v)
     put(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
 }
 
-char *gsb__metrics_render(const gsb__metrics *mc, double uptime_s, double gpu_total,
-                          double gpu_free)
+/* The connection limits: refusals by limit, evictions, idle closes, slots in use. */
+static void limits(buf *b, gsb_server *srv)
 {
-    gsb__metrics *m = (gsb__metrics *)mc; /* atomic loads need non-const */
+    gsb__metrics *m = &srv->metrics;
+    static const char *const why[GSB__LIMIT_N] = {NULL, "max_connections", "per_peer",
+                                                  "out_of_memory"};
+    put(b, "# HELP gsbd_connections_refused_by_limit_total Connections refused with the reason "
+           "(an ERROR frame or HTTP 503), by the limit that was reached.\n"
+           "# TYPE gsbd_connections_refused_by_limit_total counter\n");
+    for (int i = GSB__LIMIT_NONE + 1; i < GSB__LIMIT_N; i++)
+        put(b, "gsbd_connections_refused_by_limit_total{limit=\"%s\"} %llu\n", why[i],
+            LOAD(m->refused_by[i]));
+    counter(b, "gsbd_connections_dropped_total",
+            "Connections closed without a word: every slot and the refuser were busy.",
+            LOAD(m->conns_dropped));
+    counter(b, "gsbd_connections_evicted_total",
+            "Idle connections of sessions holding nothing, closed to make room for a new one.",
+            LOAD(m->conns_evicted));
+    counter(b, "gsbd_connections_idle_closed_total",
+            "Connections of sessions holding nothing, closed after idle_timeout_s.",
+            LOAD(m->conns_idle_closed));
+    pthread_mutex_lock(&srv->lock);
+    int reserved = srv->n_reserved;
+    pthread_mutex_unlock(&srv->lock);
+    gauge(b, "gsbd_connections_reserved", "Connections in reserved slots now.", reserved);
+    gauge(b, "gsbd_connections_max", "max_connections.", srv->opt.max_connections);
+}
+
+/* The memory budget: its size, what uses it, how often it said no. */
+static void budget(buf *b, gsb__budget *bu)
+{
+    gauge(b, "gsbd_memory_budget_bytes",
+          "The server-wide budget for requests, data handles, shared memory and staging "
+          "(memory_budget_mb).", (double)bu->limit);
+    put(b, "# HELP gsbd_memory_used_bytes Memory taken from the budget now, by use.\n"
+           "# TYPE gsbd_memory_used_bytes gauge\n");
+    for (int i = 0; i < GSB__MEM_KINDS; i++)
+        put(b, "gsbd_memory_used_bytes{use=\"%s\"} %llu\n", gsb__mem_kind_labels[i],
+            LOAD(bu->kind[i]));
+    counter(b, "gsbd_memory_budget_refusals_total",
+            "Requests refused (MemoryError) because the memory budget was used up.",
+            LOAD(bu->refusals));
+}
+
+char *gsb__metrics_render(gsb_server *srv, double uptime_s, double gpu_total, double gpu_free)
+{
+    gsb__metrics *m = &srv->metrics;
     buf b = {malloc(4096), 0, 4096, 0};
     if (!b.p)
         return NULL;
@@ -117,7 +160,7 @@ char *gsb__metrics_render(const gsb__metrics *mc, double uptime_s, double gpu_to
 
     counter(&b, "gsbd_connections_total", "Connections accepted.", LOAD(m->conns_total));
     counter(&b, "gsbd_connections_refused_total",
-            "Connections closed at once because max_connections were open.",
+            "Connections refused at a connection limit (dropped ones included).",
             LOAD(m->conns_refused));
     gauge(&b, "gsbd_connections", "Connections open now.", (double)LOAD(m->conns_open));
     gauge(&b, "gsbd_sessions", "Server-side sessions alive now.", (double)LOAD(m->sessions_open));
@@ -127,6 +170,8 @@ char *gsb__metrics_render(const gsb__metrics *mc, double uptime_s, double gpu_to
     counter(&b, "gsbd_bad_frames_total", "Connections closed for a protocol violation.",
             LOAD(m->bad_frames));
     counter(&b, "gsbd_http_requests_total", "HTTP requests answered.", LOAD(m->http_requests));
+    limits(&b, srv);
+    budget(&b, &srv->budget);
     gauge(&b, "gsbd_uptime_seconds", "Seconds since the server started.", uptime_s);
     if (gpu_total >= 0) {
         put(&b, "# HELP gsbd_gpu_memory_bytes GPU memory of the server's device.\n"

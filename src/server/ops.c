@@ -120,6 +120,18 @@ static int reply_result(gsb__reply *rp, gsb_result *res)
     return GSB_OK;
 }
 
+/* The warnings of the call just made on this thread (gsb_warnings()), into
+ * the reply head as "warnings" when there are any. */
+static int reply_warnings(gsb__reply *rp)
+{
+    json_t *w = json_loads(gsb_warnings(), 0, NULL);
+    if (!json_is_array(w) || json_array_size(w) == 0) {
+        json_decref(w);
+        return GSB_OK;
+    }
+    return set_new(rp->head, "warnings", w);
+}
+
 /* Engine arrays only: uint8 is for model blobs. */
 static int check_engine_arrays(const gsb__req *rq)
 {
@@ -208,6 +220,8 @@ static int op_model_call(gsb__conn *c, gsb__req *rq, gsb__reply *rp)
                   (unsigned long long)rq->id, method,
                   x.cancelled == 1 ? "cancel" : x.cancelled == 2 ? "vanished_client" : "bad_frame");
     }
+    if (rc == GSB_OK)
+        rc = reply_warnings(rp);
     if (rc == GSB_OK)
         rc = set_new(rp->head, "fitted", json_boolean(gsb_model_is_fitted(h->model)));
     gsb__handle_put(h);
@@ -377,23 +391,46 @@ static int op_store_list(gsb__conn *c, gsb__req *rq, gsb__reply *rp)
     return set_json_text(rp->head, "models", text);
 }
 
+/* A data handle made from the request's arrays (inline, shared memory, or a
+ * Fortran-ordered matrix): its host copy is taken from the budget first,
+ * and given back when the engine put it on the GPU instead. */
+static int put_from_arrays(gsb__conn *c, gsb__req *rq, gsb_data **out, uint64_t *charge)
+{
+    GSB_TRY(one_array(rq));
+    GSB_TRY(check_engine_arrays(rq));
+    uint64_t n = rq->wa[0].nbytes;
+    GSB_TRY(gsb__budget_take(&c->srv->budget, GSB__MEM_DATA, n, "a data handle"));
+    int rc = gsb_data_put(c->srv->local, &rq->arr[0], out);
+    if (rc != GSB_OK || !(*out)->host) {
+        gsb__budget_give(&c->srv->budget, GSB__MEM_DATA, n);
+        n = 0;
+    }
+    *charge = n;
+    return rc;
+}
+
 static int op_data_put(gsb__conn *c, gsb__req *rq, gsb__reply *rp)
 {
     gsb_data *d = rq->streamed; /* streamed in by the decoder (conn.c) */
+    uint64_t charge = 0;
     if (d) {
         rq->streamed = NULL;
+        charge = rq->data_charge; /* the handle's now */
+        rq->data_charge = 0;
         gsb__data_stream_commit(d);
     } else {
-        GSB_TRY(one_array(rq));
-        GSB_TRY(check_engine_arrays(rq));
-        GSB_TRY(gsb_data_put(c->srv->local, &rq->arr[0], &d));
+        GSB_TRY(put_from_arrays(c, rq, &d, &charge));
     }
     gsb__handle *h = gsb__handle_new(GSB__H_DATA);
     if (!h) {
         gsb_data_free(d);
+        gsb__budget_give(&c->srv->budget, GSB__MEM_DATA, charge);
         return gsb__err(GSB_ENOMEM, "out of memory");
     }
     h->data = d;
+    h->budget = &c->srv->budget;
+    h->charge = charge;
+    h->charge_kind = GSB__MEM_DATA;
     int rc = gsb__ssess_add(c->sess, h);
     if (rc != GSB_OK) {
         gsb__handle_put(h);
@@ -430,8 +467,15 @@ static int op_shm_attach(gsb__conn *c, gsb__req *rq, gsb__reply *rp)
     const json_t *sz = json_object_get(rq->head, "size");
     if (!json_is_integer(sz) || json_integer_value(sz) < 1)
         return gsb__err(GSB_EINVAL, "shm.attach: \"size\" must be an integer >= 1");
+    uint64_t size = (uint64_t)json_integer_value(sz);
+    gsb__budget *budget = &c->srv->budget;
+    GSB_TRY(gsb__budget_take(budget, GSB__MEM_SHM, size, "a shared-memory segment"));
     gsb__shm *seg;
-    GSB_TRY(gsb__shm_map(rq->frame->fd, (uint64_t)json_integer_value(sz), &seg));
+    int mrc = gsb__shm_map(rq->frame->fd, size, &seg);
+    if (mrc != GSB_OK) {
+        gsb__budget_give(budget, GSB__MEM_SHM, size);
+        return mrc;
+    }
     const gsb__backend *gpu = c->srv->local->gpu;
     if (gpu && gpu->ops->host_register) {
         int prc = gsb__shm_pin(seg, gpu);
@@ -446,10 +490,14 @@ static int op_shm_attach(gsb__conn *c, gsb__req *rq, gsb__reply *rp)
     gsb__handle *h = gsb__handle_new(GSB__H_SHM);
     if (!h) {
         gsb__shm_unmap(seg);
+        gsb__budget_give(budget, GSB__MEM_SHM, size);
         return gsb__err(GSB_ENOMEM, "out of memory");
     }
     h->shm = seg;
     h->id = seg_id;
+    h->budget = budget; /* given back when the segment is unmapped */
+    h->charge = size;
+    h->charge_kind = GSB__MEM_SHM;
     int rc = gsb__ssess_add(c->sess, h);
     if (rc != GSB_OK) {
         gsb__handle_put(h);

@@ -14,11 +14,14 @@
 
 #define DEFAULT_MAX_REQUEST_MB 8192
 #define DEFAULT_MAX_CONNECTIONS 1024
+#define DEFAULT_RESERVED_CONNECTIONS 16
+#define DEFAULT_IDLE_TIMEOUT_S 300
 
-static const char *const known_keys[] = {"listen",    "data_dir",       "token_file",
-                                         "device",    "log_file",       "log_level",
-                                         "log_stderr", "max_request_mb", "max_connections",
-                                         NULL};
+static const char *const known_keys[] = {
+    "listen",           "data_dir",        "token_file",           "device",
+    "log_file",         "log_level",       "log_stderr",           "max_request_mb",
+    "max_connections",  "reserved_connections", "max_connections_per_peer",
+    "idle_timeout_s",   "memory_budget_mb", NULL};
 
 int gsb__ct_equal(const void *a, size_t na, const void *secret, size_t ns)
 {
@@ -105,12 +108,49 @@ static int parse_listen(const json_t *v, gsb__srv_opts *o)
     return GSB_OK;
 }
 
-static int parse_positive(const json_t *v, const char *key, int64_t max, int64_t *out)
+static int parse_int(const json_t *v, const char *key, int64_t min, int64_t max, int64_t *out)
 {
-    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max)
-        return gsb__err(GSB_EPARAM, "server option '%s' must be an integer in [1, %lld]", key,
-                        (long long)max);
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
+        return gsb__err(GSB_EPARAM, "server option '%s' must be an integer in [%lld, %lld]", key,
+                        (long long)min, (long long)max);
     *out = json_integer_value(v);
+    return GSB_OK;
+}
+
+/* The connection limits and the memory budget (docs/REMOTE.md, "Limits"). */
+static int parse_limits(const json_t *root, gsb__srv_opts *o)
+{
+    json_t *v;
+    int64_t x = 0;
+    if ((v = json_object_get(root, "max_request_mb"))) {
+        GSB_TRY(parse_int(v, "max_request_mb", 1, (int64_t)1 << 30, &x));
+        o->max_request_bytes = (uint64_t)x << 20;
+    }
+    if ((v = json_object_get(root, "max_connections"))) {
+        GSB_TRY(parse_int(v, "max_connections", 1, 100000, &x));
+        o->max_connections = (int)x;
+    }
+    if ((v = json_object_get(root, "reserved_connections"))) {
+        GSB_TRY(parse_int(v, "reserved_connections", 0, 10000, &x));
+        o->reserved_connections = (int)x;
+    }
+    /* a quarter of the connections unless told (one user or address cannot
+     * take them all), but not below 16 */
+    int quarter = o->max_connections / 4;
+    o->max_per_peer = quarter > 16 ? quarter : 16;
+    if ((v = json_object_get(root, "max_connections_per_peer"))) {
+        GSB_TRY(parse_int(v, "max_connections_per_peer", 1, 100000, &x));
+        o->max_per_peer = (int)x;
+    }
+    if ((v = json_object_get(root, "idle_timeout_s"))) {
+        GSB_TRY(parse_int(v, "idle_timeout_s", 0, 7 * 86400, &x)); /* ms fit an int */
+        o->idle_timeout_s = (int)x;
+    }
+    o->memory_budget_bytes = gsb__budget_default_bytes();
+    if ((v = json_object_get(root, "memory_budget_mb"))) {
+        GSB_TRY(parse_int(v, "memory_budget_mb", 1, (int64_t)1 << 40, &x));
+        o->memory_budget_bytes = (uint64_t)x << 20;
+    }
     return GSB_OK;
 }
 
@@ -125,7 +165,8 @@ static int parse_into(const json_t *root, gsb__srv_opts *o)
         if (!known)
             return gsb__err(GSB_EPARAM, "unknown server option '%s': expected listen, data_dir, "
                             "token_file, device, log_file, log_level, log_stderr, "
-                            "max_request_mb or max_connections", key);
+                            "max_request_mb, max_connections, reserved_connections, "
+                            "max_connections_per_peer, idle_timeout_s or memory_budget_mb", key);
     }
     if ((v = json_object_get(root, "listen")))
         GSB_TRY(parse_listen(v, o));
@@ -157,15 +198,7 @@ static int parse_into(const json_t *root, gsb__srv_opts *o)
             return gsb__err(GSB_EPARAM, "server option 'log_stderr' must be true or false");
         o->log_stderr = json_is_true(v);
     }
-    int64_t x = 0;
-    if ((v = json_object_get(root, "max_request_mb"))) {
-        GSB_TRY(parse_positive(v, "max_request_mb", (int64_t)1 << 30, &x));
-        o->max_request_bytes = (uint64_t)x << 20;
-    }
-    if ((v = json_object_get(root, "max_connections"))) {
-        GSB_TRY(parse_positive(v, "max_connections", 100000, &x));
-        o->max_connections = (int)x;
-    }
+    GSB_TRY(parse_limits(root, o));
     if (!o->listen)
         GSB_TRY(default_listen(o));
     if (!o->device && !(o->device = strdup("auto")))
@@ -189,6 +222,8 @@ int gsb__srv_opts_parse(const char *text, gsb__srv_opts *o)
     o->log_stderr = 1;
     o->max_request_bytes = (uint64_t)DEFAULT_MAX_REQUEST_MB << 20;
     o->max_connections = DEFAULT_MAX_CONNECTIONS;
+    o->reserved_connections = DEFAULT_RESERVED_CONNECTIONS;
+    o->idle_timeout_s = DEFAULT_IDLE_TIMEOUT_S;
     json_t *root;
     if (text && *text) {
         json_error_t jerr;

@@ -5,7 +5,8 @@
  *
  * Threads: one accept thread polls every listener plus a wake pipe; each
  * accepted connection gets its own thread (created per connection, never per
- * request).  A finishing connection thread puts itself on the done list and
+ * request) once admit.c gave it a slot; the refuser thread (refuse.c) answers
+ * the ones turned away.  A finishing connection thread puts itself on the done list and
  * wakes the accept thread, which joins it and frees it, so every thread is
  * joined and nothing accumulates.  Every server thread blocks SIGINT, SIGTERM
  * and SIGPIPE: gsb_serve takes the first two with sigwait, and writes use
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -36,12 +38,21 @@
 
 #define IO_TIMEOUT_S 30           /* a stalled peer mid-frame */
 #define SOCK_BUF (8 << 20)        /* asked for; the kernel caps it */
+#define TRIM_EVERY_S 1.0          /* heap trims after connections ended, at most this often */
+#define FD_PAUSE_MS 100           /* out of file descriptors: accepting waits this long */
 
 double gsb__now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+uint64_t gsb__now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 /* mkdir -p with mode 0700 (the store and log are the user's private data) */
@@ -78,8 +89,7 @@ static void block_signals(sigset_t *old)
     pthread_sigmask(SIG_BLOCK, &set, old);
 }
 
-/* A thread that starts with the server's signals blocked. */
-static int spawn(pthread_t *t, void *(*fn)(void *), void *arg)
+int gsb__spawn(pthread_t *t, void *(*fn)(void *), void *arg)
 {
     sigset_t old;
     block_signals(&old);
@@ -110,13 +120,15 @@ void gsb__server_conn_done(gsb_server *srv, gsb__conn *c)
     c->next = srv->done;
     srv->done = c;
     srv->n_conns--;
+    gsb__admit_release(srv, c);
     atomic_fetch_sub(&srv->metrics.conns_open, 1);
     pthread_cond_broadcast(&srv->cond);
     wake_accept(srv);
     pthread_mutex_unlock(&srv->lock);
 }
 
-/* Join and free finished connection threads. */
+/* Join and free finished connection threads; now and then hand the heap
+ * they freed back to the system (budget.c says why). */
 static void reap(gsb_server *srv)
 {
     pthread_mutex_lock(&srv->lock);
@@ -128,6 +140,13 @@ static void reap(gsb_server *srv)
         pthread_join(d->thr, NULL);
         free(d);
         d = next;
+        srv->reaped_since_trim++;
+    }
+    double now = gsb__now_s();
+    if (srv->reaped_since_trim > 0 && now - srv->last_trim >= TRIM_EVERY_S) {
+        gsb__heap_trim();
+        srv->reaped_since_trim = 0;
+        srv->last_trim = now;
     }
 }
 
@@ -146,33 +165,71 @@ static void tune_socket(int fd, int is_unix)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-static void accept_one(gsb_server *srv, int li)
+/* Turned away at a limit: the refuser tells the client why, or (when it is
+ * full too) the connection is closed at once. */
+static void refuse(gsb_server *srv, gsb__conn *c, int fd)
+{
+    char msg[600];
+    pthread_mutex_lock(&srv->lock);
+    gsb__limit_message(srv, c, 0, msg, sizeof msg);
+    pthread_mutex_unlock(&srv->lock);
+    atomic_fetch_add(&srv->metrics.conns_refused, 1);
+    /* counted before the refuser may answer: whoever reads the answer then
+     * finds it counted */
+    atomic_fetch_add(&srv->metrics.refused_by[c->limit], 1);
+    if (!gsb__refuser_add(srv->refuser, fd, msg)) {
+        atomic_fetch_sub(&srv->metrics.refused_by[c->limit], 1);
+        atomic_fetch_add(&srv->metrics.conns_dropped, 1);
+        close(fd);
+    }
+    gsb__logf(&srv->log, GSB__LOG_WARN, "connection refused", "limit=%s peer=%s reserved=%d",
+              c->limit == GSB__LIMIT_PEER ? "per_peer"
+              : c->limit == GSB__LIMIT_CAP ? "max_connections" : "out_of_memory",
+              gsb__log_q((char[80]){0}, 80, c->peer.key), srv->opt.reserved_connections);
+}
+
+/* Accept what listener li has waiting; 1 when the process ran out of file
+ * descriptors (the caller stops accepting for a moment instead of spinning
+ * on a listener that stays readable). */
+static int accept_one(gsb_server *srv, int li)
 {
     for (;;) {
         int fd = accept4(srv->lfd[li], NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                gsb__logf(&srv->log, GSB__LOG_WARN, "accept failed", "listen=%s errno=%d",
-                          srv->urls[li], errno);
-            return;
+            int out_of_fds = errno == EMFILE || errno == ENFILE;
+            double now = gsb__now_s();
+            if (errno != EAGAIN && errno != EWOULDBLOCK && now - srv->last_accept_warn > 10) {
+                srv->last_accept_warn = now;
+                gsb__logf(&srv->log, GSB__LOG_WARN, "accept failed", "listen=%s errno=%d%s",
+                          srv->urls[li], errno,
+                          out_of_fds ? " reason=\"out of file descriptors: raise ulimit -n or "
+                                       "lower --max-connections\"" : "");
+            }
+            return out_of_fds;
         }
         atomic_fetch_add(&srv->metrics.conns_total, 1);
-        pthread_mutex_lock(&srv->lock);
-        int full = srv->n_conns >= srv->opt.max_connections;
-        pthread_mutex_unlock(&srv->lock);
-        gsb__conn *c = full ? NULL : calloc(1, sizeof *c);
+        gsb__conn *c = calloc(1, sizeof *c);
         if (!c) {
             atomic_fetch_add(&srv->metrics.conns_refused, 1);
-            gsb__logf(&srv->log, GSB__LOG_WARN, "connection refused", "reason=%s max=%d",
-                      full ? "max_connections" : "out_of_memory", srv->opt.max_connections);
+            atomic_fetch_add(&srv->metrics.conns_dropped, 1);
+            gsb__logf(&srv->log, GSB__LOG_WARN, "connection refused", "reason=out_of_memory");
             close(fd);
             continue;
         }
         c->srv = srv;
         c->fd = fd;
         c->is_unix = srv->l_unix[li];
+        gsb__peer_identify(fd, c->is_unix, &c->peer);
+        pthread_mutex_lock(&srv->lock);
+        int verdict = gsb__admit(srv, c);
+        pthread_mutex_unlock(&srv->lock);
+        if (verdict == GSB__ADMIT_REFUSE) {
+            refuse(srv, c, fd);
+            free(c);
+            continue;
+        }
         tune_socket(fd, c->is_unix);
         pthread_mutex_lock(&srv->lock);
         c->id = ++srv->next_conn_id;
@@ -190,6 +247,7 @@ static void accept_one(gsb_server *srv, int li)
             if (c->next)
                 c->next->prev = NULL;
             srv->n_conns--;
+            gsb__admit_release(srv, c);
             atomic_fetch_sub(&srv->metrics.conns_open, 1);
         }
         pthread_mutex_unlock(&srv->lock);
@@ -197,10 +255,36 @@ static void accept_one(gsb_server *srv, int li)
             gsb__logf(&srv->log, GSB__LOG_WARN, "connection refused",
                       "reason=thread_create errno=%d", e);
             atomic_fetch_add(&srv->metrics.conns_refused, 1);
+            atomic_fetch_add(&srv->metrics.conns_dropped, 1);
             close(fd);
             free(c);
         }
     }
+}
+
+/*
+ * Every slot, reserved and refused ones included, holds a file descriptor:
+ * raise the soft limit on open files to what the limits need (within the
+ * hard limit), or say that it cannot be.  Past it accept fails (EMFILE) with
+ * connections below max_connections.
+ */
+static void fit_fd_limit(gsb_server *srv)
+{
+    const gsb__srv_opts *o = &srv->opt;
+    rlim_t need = (rlim_t)o->max_connections + (rlim_t)o->reserved_connections + 256;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > was)
+        gsb__logf(&srv->log, GSB__LOG_INFO, "raised the open-file limit", "from=%llu to=%llu",
+                  (unsigned long long)was, (unsigned long long)rl.rlim_cur);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need)
+        gsb__logf(&srv->log, GSB__LOG_WARN, "too few file descriptors for the connection limits",
+                  "open_files=%llu needed=%llu reason=\"raise ulimit -n (LimitNOFILE= under "
+                  "systemd) or lower --max-connections\"",
+                  (unsigned long long)rl.rlim_cur, (unsigned long long)need);
 }
 
 static void *accept_main(void *arg)
@@ -218,14 +302,26 @@ static void *accept_main(void *arg)
         p[i + 1].fd = srv->lfd[i];
         p[i + 1].events = POLLIN;
     }
+    double paused_until = 0; /* out of file descriptors: listeners not polled */
     while (!atomic_load(&srv->stopping)) {
-        int k = poll(p, (nfds_t)srv->n_listen + 1, -1);
+        /* a heap trim put off by its throttle is done when the time comes */
+        int timeout = -1;
+        if (srv->reaped_since_trim > 0) {
+            double wait = srv->last_trim + TRIM_EVERY_S - gsb__now_s();
+            timeout = wait > 0 ? (int)(wait * 1000) + 1 : 0;
+        }
+        int paused = gsb__now_s() < paused_until;
+        if (paused && (timeout < 0 || timeout > FD_PAUSE_MS))
+            timeout = FD_PAUSE_MS;
+        int k = poll(p, paused ? 1 : (nfds_t)srv->n_listen + 1, timeout);
         if (k < 0 && errno != EINTR) {
             gsb__logf(&srv->log, GSB__LOG_ERROR, "poll failed", "errno=%d", errno);
             struct timespec ts = {0, 10000000};
             nanosleep(&ts, NULL);
             continue;
         }
+        if (k == 0)
+            reap(srv);
         if (k <= 0)
             continue;
         if (p[0].revents & POLLIN) {
@@ -236,9 +332,9 @@ static void *accept_main(void *arg)
         }
         if (atomic_load(&srv->stopping))
             break;
-        for (int i = 0; i < srv->n_listen; i++)
-            if (p[i + 1].revents & POLLIN)
-                accept_one(srv, i);
+        for (int i = 0; !paused && i < srv->n_listen; i++)
+            if ((p[i + 1].revents & POLLIN) && accept_one(srv, i))
+                paused_until = gsb__now_s() + FD_PAUSE_MS / 1000.0;
     }
     free(p);
     return NULL;
@@ -314,6 +410,7 @@ static void close_listeners(gsb_server *srv)
 
 static void destroy(gsb_server *srv)
 {
+    gsb__refuser_stop(srv->refuser); /* first: it answers /health from srv's state */
     close_listeners(srv);
     for (int i = 0; srv->urls && i < srv->n_listen; i++)
         free(srv->urls[i]);
@@ -327,6 +424,7 @@ static void destroy(gsb_server *srv)
         if (srv->stop_pipe[i] >= 0)
             close(srv->stop_pipe[i]);
     }
+    gsb__peers_free(srv->peers);
     gsb_close(srv->local);
     free(srv->backend_name);
     free(srv->device_name);
@@ -353,6 +451,9 @@ static int start(gsb_server *srv, const char *options_json)
     }
     GSB_TRY(mkdir_p(o->data_dir));
     GSB_TRY(gsb__log_open(&srv->log, o->log_file, o->log_level, o->log_stderr));
+    srv->budget.limit = o->memory_budget_bytes;
+    GSB_TRY(gsb__peers_create(&srv->peers));
+    fit_fd_limit(srv);
 
     char url[64];
     snprintf(url, sizeof url, "local?device=%s", o->device);
@@ -366,8 +467,9 @@ static int start(gsb_server *srv, const char *options_json)
         pipe2(srv->stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
         return gsb__err(GSB_EIO, "cannot create the server's pipes: %s", strerror(errno));
     GSB_TRY(open_listeners(srv));
+    GSB_TRY(gsb__refuser_start(srv, &srv->refuser));
     srv->t_start = gsb__now_s();
-    int e = spawn(&srv->accept_thr, accept_main, srv);
+    int e = gsb__spawn(&srv->accept_thr, accept_main, srv);
     if (e != 0)
         return gsb__err(GSB_ENOMEM, "cannot start the accept thread: %s", strerror(e));
     srv->accept_started = 1;
@@ -375,11 +477,15 @@ static int start(gsb_server *srv, const char *options_json)
         gsb__logf(&srv->log, GSB__LOG_INFO, "listening", "url=%s auth=%s", srv->urls[i],
                   o->token ? "token" : "none");
     gsb__logf(&srv->log, GSB__LOG_INFO, "server started",
-              "version=%s backend=%s device=%s data_dir=%s max_request_mb=%llu pid=%d",
+              "version=%s backend=%s device=%s data_dir=%s max_request_mb=%llu "
+              "max_connections=%d reserved_connections=%d max_connections_per_peer=%d "
+              "idle_timeout_s=%d memory_budget_mb=%llu pid=%d",
               GSB_VERSION_STRING, srv->backend_name,
               gsb__log_q((char[200]){0}, 200, srv->device_name),
               gsb__log_q((char[600]){0}, 600, o->data_dir),
-              (unsigned long long)(o->max_request_bytes >> 20), (int)getpid());
+              (unsigned long long)(o->max_request_bytes >> 20), o->max_connections,
+              o->reserved_connections, o->max_per_peer, o->idle_timeout_s,
+              (unsigned long long)(o->memory_budget_bytes >> 20), (int)getpid());
     return GSB_OK;
 }
 
@@ -458,6 +564,7 @@ int gsb_serve(const char *options_json)
     sigaddset(&set, SIGTERM);
     /* blocked before any thread exists, so only sigwait below takes them */
     pthread_sigmask(SIG_BLOCK, &set, &old);
+    gsb__heap_fix_thresholds(); /* this process only serves */
     gsb_server *srv;
     int rc = gsb_server_start(options_json, &srv);
     if (rc != GSB_OK) {

@@ -12,6 +12,10 @@
  *   ssession.c  server-side sessions and their handle tables;
  *   shm.c       shared-memory segments (memfd) mapped and pinned;
  *   http.c      GET /health, /metrics, /v1/models on the same port;
+ *   peer.c      who is at the other end (uid or address);
+ *   admit.c     connection slots: the limits, reserved slots, eviction;
+ *   refuse.c    telling connections turned away why;
+ *   budget.c    the server-wide memory budget; heap trimming;
  *   log.c, metrics.c, options.c  what their names say.
  */
 #ifndef GSB_SERVER_H
@@ -23,11 +27,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/cuml_compat.h"
 #include "core/model.h"
 #include "net/wire.h"
 
 #define GSB__SERVER_NAME "gsbd " GSB_VERSION_STRING
-#define GSB__CUML_VERSION "25.02 (gsb)"
 #define GSB__DEFAULT_TCP "tcp://127.0.0.1:19876"
 
 /* ---- log.c: "ts level msg key=value ..." lines to a file and stderr -------- */
@@ -68,6 +72,10 @@ void gsb__logf(gsb__log *lg, int level, const char *msg, const char *kvfmt, ...)
  * truncated to fit buf (n >= 8). */
 const char *gsb__log_q(char *buf, size_t n, const char *s);
 
+/* ---- admit.c's limits, named in metrics and messages ---------------------- */
+
+enum { GSB__LIMIT_NONE = 0, GSB__LIMIT_CAP, GSB__LIMIT_PEER, GSB__LIMIT_MEMORY, GSB__LIMIT_N };
+
 /* ---- metrics.c: counters for /metrics ------------------------------------- */
 
 /* the ops of docs/PROTOCOL.md, in one table (ops.c) */
@@ -92,6 +100,10 @@ typedef struct gsb__metrics {
     atomic_ullong lat_bucket[GSB__LAT_BUCKETS + 1]; /* non-cumulative counts */
     atomic_ullong lat_sum_us, lat_count;
     atomic_ullong conns_total, conns_open, conns_refused;
+    atomic_ullong refused_by[GSB__LIMIT_N]; /* answered with the reason */
+    atomic_ullong conns_dropped;  /* closed without a word: the refuser was full */
+    atomic_ullong conns_evicted;  /* idle, session empty, closed for a new connection */
+    atomic_ullong conns_idle_closed; /* idle_timeout_s passed, session empty */
     atomic_ullong sessions_open;
     atomic_ullong cancelled;      /* calls stopped by CANCEL or a vanished client */
     atomic_ullong bad_frames;     /* connections closed for a protocol violation */
@@ -100,8 +112,9 @@ typedef struct gsb__metrics {
 
 void gsb__metrics_request(gsb__metrics *m, int op, int ok, uint64_t us, uint64_t in,
                           uint64_t out);
+struct gsb_server;
 /* Prometheus text exposition; gpu_total/gpu_free < 0 when unknown. */
-char *gsb__metrics_render(const gsb__metrics *m, double uptime_s, double gpu_total,
+char *gsb__metrics_render(struct gsb_server *srv, double uptime_s, double gpu_total,
                           double gpu_free);
 
 /* ---- options.c: the options JSON of gsb_server_start ---------------------- */
@@ -117,6 +130,10 @@ typedef struct gsb__srv_opts {
     int log_stderr;
     uint64_t max_request_bytes;
     int max_connections;
+    int reserved_connections; /* more slots at a limit: /health, /metrics, trusted logins */
+    int max_per_peer;         /* connections of one uid (local) or address (remote) */
+    int idle_timeout_s;       /* a connection of an empty session idle this long closes; 0 never */
+    uint64_t memory_budget_bytes;
 } gsb__srv_opts;
 
 int gsb__srv_opts_parse(const char *json, gsb__srv_opts *out);
@@ -127,6 +144,38 @@ int gsb__read_token_file(const char *path, char **out);
 /* 1 when a (na bytes) equals secret (ns bytes); the time taken depends only
  * on ns, never on where the first difference is. */
 int gsb__ct_equal(const void *a, size_t na, const void *secret, size_t ns);
+
+/* ---- budget.c: the server-wide memory budget ------------------------------- */
+
+enum { GSB__MEM_REQUESTS = 0, GSB__MEM_DATA, GSB__MEM_SHM, GSB__MEM_STAGING, GSB__MEM_KINDS };
+extern const char *const gsb__mem_kind_labels[GSB__MEM_KINDS]; /* for /metrics */
+
+typedef struct gsb__budget {
+    uint64_t limit;
+    atomic_ullong used;                  /* the sum of kind[] */
+    atomic_ullong kind[GSB__MEM_KINDS];
+    atomic_ullong refusals;
+} gsb__budget;
+
+/* Three quarters of the machine's memory, or of its cgroup's limit. */
+uint64_t gsb__budget_default_bytes(void);
+/* Take n bytes of kind for `what` ("a data handle of 1.0 GiB"); GSB_ENOMEM
+ * with a message naming the budget and its flag when they do not fit. */
+int gsb__budget_take(gsb__budget *b, int kind, uint64_t n, const char *what);
+void gsb__budget_give(gsb__budget *b, int kind, uint64_t n); /* b NULL: nothing */
+/* glibc's malloc: fixed thresholds for a process that only serves (gsb_serve);
+ * a trim of every arena (throttled by the caller). */
+void gsb__heap_fix_thresholds(void);
+void gsb__heap_trim(void);
+
+/* ---- peer.c: who is at the other end -------------------------------------- */
+
+typedef struct gsb__peer {
+    long uid;      /* the peer's user: Unix socket or loopback TCP; -1 unknown */
+    char key[64];  /* what the per-peer limit counts: "uid 1000", "address 10.0.0.7" */
+} gsb__peer;
+
+void gsb__peer_identify(int fd, int is_unix, gsb__peer *out);
 
 /* ---- shm.c: shared-memory segments --------------------------------------- */
 
@@ -152,6 +201,9 @@ typedef struct gsb__handle {
     uint64_t id;             /* model/data: chosen by the server; shm: by the client */
     int kind;
     int refs;                /* the table's + one per request using it */
+    gsb__budget *budget;     /* given charge bytes of charge_kind back when destroyed */
+    uint64_t charge;
+    int charge_kind;
     gsb_model *model;
     pthread_mutex_t call_lock; /* model: one call (with its progress hook) at a time */
     gsb_data *data;
@@ -174,6 +226,8 @@ int gsb__ssess_create(struct gsb_server *srv, gsb__ssess **out);
 int gsb__ssess_join(struct gsb_server *srv, const char *id, gsb__ssess **out);
 /* Drop a connection's hold; the last one frees every handle. */
 void gsb__ssess_leave(struct gsb_server *srv, gsb__ssess *s);
+/* 1 when the session holds no model, data or shared memory (NULL: 1). */
+int gsb__ssess_empty(gsb__ssess *s);
 
 /* Adds a handle (the table holds one reference); sets h->id for models and
  * data.  On failure frees nothing: the caller still owns the object. */
@@ -190,6 +244,8 @@ gsb__handle *gsb__handle_new(int kind);
 /* ---- the server ------------------------------------------------------------ */
 
 typedef struct gsb__conn gsb__conn;
+typedef struct gsb__peers gsb__peers;       /* admit.c */
+typedef struct gsb__refuser gsb__refuser;   /* refuse.c */
 
 struct gsb_server {
     gsb__srv_opts opt;
@@ -211,12 +267,20 @@ struct gsb_server {
     int accept_started;
     atomic_int stopping;
 
-    pthread_mutex_t lock;      /* conns, done, n_conns */
+    pthread_mutex_t lock;      /* conns, done, n_conns, n_normal, n_reserved, peers */
     pthread_cond_t cond;
     gsb__conn *conns;          /* live */
     gsb__conn *done;           /* finished, waiting for pthread_join */
-    int n_conns;
+    int n_conns;               /* threads alive */
+    int n_normal, n_reserved;  /* slots taken (admit.c) */
+    gsb__peers *peers;         /* connections per peer */
+    gsb__refuser *refuser;
     uint64_t next_conn_id;
+    double last_trim;          /* when the heap was last trimmed (accept thread) */
+    double last_accept_warn;   /* accept failures are logged at most every 10 s */
+    int reaped_since_trim;
+
+    gsb__budget budget;
 
     pthread_mutex_t sess_lock; /* sessions */
     gsb__ssess *sessions;
@@ -226,8 +290,44 @@ struct gsb_server {
 };
 
 double gsb__now_s(void);       /* CLOCK_MONOTONIC */
+uint64_t gsb__now_us(void);
+/* pthread_create with SIGINT, SIGTERM and SIGPIPE blocked in the thread */
+int gsb__spawn(pthread_t *t, void *(*fn)(void *), void *arg);
+
+/* ---- admit.c: connection slots ------------------------------------------------ */
+
+enum { GSB__SLOT_NORMAL = 0, GSB__SLOT_RESERVED };
+enum { GSB__ADMIT_NORMAL = 0, GSB__ADMIT_RESERVED, GSB__ADMIT_REFUSE };
+
+int gsb__peers_create(gsb__peers **out);
+void gsb__peers_free(gsb__peers *p);
+/* For a new connection c (c->peer set), under srv->lock: GSB__ADMIT_NORMAL,
+ * GSB__ADMIT_RESERVED (c->limit: the limit reached) or GSB__ADMIT_REFUSE
+ * (c->limit: why).  Admitted connections are counted until
+ * gsb__admit_release (under srv->lock). */
+int gsb__admit(struct gsb_server *srv, gsb__conn *c);
+void gsb__admit_release(struct gsb_server *srv, gsb__conn *c);
+/* A connection in a reserved slot sent a valid HELLO: GSB_OK when it may stay
+ * (an ordinary slot, freed or made by closing an idle connection, or the
+ * reserved one when trusted at the server's cap), else GSB_EIO with the
+ * refusal's message.  Takes srv->lock. */
+int gsb__admit_login(struct gsb_server *srv, gsb__conn *c, int trusted);
+/* The refusal's words for c->limit; counted: c holds a (reserved) slot.
+ * Under srv->lock. */
+void gsb__limit_message(const struct gsb_server *srv, const gsb__conn *c, int counted,
+                        char *buf, size_t n);
+
+/* ---- refuse.c: connections turned away ------------------------------------------- */
+
+int gsb__refuser_start(struct gsb_server *srv, gsb__refuser **out);
+/* Hands fd over (the refuser answers with msg and closes it); 0 when the
+ * refuser is full: the caller closes fd. */
+int gsb__refuser_add(gsb__refuser *r, int fd, const char *msg);
+void gsb__refuser_stop(gsb__refuser *r);
 
 /* ---- conn.c ---------------------------------------------------------------- */
+
+enum { GSB__CS_BUSY = 0, GSB__CS_IDLE, GSB__CS_EVICTED };
 
 struct gsb__conn {
     struct gsb_server *srv;
@@ -235,6 +335,13 @@ struct gsb__conn {
     int is_unix;
     uint64_t id;
     pthread_t thr;
+    gsb__peer peer;
+    int slot;                  /* GSB__SLOT_*, under srv->lock */
+    int limit;                 /* the limit that put it in a reserved slot */
+    atomic_int state;          /* GSB__CS_*: IDLE while waiting for a request */
+    atomic_ullong idle_since_us;
+    uint64_t charged;          /* request bytes taken from the budget now */
+    char refusal[600];         /* why the budget refused the frame being received */
     gsb__ssess *sess;
     int broken;                /* a protocol violation seen during a call: close after */
     int vanished;              /* EOF or error seen during a call */
@@ -266,6 +373,7 @@ typedef struct gsb__req {
     gsb__handle **refs;        /* data/shm handles held for this request */
     int n_refs;
     gsb_data *streamed;        /* data.put: the handle its chunks were streamed into */
+    uint64_t data_charge;      /* streamed's bytes taken from the budget (GSB__MEM_DATA) */
     uint64_t bytes_in;
 } gsb__req;
 
@@ -296,8 +404,18 @@ int gsb__op_run(gsb__conn *c, gsb__req *rq, gsb__reply *rp);
 /* ---- http.c ----------------------------------------------------------------- */
 
 /* Serve one HTTP request on fd (its first bytes already peeked) and return;
- * the caller closes fd. */
-void gsb__http_serve(struct gsb_server *srv, int fd, uint64_t conn_id);
+ * the caller closes fd.  busy (at a limit): /v1/models gets 503 with busy as
+ * the reason; /health and /metrics are served as ever. */
+void gsb__http_serve(struct gsb_server *srv, int fd, uint64_t conn_id, const char *busy);
+/* 1 when the 4 bytes start an HTTP request line */
+int gsb__http_method(const void *first4);
+/* 503 with msg as the reason (a small, non-blocking write) */
+void gsb__http_refuse(int fd, const char *msg);
+/* The refuser's HTTP: the n bytes in buf (n + 1 writable) were peeked from
+ * fd; answers as at a limit (busy) once the request line is whole or
+ * complete says no more will come, and returns 1; 0: wait for more. */
+int gsb__http_answer_peeked(struct gsb_server *srv, int fd, char *buf, size_t n, int complete,
+                            const char *busy);
 /* The /health document (new reference), or NULL on OOM. */
 json_t *gsb__health_json(struct gsb_server *srv);
 /* GPU memory from the local session's info, when it reports it (else -1). */

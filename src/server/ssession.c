@@ -42,6 +42,7 @@ static void handle_destroy(gsb__handle *h)
         gsb_data_free(h->data);
     if (h->shm)
         gsb__shm_unmap(h->shm);
+    gsb__budget_give(h->budget, h->charge_kind, h->charge);
     pthread_mutex_destroy(&h->call_lock);
     free(h);
 }
@@ -151,6 +152,16 @@ void gsb__ssess_leave(struct gsb_server *srv, gsb__ssess *s)
     free(s->h);
     pthread_mutex_destroy(&s->lock);
     free(s);
+}
+
+int gsb__ssess_empty(gsb__ssess *s)
+{
+    if (!s)
+        return 1;
+    pthread_mutex_lock(&s->lock);
+    int empty = s->n == 0;
+    pthread_mutex_unlock(&s->lock);
+    return empty;
 }
 
 static int find(const gsb__ssess *s, int kind, uint64_t id)

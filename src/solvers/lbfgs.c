@@ -11,9 +11,11 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/warn.h"
 
 /* Line search constants L-BFGS-B passes to its More-Thuente search. */
 #define LS_FTOL 1e-3  /* sufficient decrease */
@@ -450,4 +452,27 @@ int gsb__lbfgs_minimize(int64_t n, double *x, gsb__lbfgs_eval_fn eval,
     res->pg_norm = max_abs(st.g, n);
     free(work);
     return rc;
+}
+
+void gsb__lbfgs_warn(const gsb__lbfgs_result *res, int64_t n_iter, int64_t max_iter,
+                     const char *extra)
+{
+    if (res->stop == GSB__LBFGS_PGTOL || res->stop == GSB__LBFGS_FTOL)
+        return;
+    /* scipy's status and message for each way of stopping early */
+    int status = res->stop == GSB__LBFGS_LINE_SEARCH ? 2 : 1;
+    const char *why = "ABNORMAL: ";
+    if (res->stop == GSB__LBFGS_MAX_ITER)
+        why = "STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT";
+    else if (res->stop == GSB__LBFGS_MAX_EVAL)
+        why = "STOP: TOTAL NO. OF F,G EVALUATIONS EXCEEDS LIMIT";
+    char more[96] = "";
+    if (n_iter == max_iter)
+        snprintf(more, sizeof more, "\nIncrease the number of iterations to improve the "
+                 "convergence (max_iter=%lld).", (long long)max_iter);
+    gsb__warn(GSB__CONVERGENCE_WARNING,
+              "lbfgs failed to converge after %lld iteration(s) (status=%d):\n%s\n%s\n"
+              "You might also want to scale the data as shown in:\n"
+              "    https://scikit-learn.org/stable/modules/preprocessing.html%s%s",
+              (long long)n_iter, status, why, more, extra ? "\n" : "", extra ? extra : "");
 }

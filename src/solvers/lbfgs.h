@@ -71,4 +71,14 @@ int gsb__lbfgs_minimize(int64_t n, double *x, gsb__lbfgs_eval_fn eval,
                         gsb__lbfgs_iter_fn on_iter, void *data, const gsb__lbfgs_opts *opts,
                         gsb__lbfgs_result *res);
 
+/*
+ * Warn as scikit-learn's _check_optimize_result("lbfgs", ...) does when the
+ * minimiser did not converge: a ConvergenceWarning "lbfgs failed to converge
+ * after N iteration(s) (status=S):" with scipy's message, the advice to
+ * raise max_iter when n_iter reached it, to scale the data, and extra (an
+ * estimator's own advice, or NULL) on a last line.  n_iter as reported.
+ */
+void gsb__lbfgs_warn(const gsb__lbfgs_result *res, int64_t n_iter, int64_t max_iter,
+                     const char *extra);
+
 #endif

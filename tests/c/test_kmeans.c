@@ -808,6 +808,36 @@ static void test_defaults(void)
     gsb_model_free(m);
 }
 
+/* scikit-learn's two KMeans warnings: fewer distinct clusters than asked
+ * (duplicate points), and an explicit init with n_init other than 1. */
+static void test_warnings(void)
+{
+    static const double dup[8 * 2] = {0, 0, 0, 0, 0, 0, 0, 0, 5, 5, 5, 5, 5, 5, 5, 5};
+    gsb_array x = gsb_array_2d((void *)dup, GSB_F64, 8, 2);
+    gsb_model *m = make("{\"n_clusters\": 3, \"random_state\": 0}");
+    if (m) {
+        CHECK_OK(fit4(m, &x, NULL, NULL));
+        CHECK(strcmp(gsb_warnings(), "[{\"category\":\"ConvergenceWarning\",\"message\":"
+                                     "\"Number of distinct clusters (2) found smaller than "
+                                     "n_clusters (3). Possibly due to duplicate points in "
+                                     "X.\"}]") == 0);
+        gsb_model_free(m);
+    }
+    gsb_array xa = gsb_array_2d((void *)X, GSB_F64, N, D), ia = gsb_array_2d((void *)INIT,
+                                                                             GSB_F64, K, D);
+    m = make("{\"n_clusters\": 3, \"n_init\": 4}");
+    if (m) {
+        CHECK_OK(fit4(m, &xa, NULL, &ia));
+        CHECK(strcmp(gsb_warnings(), "[{\"category\":\"RuntimeWarning\",\"message\":"
+                                     "\"Explicit initial center position passed: performing "
+                                     "only one init in KMeans instead of n_init=4.\"}]") == 0);
+        CHECK_OK(gsb_model_set_params(m, "{\"n_init\": \"auto\"}"));
+        CHECK_OK(fit4(m, &xa, NULL, &ia));
+        CHECK(strcmp(gsb_warnings(), "[]") == 0);
+        gsb_model_free(m);
+    }
+}
+
 int main(void)
 {
     if (testing_open(&S))
@@ -830,5 +860,6 @@ int main(void)
     RUN(test_progress_and_cancel);
     RUN(test_errors);
     RUN(test_defaults);
+    RUN(test_warnings);
     return testing_close(S);
 }

@@ -3,7 +3,8 @@
  * (binary and multinomial, C, sample_weight, class_weight, no penalty,
  * iteration counts), float32 and float64, invariants on fresh random data
  * (gradient of the objective ~0 at the optimum, probabilities, decision
- * function), warm start, progress and cancellation, and errors.
+ * function), warm start, progress and cancellation, errors, the solver
+ * names (liblinear's penalised intercept) and the ConvergenceWarning.
  */
 #include "test_api_helpers.h"
 
@@ -609,10 +610,17 @@ static void test_errors(void)
               "got l1 penalty.");
     CHECK_ERR(fit_status("{\"dual\": true}", &X, DATA_YB, NULL), GSB_EINVAL,
               "Solver lbfgs supports only dual=False, got dual=True");
-    CHECK_ERR(fit_status("{\"solver\": \"saga\"}", &X, DATA_YB, NULL), GSB_EUNSUPPORTED,
-              "solver 'saga' is not supported by gsb yet; use 'lbfgs'");
-    CHECK_ERR(fit_status("{\"solver\": \"newton-cg\"}", &X, DATA_YB, NULL), GSB_EUNSUPPORTED,
-              "solver 'newton-cg' is not supported by gsb yet");
+    /* saga's l1 runs (OWL-QN); liblinear's, which penalises the intercept, does not */
+    CHECK(fit_status("{\"solver\": \"saga\", \"l1_ratio\": 1}", &X, DATA_YB, NULL) == GSB_OK);
+    CHECK_ERR(fit_status("{\"solver\": \"liblinear\", \"penalty\": \"l1\"}", &X, DATA_YB,
+                         NULL),
+              GSB_EUNSUPPORTED, "the 'l1' penalty with solver 'liblinear' is not supported");
+    CHECK_ERR(fit_status("{\"solver\": \"liblinear\"}", &X, DATA_Y3, NULL), GSB_EINVAL,
+              "The 'liblinear' solver does not support multiclass classification (n_classes "
+              ">= 3). Either use another solver or wrap the estimator in a "
+              "OneVsRestClassifier to keep applying a one-versus-rest scheme.");
+    CHECK_ERR(fit_status("{\"solver\": \"newton-cg\", \"dual\": true}", &X, DATA_YB, NULL),
+              GSB_EINVAL, "Solver newton-cg supports only dual=False, got dual=True");
     CHECK_ERR(fit_status("{\"solver\": \"liblinear\", \"penalty\": null}", &X, DATA_YB, NULL),
               GSB_EINVAL, "C=np.inf as well as penalty=None is not supported for the "
               "liblinear solver");
@@ -649,6 +657,92 @@ static void test_errors(void)
     gsb_model_free(m);
 }
 
+/* ---- solver names ------------------------------------------------------------- */
+
+/* coef_ and intercept_ (binary: 3 + 1 values) of a fit of (X, DATA_YB). */
+static int fit_binary_coef(const char *params, const gsb_array *X, const double *sw,
+                           double *out)
+{
+    gsb_model *m = fit_model(params, X, DATA_YB, sw);
+    if (!m)
+        return 0;
+    int ok = testing_attr(m, "coef_", out, 3, NULL) == 3 &&
+             testing_attr(m, "intercept_", out + 3, 1, NULL) == 1;
+    gsb_model_free(m);
+    return ok;
+}
+
+/* newton-cg, newton-cholesky, sag and saga minimise lbfgs's objective: gsb
+ * runs L-BFGS for them, so the answers are lbfgs's, bit for bit. */
+static void test_solver_names(void)
+{
+    gsb_array X = as_array(DATA_X, N, D, GSB_F64, XD);
+    double ref[4], v[4];
+    CHECK(fit_binary_coef("{\"C\": 0.5}", &X, NULL, ref));
+    static const char *const solvers[] = {"newton-cg", "newton-cholesky", "sag", "saga"};
+    for (int i = 0; i < 4; i++) {
+        char params[96];
+        snprintf(params, sizeof params, "{\"C\": 0.5, \"solver\": \"%s\"}", solvers[i]);
+        CHECK(fit_binary_coef(params, &X, NULL, v));
+        CHECK(memcmp(v, ref, sizeof v) == 0);
+    }
+}
+
+/*
+ * liblinear also penalises the intercept (the weight of a constant feature of
+ * value intercept_scaling): scikit-learn's liblinear answers, produced as the
+ * reference cases above with
+ *   LogisticRegression(solver='liblinear', tol=1e-12, max_iter=100000, **p)
+ */
+static void test_liblinear(void)
+{
+    static const struct {
+        const char *params;
+        int weighted;
+        double coef[3], icpt;
+    } cases[] = {
+        {"{\"solver\": \"liblinear\", \"C\": 0.5, \"tol\": 1e-10}", 0,
+         {0.8023065091507354, -1.3814979688278368, 0.47887392281379615}, -0.10017832422381442},
+        {"{\"solver\": \"liblinear\", \"C\": 2.0, \"intercept_scaling\": 3.0, "
+         "\"class_weight\": \"balanced\", \"tol\": 1e-10}", 1,
+         {1.4770156167513062, -2.0724687604639, 1.0713158404623417}, -0.3685725796155209},
+        {"{\"solver\": \"liblinear\", \"intercept_scaling\": 0.1, \"dual\": true, "
+         "\"tol\": 1e-10}", 0,
+         {1.06660565008864, -1.705832810568579, 0.5800463869886636}, -0.007199238405790568}};
+    gsb_array X = as_array(DATA_X, N, D, GSB_F64, XD);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double v[4];
+        CHECK(fit_binary_coef(cases[i].params, &X, cases[i].weighted ? DATA_SW : NULL, v));
+        CHECK(testing_relerr(v, cases[i].coef, 3) < 1e-6);
+        CHECK_CLOSE(v[3], cases[i].icpt, 1e-6);
+    }
+    static double big[N * D];
+    for (int64_t i = 0; i < N * D; i++)
+        big[i] = DATA_X[i];
+    big[5] = 2e30;
+    gsb_array B = gsb_array_2d(big, GSB_F64, N, D);
+    CHECK_ERR(fit_status("{\"solver\": \"liblinear\"}", &B, DATA_YB, NULL), GSB_EINVAL,
+              "Using the 'liblinear' solver while X contains a maximum value > 1e30 results "
+              "in a frozen fit. Please choose another solver or rescale the input X.");
+}
+
+/* Not converging within max_iter warns in scikit-learn's words (gsb_warnings). */
+static void test_convergence_warning(void)
+{
+    gsb_array X = as_array(DATA_X, N, D, GSB_F64, XD);
+    gsb_model *m = fit_model("{\"max_iter\": 2}", &X, DATA_Y3, NULL);
+    CHECK(strstr(gsb_warnings(), "{\"category\":\"ConvergenceWarning\",\"message\":\"lbfgs "
+                                 "failed to converge after 2 iteration(s) (status=1):\\nSTOP: "
+                                 "TOTAL NO. OF ITERATIONS REACHED LIMIT\\n\\nIncrease the "
+                                 "number of iterations to improve the convergence "
+                                 "(max_iter=2).\\nYou might also want to scale the data") != NULL);
+    CHECK(strstr(gsb_warnings(), "#logistic-regression\"}]") != NULL);
+    gsb_model_free(m);
+    m = fit_model(NULL, &X, DATA_Y3, NULL);
+    CHECK(strcmp(gsb_warnings(), "[]") == 0);
+    gsb_model_free(m);
+}
+
 int main(void)
 {
     if (testing_open(&S))
@@ -661,5 +755,8 @@ int main(void)
     RUN(test_warm_start);
     RUN(test_progress_and_cancel);
     RUN(test_errors);
+    RUN(test_solver_names);
+    RUN(test_liblinear);
+    RUN(test_convergence_warning);
     return testing_close(S);
 }

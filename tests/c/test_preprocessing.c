@@ -3,7 +3,8 @@
  * through the public API: known answers from scikit-learn 1.9.1 (the python
  * that produced them is next to each), invariants on random data (moments
  * after scaling, inverse_transform round trips), dtypes and shapes of the
- * fitted attributes, and errors in scikit-learn's words.
+ * fitted attributes, errors in scikit-learn's words, and partial_fit
+ * (batches give what one fit gives).
  *
  * The known-answer data (python):
  *   i = np.arange(6.)
@@ -515,6 +516,108 @@ static void test_export_import(void)
     }
 }
 
+/* ---- partial_fit -------------------------------------------------------------- */
+
+/* partial_fit on rows [r0, r1) of X (n x 3) and of w (NULL: unweighted) */
+static int partial(gsb_model *m, const double *X, const double *w, int r0, int r1)
+{
+    gsb_array xa = gsb_array_2d((void *)(X + r0 * 3), GSB_F64, r1 - r0, 3);
+    gsb_array wa = gsb_array_1d((void *)(w ? w + r0 : NULL), GSB_F64, r1 - r0);
+    return call(m, "partial_fit", &xa, NULL, w ? &wa : NULL, NULL);
+}
+
+/* attribute name (n values) of a and b agree to tol relative */
+static void same_attr(gsb_model *a, gsb_model *b, const char *name, int64_t n, double tol)
+{
+    double va[8], vb[8];
+    CHECK(testing_attr(a, name, va, 8, NULL) == n);
+    CHECK(testing_attr(b, name, vb, 8, NULL) == n);
+    CHECK(testing_relerr(va, vb, n) <= tol);
+}
+
+/* Batches merged by partial_fit give what one fit of all the rows gives
+ * (scikit-learn's incremental mean and variance), weighted or not. */
+static void test_standard_scaler_partial(void)
+{
+    enum { n = 90 };
+    static double X[n * 3], w[n];
+    testing_seed(11);
+    for (int i = 0; i < n * 3; i++)
+        X[i] = 100 + 3 * testing_normal() + (i % 3) * 1e3;
+    for (int i = 0; i < n; i++)
+        w[i] = testing_uniform() * 2;
+    for (int weighted = 0; weighted < 2; weighted++) {
+        const double *ww = weighted ? w : NULL;
+        gsb_model *inc = make("StandardScaler", NULL), *all = make("StandardScaler", NULL);
+        if (!inc || !all)
+            return;
+        CHECK_OK(partial(inc, X, ww, 0, 7));
+        CHECK_OK(partial(inc, X, ww, 7, 50));
+        CHECK_OK(partial(inc, X, ww, 50, n));
+        CHECK_OK(partial(all, X, ww, 0, n));
+        same_attr(inc, all, "mean_", 3, 1e-13);
+        same_attr(inc, all, "var_", 3, 1e-9);
+        same_attr(inc, all, "scale_", 3, 1e-9);
+        same_attr(inc, all, "n_samples_seen_", 1, 1e-13);
+        double seen = -1;
+        CHECK(testing_attr(inc, "n_samples_seen_", &seen, 1, NULL) == 1);
+        if (!weighted)
+            CHECK(seen == n);
+        /* a batch of another width is refused and the model keeps its state */
+        gsb_array narrow = gsb_array_2d(X, GSB_F64, 4, 2);
+        CHECK_ERR(call(inc, "partial_fit", &narrow, NULL, NULL, NULL), GSB_EINVAL,
+                  "X has 2 features, but StandardScaler is expecting 3 features as input.");
+        CHECK(gsb_model_is_fitted(inc));
+        same_attr(inc, all, "mean_", 3, 1e-13);
+        /* fit starts again */
+        gsb_array first = gsb_array_2d(X, GSB_F64, 7, 3);
+        CHECK_OK(call(inc, "fit", &first, NULL, NULL, NULL));
+        CHECK(testing_attr(inc, "n_samples_seen_", &seen, 1, NULL) == 1 && seen == 7);
+        gsb_model_free(inc);
+        gsb_model_free(all);
+    }
+    /* neither mean nor std: rows are counted, as int64 */
+    gsb_model *m = make("StandardScaler", "{\"with_mean\": false, \"with_std\": false}");
+    if (m) {
+        CHECK_OK(partial(m, X, NULL, 0, 5));
+        CHECK_OK(partial(m, X, NULL, 5, 12));
+        double one = 12;
+        check_attr(m, "n_samples_seen_", GSB_I64, 0, &one, 1, 0);
+        CHECK(!testing_has_attr(m, "mean_"));
+        gsb_model_free(m);
+    }
+}
+
+static void test_minmax_partial(void)
+{
+    enum { n = 40 };
+    static double X[n * 3];
+    testing_seed(12);
+    for (int i = 0; i < n * 3; i++)
+        X[i] = 10 * testing_normal();
+    gsb_model *inc = make("MinMaxScaler", "{\"feature_range\": [-1, 2]}");
+    gsb_model *all = make("MinMaxScaler", "{\"feature_range\": [-1, 2]}");
+    if (!inc || !all)
+        return;
+    CHECK_OK(partial(inc, X, NULL, 0, 3));
+    CHECK_OK(partial(inc, X, NULL, 3, 25));
+    CHECK_OK(partial(inc, X, NULL, 25, n));
+    gsb_array xa = gsb_array_2d(X, GSB_F64, n, 3);
+    CHECK_OK(call(all, "fit", &xa, NULL, NULL, NULL));
+    static const char *const names[] = {"data_min_", "data_max_", "data_range_", "scale_",
+                                        "min_"};
+    for (int k = 0; k < 5; k++)
+        same_attr(inc, all, names[k], 3, 0);
+    double seen = n;
+    check_attr(inc, "n_samples_seen_", GSB_I64, 0, &seen, 1, 0);
+    gsb_array narrow = gsb_array_2d(X, GSB_F64, 4, 2);
+    CHECK_ERR(call(inc, "partial_fit", &narrow, NULL, NULL, NULL), GSB_EINVAL,
+              "X has 2 features, but MinMaxScaler is expecting 3 features as input.");
+    CHECK(gsb_model_is_fitted(inc));
+    gsb_model_free(inc);
+    gsb_model_free(all);
+}
+
 int main(void)
 {
     if (testing_open(&S))
@@ -533,5 +636,7 @@ int main(void)
     RUN(test_label_encoder_random);
     RUN(test_label_encoder_errors);
     RUN(test_export_import);
+    RUN(test_standard_scaler_partial);
+    RUN(test_minmax_partial);
     return testing_close(S);
 }

@@ -1,5 +1,5 @@
 /*
- * test_remote.c - remote sessions (src/net/client.c) against an in-process
+ * test_remote.c - remote sessions (src/session/remote.c) against an in-process
  * gsbd (gsb_server_start), over TCP and a Unix socket.
  *
  * The main check is parity: the same scenarios run on a local session and on
@@ -22,6 +22,7 @@
 #include "core/model.h"
 #include "net/arena.h"
 #include "net/wire.h"
+#include "session/remote.h"
 
 static char DIR_[256];
 static gsb_server *SRV;
@@ -195,7 +196,7 @@ static gsb_model *create(tr *t, gsb_session *s, const char *est, const char *par
 static int64_t stat_of(gsb_session *s, int which)
 {
     gsb__remote_stats st;
-    gsb__remote_get_stats(s->remote, &st);
+    gsb__remote_get_stats(gsb__remote_of(s), &st);
     switch (which) {
     case 0: return (int64_t)st.shm_zero_copy;
     case 1: return (int64_t)st.shm_one_copy;
@@ -411,6 +412,29 @@ static void test_error_words(void)
         CHECK_ERR(gsb_model_call(m, "transform", in, 1, NULL, NULL), GSB_ENOTFITTED, "PCA");
         gsb_model_free(m);
         CHECK(strstr(gsb_errmsg(), "PCA") != NULL);
+    }
+}
+
+/* A call's warnings travel in the reply: each session lists what a local one
+ * lists, and the next call starts with none. */
+static void test_warnings(void)
+{
+    gsb_array Xa = gsb_array_2d(X, GSB_F64, N, D), ya = gsb_array_1d(YCLS, GSB_F64, N);
+    gsb_session *ss[3] = {LOCAL, TCP, UNX};
+    char local[4096] = "";
+    for (int i = 0; i < 3; i++) {
+        gsb_model *m = NULL;
+        CHECK_OK(gsb_model_create(ss[i], "LogisticRegression", "{\"max_iter\": 1}", &m));
+        CHECK_OK(gsb_model_fit(m, &Xa, &ya));
+        CHECK(strstr(gsb_warnings(), "lbfgs failed to converge after 1 iteration(s)") != NULL);
+        if (i == 0)
+            snprintf(local, sizeof local, "%s", gsb_warnings());
+        else
+            CHECK(strcmp(gsb_warnings(), local) == 0);
+        const gsb_array *in[1] = {&Xa};
+        CHECK_OK(gsb_model_call(m, "predict", in, 1, NULL, NULL));
+        CHECK(strcmp(gsb_warnings(), "[]") == 0);
+        gsb_model_free(m);
     }
 }
 
@@ -1354,9 +1378,9 @@ static void test_latency(void)
         CHECK_OK(gsb_model_fit(m, &Xa, &yr));
         enum { REPS = 400 };
         double t[REPS], tp[REPS];
-        for (int i = 0; i < REPS && ss[k]->remote; i++) {
+        for (int i = 0; i < REPS && gsb__remote_of(ss[k]); i++) {
             double t0 = now_s();
-            int rc = gsb__remote_ping(ss[k]->remote);
+            int rc = gsb__remote_ping(gsb__remote_of(ss[k]));
             tp[i] = now_s() - t0;
             if (rc != GSB_OK)
                 CHECK_OK(rc);
@@ -1372,7 +1396,7 @@ static void test_latency(void)
             gsb_result_free(r);
         }
         sort_d(t, REPS);
-        if (!ss[k]->remote) {
+        if (!gsb__remote_of(ss[k])) {
             printf("     the same predict on a local session: p50 %.1f us\n", t[REPS / 2] * 1e6);
             gsb_model_free(m);
             continue;
@@ -1439,6 +1463,7 @@ int main(void)
     }
     RUN(test_parity);
     RUN(test_error_words);
+    RUN(test_warnings);
     RUN(test_export_import);
     RUN(test_store);
     RUN(test_data_handles);

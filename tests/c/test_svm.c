@@ -3,11 +3,14 @@
  * three-class rbf, linear, poly, sigmoid, class_weight, sample_weight with
  * zeros, epsilon-SVR, iris cross-validation), the CPU kernel op against a
  * naive loop, float32, shrinking and cache-size independence, max_iter,
- * progress and cancellation, blob round trip and corrupt blobs, and errors.
+ * progress and cancellation, blob round trip and corrupt blobs, errors,
+ * probability=True (scikit-learn's probA_/probB_ and predict_proba, its
+ * random folds), kernel='precomputed', and the warnings.
  */
 #include "backend/backend.h"
 #include "core/blob.h"
 #include "core/tensor.h"
+#include "estimators/svm/libsvm_rand.h"
 #include "test_api_helpers.h"
 
 /* ---- scikit-learn reference answers -------------------------------------------
@@ -907,6 +910,11 @@ static void test_cache_and_max_iter(void)
         double v;
         CHECK(attr(m, "fit_status_", &v, 1, NULL, NULL) == 1 && v == 1);
         CHECK(attr(m, "n_iter_", &v, 1, NULL, NULL) == 1 && v == 25);
+        /* and warns as scikit-learn's _warn_from_fit_status */
+        CHECK(strcmp(gsb_warnings(), "[{\"category\":\"ConvergenceWarning\",\"message\":"
+                                     "\"Solver terminated early (max_iter=25).  Consider "
+                                     "pre-processing your data with StandardScaler or "
+                                     "MinMaxScaler.\"}]") == 0);
         gsb_model_free(m);
     }
 }
@@ -1081,14 +1089,17 @@ static void test_errors(void)
     gsb_array xa = gsb_array_2d((void *)X1, GSB_F64, 40, 3), ya = gsb_array_1d((void *)Y1,
                                                                              GSB_F64, 40);
     CHECK_OK(gsb_model_create(S, "SVC", "{\"kernel\": \"precomputed\"}", &m));
-    CHECK_ERR(gsb_model_fit(m, &xa, &ya), GSB_EUNSUPPORTED, "kernel='precomputed'");
+    CHECK_ERR(gsb_model_fit(m, &xa, &ya), GSB_EINVAL,
+              "Precomputed matrix must be a square matrix. Input is a 40x3 matrix.");
     gsb_model_free(m);
-    CHECK_OK(gsb_model_create(S, "SVC", "{\"probability\": true}", &m));
-    CHECK_ERR(gsb_model_fit(m, &xa, &ya), GSB_EUNSUPPORTED,
-              "probability=True is not supported by gsb yet");
-    CHECK_OK(gsb_model_set_params(m, "{\"probability\": false}"));
-    CHECK_OK(gsb_model_fit(m, &xa, &ya));
-    gsb_model_free(m);
+    /* a Python callable, as the Python package sends it, is refused by name */
+    CHECK_ERR(gsb_model_create(S, "SVC", "{\"kernel\": {\"__callable__\": \"<function k>\"}}",
+                               &m),
+              GSB_EPARAM, "The 'kernel' parameter of SVC must be a str among {'linear', "
+              "'poly', 'rbf', 'sigmoid', 'precomputed'}. Got <function k> instead. Callables "
+              "are not supported by gsb");
+    CHECK_ERR(gsb_model_create(S, "SVR", "{\"kernel\": {\"__callable__\": \"f\"}}", &m),
+              GSB_EPARAM, "pass it with 'precomputed' instead.");
 
     CHECK_OK(gsb_model_create(S, "SVC", NULL, &m));
     gsb_array t = gsb_array_2d((void *)T1, GSB_F64, 5, 3);
@@ -1157,6 +1168,198 @@ static void test_errors(void)
     gsb_model_free(m);
 }
 
+/* ---- probability=True ------------------------------------------------------------ */
+
+/* SVC.fit's libsvm seed: numpy's RandomState(random_state).randint(2**31 - 1) */
+static void test_libsvm_seed(void)
+{
+    CHECK(gsb__libsvm_seed_for(0) == 209652396u);
+    CHECK(gsb__libsvm_seed_for(1) == 1791095845u);
+    CHECK(gsb__libsvm_seed_for(42) == 1608637542u);
+    /* std::mt19937 with its default seed: the 10000th output is 4123659995 */
+    gsb__mt19937 g;
+    gsb__mt19937_seed(&g, 5489u);
+    uint32_t v = 0;
+    for (int i = 0; i < 10000; i++)
+        v = gsb__mt19937_next(&g);
+    CHECK(v == 4123659995u);
+    for (uint32_t range = 1; range < 50; range++)
+        CHECK(gsb__libsvm_bounded(&g, range) < range);
+}
+
+/*
+ * scikit-learn's answers, from the script at the top:
+ *   m = SVC(probability=True, C=3.0, random_state=0).fit(X2, y2)      (T2)
+ *   b = SVC(probability=True, kernel="linear", random_state=5).fit(X1, y1)   (T1)
+ * m._probA, m._probB, m.predict_proba(T2); likewise b.  The folds are
+ * libsvm's with the same seed, so the answers agree to rounding (~1e-14 on
+ * the CPU; PROBA_TOL leaves room for the GPU's kernel values, GSB_DEVICE=cuda).
+ */
+#define PROBA_TOL 1e-7
+static void test_probability(void)
+{
+    static const double M_A[3] = {-2.1367050341137666, -2.397518025515594,
+                                  -1.9228267586275694};
+    static const double M_B[3] = {-0.2845047215568864, -0.15289960440484823,
+                                  0.30852696392856727};
+    static const double M_P[18] = {
+        0.08019966260154619, 0.15424841669673256, 0.7655519207017211, 0.02815841814668649,
+        0.030495271301613888, 0.9413463105516993, 0.03949203685335251, 0.050922018814498045,
+        0.9095859443321491, 0.04157381700060935, 0.44747505249938263, 0.5109511305000083,
+        0.14601171893640888, 0.07693307102080488, 0.7770552100427861, 0.7711126826262783,
+        0.046471221970953144, 0.18241609540276835};
+    static const double B_A = -1.1318501142127955, B_B = 0.03516699823571522;
+    static const double B_P[10] = {
+        0.5185417018685772, 0.4814582981314229, 0.8595741087694294, 0.14042589123057056,
+        0.9012413356680272, 0.09875866433197288, 0.686654966688646, 0.31334503331135394,
+        0.7511056194699481, 0.24889438053005192};
+    double v[32];
+    gsb_model *m = fit("SVC", "{\"probability\": true, \"C\": 3.0, \"random_state\": 0}", X2,
+                       45, 2, GSB_F64, Y2, NULL);
+    /* the deprecated parameter, given, warns as scikit-learn 1.9 does */
+    CHECK(strstr(gsb_warnings(), "\"FutureWarning\",\"message\":\"The `probability` "
+                                 "parameter was deprecated in 1.9") != NULL);
+    if (m) {
+        CHECK(attr(m, "probA_", v, 32, NULL, NULL) == 3 && testing_relerr(v, M_A, 3) < PROBA_TOL);
+        CHECK(attr(m, "probB_", v, 32, NULL, NULL) == 3 && testing_relerr(v, M_B, 3) < PROBA_TOL);
+        gsb_array t = gsb_array_2d((void *)T2, GSB_F64, 6, 2);
+        CHECK(call(m, "predict_proba", &t, v, 32, NULL) == 18);
+        CHECK(testing_relerr(v, M_P, 18) < PROBA_TOL);
+        double lp[18];
+        CHECK(call(m, "predict_log_proba", &t, lp, 18, NULL) == 18);
+        for (int i = 0; i < 18; i++)
+            CHECK_CLOSE(lp[i], log(v[i]), 1e-12);
+        /* without probability=True now, predict_proba is absent (AttributeError) */
+        CHECK_OK(gsb_model_set_params(m, "{\"probability\": false}"));
+        const gsb_array *tin[1] = {&t};
+        CHECK_ERR(gsb_model_call(m, "predict_proba", tin, 1, NULL, NULL), GSB_ENOTFOUND,
+                  "predict_proba is not available when probability=False");
+        gsb_model_free(m);
+    }
+    m = fit("SVC", "{\"probability\": true, \"kernel\": \"linear\", \"random_state\": 5}", X1,
+            40, 3, GSB_F64, Y1, NULL);
+    if (m) {
+        CHECK(attr(m, "probA_", v, 32, NULL, NULL) == 1 && fabs(v[0] - B_A) < PROBA_TOL);
+        CHECK(attr(m, "probB_", v, 32, NULL, NULL) == 1 && fabs(v[0] - B_B) < PROBA_TOL);
+        gsb_array t = gsb_array_2d((void *)T1, GSB_F64, 5, 3);
+        CHECK(call(m, "predict_proba", &t, v, 32, NULL) == 10);
+        CHECK(testing_relerr(v, B_P, 10) < PROBA_TOL);
+        gsb_model_free(m);
+    }
+    /* fitted without it, probA_ is empty and predict_proba says so */
+    m = fit("SVC", NULL, X2, 45, 2, GSB_F64, Y2, NULL);
+    if (m) {
+        CHECK(strcmp(gsb_warnings(), "[]") == 0);
+        CHECK(attr(m, "probA_", v, 32, NULL, NULL) == 0);
+        CHECK_OK(gsb_model_set_params(m, "{\"probability\": true}"));
+        gsb_array t = gsb_array_2d((void *)T2, GSB_F64, 6, 2);
+        const gsb_array *tin[1] = {&t};
+        CHECK_ERR(gsb_model_call(m, "predict_proba", tin, 1, NULL, NULL), GSB_ENOTFITTED,
+                  "predict_proba is not available when fitted with probability=False");
+        gsb_model_free(m);
+    }
+}
+
+/* random_state None: fresh folds, yet probabilities that still sum to one and
+ * follow the decision; an int: the same model twice. */
+static void test_probability_random_state(void)
+{
+    double a[3], b[3], p[18];
+    gsb_model *m1 = fit("SVC", "{\"probability\": true, \"random_state\": 9}", X2, 45, 2,
+                        GSB_F64, Y2, NULL);
+    gsb_model *m2 = fit("SVC", "{\"probability\": true, \"random_state\": 9}", X2, 45, 2,
+                        GSB_F64, Y2, NULL);
+    gsb_model *m3 = fit("SVC", "{\"probability\": true}", X2, 45, 2, GSB_F64, Y2, NULL);
+    if (m1 && m2 && m3) {
+        CHECK(attr(m1, "probA_", a, 3, NULL, NULL) == 3);
+        CHECK(attr(m2, "probA_", b, 3, NULL, NULL) == 3);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+        gsb_array t = gsb_array_2d((void *)T2, GSB_F64, 6, 2);
+        CHECK(call(m3, "predict_proba", &t, p, 18, NULL) == 18);
+        for (int i = 0; i < 6; i++) {
+            CHECK_CLOSE(p[3 * i] + p[3 * i + 1] + p[3 * i + 2], 1.0, 1e-9);
+            for (int k = 0; k < 3; k++)
+                CHECK(p[3 * i + k] > 0 && p[3 * i + k] < 1);
+        }
+    }
+    gsb_model_free(m1);
+    gsb_model_free(m2);
+    gsb_model_free(m3);
+}
+
+/* ---- kernel='precomputed' ------------------------------------------------------- */
+
+/* K (r x c) = exp(-gamma |a_i - b_j|^2) */
+static void rbf_gram(const double *A, int64_t r, const double *B, int64_t c, int64_t d,
+                     double gamma, double *K)
+{
+    for (int64_t i = 0; i < r; i++)
+        for (int64_t j = 0; j < c; j++) {
+            double s = 0;
+            for (int64_t f = 0; f < d; f++)
+                s += (A[i * d + f] - B[j * d + f]) * (A[i * d + f] - B[j * d + f]);
+            K[i * c + j] = exp(-gamma * s);
+        }
+}
+
+/* The Gram matrix gives the rbf kernel's model: same support, coefficients,
+ * decisions; zero sample weights read the right columns. */
+static void test_precomputed(void)
+{
+    static double K[45 * 45], KT[6 * 45], w[45];
+    rbf_gram(X2, 45, X2, 45, 2, 0.5, K);
+    rbf_gram(T2, 6, X2, 45, 2, 0.5, KT);
+    for (int i = 0; i < 45; i++)
+        w[i] = i % 7 == 3 ? 0 : 1 + 0.1 * (i % 4);
+    for (int weighted = 0; weighted < 2; weighted++) {
+        gsb_model *a = fit("SVC", "{\"gamma\": 0.5}", X2, 45, 2, GSB_F64, Y2, weighted ? w : NULL);
+        gsb_model *b = fit("SVC", "{\"kernel\": \"precomputed\"}", K, 45, 45, GSB_F64, Y2,
+                           weighted ? w : NULL);
+        if (!a || !b) {
+            gsb_model_free(a);
+            gsb_model_free(b);
+            continue;
+        }
+        double da[64], db[64], sa[64], sb[64];
+        int64_t n = attr(a, "dual_coef_", da, 64, NULL, NULL);
+        CHECK(n > 0 && n == attr(b, "dual_coef_", db, 64, NULL, NULL));
+        CHECK(testing_relerr(db, da, n) < 1e-9);
+        CHECK(attr(a, "support_", sa, 64, NULL, NULL) == attr(b, "support_", sb, 64, NULL, NULL));
+        CHECK(memcmp(sa, sb, (size_t)(n / 2) * sizeof *sa) == 0);
+        gsb_array info;
+        CHECK(testing_attr(b, "support_vectors_", da, 64, &info) == 0);
+        CHECK(info.ndim == 2 && info.shape[0] == 0 && info.shape[1] == 0);
+        CHECK(!testing_has_attr(b, "_support_cols")); /* hidden */
+        gsb_array t = gsb_array_2d((void *)T2, GSB_F64, 6, 2);
+        gsb_array kt = gsb_array_2d(KT, GSB_F64, 6, 45);
+        CHECK(call(a, "decision_function", &t, da, 64, NULL) == 18);
+        CHECK(call(b, "decision_function", &kt, db, 64, NULL) == 18);
+        CHECK(testing_relerr(db, da, 18) < 1e-9);
+        /* predict takes n_test x n_train */
+        const gsb_array *bad[1] = {&t};
+        CHECK_ERR(gsb_model_call(b, "predict", bad, 1, NULL, NULL), GSB_EINVAL,
+                  "X has 2 features, but SVC is expecting 45 features as input.");
+        gsb_model_free(a);
+        gsb_model_free(b);
+    }
+    /* SVR alike */
+    double ys[45];
+    for (int i = 0; i < 45; i++)
+        ys[i] = sin(X2[2 * i]) + 0.3 * X2[2 * i + 1];
+    gsb_model *a = fit("SVR", "{\"gamma\": 0.5}", X2, 45, 2, GSB_F64, ys, w);
+    gsb_model *b = fit("SVR", "{\"kernel\": \"precomputed\"}", K, 45, 45, GSB_F64, ys, w);
+    if (a && b) {
+        double pa[6], pb[6];
+        gsb_array t = gsb_array_2d((void *)T2, GSB_F64, 6, 2);
+        gsb_array kt = gsb_array_2d(KT, GSB_F64, 6, 45);
+        CHECK(call(a, "predict", &t, pa, 6, NULL) == 6);
+        CHECK(call(b, "predict", &kt, pb, 6, NULL) == 6);
+        CHECK(testing_relerr(pb, pa, 6) < 1e-9);
+    }
+    gsb_model_free(a);
+    gsb_model_free(b);
+}
+
 int main(void)
 {
     if (testing_open(&S))
@@ -1172,5 +1375,9 @@ int main(void)
     RUN(test_progress_cancel);
     RUN(test_blob);
     RUN(test_errors);
+    RUN(test_libsvm_seed);
+    RUN(test_probability);
+    RUN(test_probability_random_state);
+    RUN(test_precomputed);
     return testing_close(S);
 }

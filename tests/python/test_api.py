@@ -238,4 +238,4 @@ def test_shim_refuses_to_hide_a_real_cuml(tmp_path):
     assert r.returncode != 0 and "shadowing a real cuML" in r.stderr
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**env, "GSB_CUML_SHIM": "1"})
-    assert r.returncode == 0 and r.stdout.strip() == gsb.__version__
+    assert r.returncode == 0 and r.stdout.strip() == gsb.info()["cuml_version"]

@@ -655,3 +655,23 @@ def test_64_clients_then_memory_back_to_baseline(tmp_path):
         gc.collect()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_start_keeps_its_log_out_of_the_users_output(tmp_path, capfd):
+    """gsb.server.start shares the user's stderr: its log lines go to the log file."""
+    X, y, _ = data()
+    log = tmp_path / "gsbd.log"
+    capfd.readouterr()
+    with gsb.server.start(listen=["tcp://127.0.0.1:0"], data_dir=tmp_path / "store",
+                          device=DEVICE, log_file=log, log_level="debug") as srv:
+        with on(srv.urls[0]):
+            LinearRegression().fit(X, y).predict(X)
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
+    text = log.read_text()
+    assert " info connection opened " in text, text[-2000:]
+    # asked for, the lines come to stderr too, as `gsbd` prints them
+    with gsb.server.start(listen=["tcp://127.0.0.1:0"], data_dir=tmp_path / "store",
+                          device=DEVICE, log_file=log, log_level="info", log_stderr=True):
+        pass
+    assert " info " in capfd.readouterr().err

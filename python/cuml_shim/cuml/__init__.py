@@ -3,6 +3,10 @@
 Installed only by choice (pip install ./python/cuml_shim).  If a real cuML is
 installed too, this shim refuses to hide it silently: set GSB_CUML_SHIM=1 to
 use the shim anyway, otherwise the import fails and names both locations.
+
+The estimators are gsb's with cuML's output_type parameter (cuml._classes);
+cuml.set_global_output_type and cuml.using_output_type set it for all of them
+(cuml._output).
 """
 import os as _os
 import sys as _sys
@@ -27,21 +31,21 @@ if _real and _os.environ.get("GSB_CUML_SHIM") != "1":
         f"RAPIDS cuML, or set GSB_CUML_SHIM=1 to use gsb deliberately.")
 
 import gsb as _gsb  # noqa: E402
-from gsb import (cluster, decomposition, ensemble, linear_model, manifold,  # noqa: E402,F401
-                 neighbors, preprocessing, svm)
-from gsb.cluster import *  # noqa: E402,F401,F403
-from gsb.decomposition import *  # noqa: E402,F401,F403
-from gsb.ensemble import *  # noqa: E402,F401,F403
-from gsb.linear_model import *  # noqa: E402,F401,F403
-from gsb.manifold import *  # noqa: E402,F401,F403
-from gsb.neighbors import *  # noqa: E402,F401,F403
-from gsb.preprocessing import *  # noqa: E402,F401,F403
-from gsb.svm import *  # noqa: E402,F401,F403
 
-__version__ = _gsb.__version__
+from . import (cluster, decomposition, ensemble, linear_model, manifold,  # noqa: E402,F401
+               neighbors, preprocessing, svm)
+from ._output import (global_settings, set_global_output_type,  # noqa: E402,F401
+                      using_output_type)
+from .cluster import *  # noqa: E402,F401,F403
+from .decomposition import *  # noqa: E402,F401,F403
+from .ensemble import *  # noqa: E402,F401,F403
+from .linear_model import *  # noqa: E402,F401,F403
+from .manifold import *  # noqa: E402,F401,F403
+from .neighbors import *  # noqa: E402,F401,F403
+from .preprocessing import *  # noqa: E402,F401,F403
+from .svm import *  # noqa: E402,F401,F403
+
+# the cuML API level gsb follows, with gsb's version as a local label: the engine's
+# string, which gsbd's /health reports as cuml_version too
+__version__ = _gsb.info()["cuml_version"]
 __gsb_shim__ = True
-
-# `import cuml.svm` style module paths resolve to gsb's modules
-for _name in ("cluster", "decomposition", "ensemble", "linear_model", "manifold",
-              "neighbors", "preprocessing", "svm"):
-    _sys.modules[f"{__name__}.{_name}"] = getattr(_gsb, _name)

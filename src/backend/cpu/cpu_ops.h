@@ -9,7 +9,11 @@
  *   cpu_family.c    segment_sum, logistic_loss_grad
  *   cpu_kmeanspp.c  kmeanspp (greedy k-means++)
  *   cpu_kernel.c    kernel (the SVM kernels)
+ *   cpu_enet.c      enet_cd_gram, gather_cols (coordinate descent)
  *   cpu_random.c    rand_normal
+ *   cpu_tsne.c      tsne_attract, tsne_repulse_exact, tsne_update
+ *   cpu_tsne_bh.c   tsne_repulse_bh (Barnes-Hut)
+ *   cpu_tsne_fft.c  tsne_repulse_fft (FIt-SNE; its FFT is cpu_fft.c)
  *   cpu_umap.c      umap_sgd_epoch (UMAP's layout SGD)
  */
 #ifndef GSB_CPU_OPS_H
@@ -63,6 +67,25 @@ int gsb__cpu_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
 int gsb__cpu_kernel(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *Y, int kind,
                     double gamma, double coef0, int degree, gsb__tensor *K);
 
+int gsb__cpu_enet_cd_gram(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *q,
+                          const double *y_norm2, const gsb__enet_cd_params *cd, gsb__tensor *W,
+                          double *gap, int64_t *n_iter);
+int gsb__cpu_gather_cols(const gsb__backend *be, const gsb__tensor *X, const int64_t *idx,
+                         int64_t m, gsb__tensor *out);
+int gsb__cpu_tsne_repulse_exact(const gsb__backend *be, const gsb__tensor *Y, int dof,
+                                gsb__tensor *R, gsb__tensor *zsum);
+int gsb__cpu_tsne_repulse_bh(const gsb__backend *be, const gsb__tensor *Y, int dof, double angle,
+                             gsb__tensor *R, gsb__tensor *zsum);
+int gsb__cpu_tsne_repulse_fft(const gsb__backend *be, const gsb__tensor *Y, int n_interp,
+                              int min_boxes, gsb__tensor *R, gsb__tensor *zsum);
+int gsb__cpu_tsne_attract(const gsb__backend *be, const gsb__tensor *Y,
+                          const gsb__tensor *indptr, const gsb__tensor *indices,
+                          const gsb__tensor *val, double scale, int dof,
+                          const gsb__tensor *zsum, double floor, gsb__tensor *A, double *kl);
+int gsb__cpu_tsne_update(const gsb__backend *be, gsb__tensor *Y, const gsb__tensor *A,
+                         const gsb__tensor *R, const gsb__tensor *zsum, double c,
+                         double momentum, double learning_rate, double min_gain,
+                         gsb__tensor *update, gsb__tensor *gains, double *grad_norm);
 struct gsb__umap_sgd;
 int gsb__cpu_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
                             const gsb__tensor *indptr, const gsb__tensor *indices,

@@ -597,6 +597,13 @@ static void bind_ops(gsb__backend_ops *o)
     o->kmeanspp = guarded<gsb__cuda_kmeanspp>::call;
     o->logistic_loss_grad = guarded<gsb__cuda_logistic_loss_grad>::call;
     o->kernel = guarded<gsb__cuda_kernel>::call;
+    o->enet_cd_gram = guarded<gsb__cuda_enet_cd_gram>::call;
+    o->gather_cols = guarded<gsb__cuda_gather_cols>::call;
+    o->tsne_repulse_exact = guarded<gsb__cuda_tsne_repulse_exact>::call;
+    o->tsne_repulse_bh = NULL; /* the estimator runs the FFT or exact repulsion instead */
+    o->tsne_repulse_fft = guarded<gsb__cuda_tsne_repulse_fft>::call;
+    o->tsne_attract = guarded<gsb__cuda_tsne_attract>::call;
+    o->tsne_update = guarded<gsb__cuda_tsne_update>::call;
     o->umap_sgd_epoch = guarded<gsb__cuda_umap_sgd_epoch>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;
     o->host_register = cuda_host_register;

@@ -7,6 +7,9 @@
  *   cuda_distance.cu  pairwise, argmin_sqdist, topk, segment_sum (fused kernels)
  *   cuda_family.cu    logistic_loss_grad, kernel
  *   cuda_kmeanspp.cu  kmeanspp (greedy k-means++, no host wait inside a call)
+ *   cuda_enet.cu      enet_cd_gram (coordinate descent in one launch), gather_cols
+ *   cuda_tsne.cu      tsne_attract, tsne_repulse_exact, tsne_update
+ *   cuda_tsne_fft.cu  tsne_repulse_fft (FIt-SNE with cuFFT); no tsne_repulse_bh
  *   cuda_umap.cu      umap_sgd_epoch (UMAP's layout SGD, one thread per edge)
  * Device errors become gsb statuses through cuda_common.h; no op uses
  * managed memory; float32 stays float32 (no TF32 unless GSB_ALLOW_TF32=1).
@@ -69,6 +72,23 @@ int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
 int gsb__cuda_kernel(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *Y,
                      int kind, double gamma, double coef0, int degree, gsb__tensor *K);
 
+int gsb__cuda_enet_cd_gram(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *q,
+                           const double *y_norm2, const gsb__enet_cd_params *cd, gsb__tensor *W,
+                           double *gap, int64_t *n_iter);
+int gsb__cuda_gather_cols(const gsb__backend *be, const gsb__tensor *X, const int64_t *idx,
+                          int64_t m, gsb__tensor *out);
+int gsb__cuda_tsne_repulse_exact(const gsb__backend *be, const gsb__tensor *Y, int dof,
+                                 gsb__tensor *R, gsb__tensor *zsum);
+int gsb__cuda_tsne_repulse_fft(const gsb__backend *be, const gsb__tensor *Y, int n_interp,
+                               int min_boxes, gsb__tensor *R, gsb__tensor *zsum);
+int gsb__cuda_tsne_attract(const gsb__backend *be, const gsb__tensor *Y,
+                           const gsb__tensor *indptr, const gsb__tensor *indices,
+                           const gsb__tensor *val, double scale, int dof,
+                           const gsb__tensor *zsum, double floor, gsb__tensor *A, double *kl);
+int gsb__cuda_tsne_update(const gsb__backend *be, gsb__tensor *Y, const gsb__tensor *A,
+                          const gsb__tensor *R, const gsb__tensor *zsum, double c,
+                          double momentum, double learning_rate, double min_gain,
+                          gsb__tensor *update, gsb__tensor *gains, double *grad_norm);
 struct gsb__umap_sgd;
 int gsb__cuda_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
                              const gsb__tensor *indptr, const gsb__tensor *indices,

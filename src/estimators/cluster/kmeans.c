@@ -30,6 +30,9 @@
 
 #include "core/estimator.h"
 #include "core/rng.h"
+#include "core/warn.h"
+#include "estimators/cluster/kmeans_stats.h"
+#include "estimators/common/partial_stats.h"
 
 /* ---- descriptor: parameters -------------------------------------------- */
 
@@ -497,34 +500,6 @@ done:
     return rc;
 }
 
-/*
- * scikit-learn's _average_centers: each centre is its cluster's weighted
- * mean; a cluster with no weight left goes to the heaviest cluster (the first
- * of equal weights).  scikit-learn scales the rows in place in index order,
- * so when the heaviest cluster comes later its row is still the weighted sum,
- * and that is what gets copied; kept for identical results.
- */
-static void average_centres(const double *sums, const double *counts, int64_t k, int64_t d,
-                            double *out)
-{
-    int64_t heavy = 0;
-    for (int64_t j = 1; j < k; j++)
-        if (counts[j] > counts[heavy])
-            heavy = j;
-    for (int64_t j = 0; j < k; j++) {
-        const double *src = sums + j * d;
-        double alpha = 1.0;
-        if (counts[j] > 0)
-            alpha = 1.0 / counts[j];
-        else if (heavy < j)
-            src = out + heavy * d;
-        else
-            src = sums + heavy * d;
-        for (int64_t f = 0; f < d; f++)
-            out[j * d + f] = src[f] * alpha;
-    }
-}
-
 typedef struct km_run {
     double *centres;  /* k x d, centred coordinates */
     int32_t *labels;  /* n */
@@ -609,7 +584,7 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
         }
         prev_empty = n_empty > 0;
 
-        average_centres(sums, counts, k, d, fresh);
+        gsb__kmeans_average_centres(sums, counts, k, d, fresh);
         round_to_dtype(km->dtype, fresh, k * d);
         double shift2 = 0;
         int moved = 0;
@@ -686,6 +661,31 @@ static int64_t resolve_n_init(const gsb__ctx *c, int explicit_init)
     return gsb__param_int(c->params, "n_init");
 }
 
+/* scikit-learn's warnings about a fit: an explicit init runs once whatever
+ * n_init says, and fewer distinct clusters than asked (duplicate points). */
+static void warn_explicit_init(const gsb__ctx *c)
+{
+    if (!gsb__param_is(c->params, "n_init", "auto") && gsb__param_int(c->params, "n_init") != 1)
+        gsb__warn("RuntimeWarning", "Explicit initial center position passed: performing only "
+                  "one init in KMeans instead of n_init=%lld.",
+                  (long long)gsb__param_int(c->params, "n_init"));
+}
+
+static void warn_distinct(const int32_t *labels, int64_t n, int64_t k, char *seen)
+{
+    memset(seen, 0, (size_t)k);
+    int64_t distinct = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (labels[i] >= 0 && labels[i] < k && !seen[labels[i]]) {
+            seen[labels[i]] = 1;
+            distinct++;
+        }
+    if (distinct < k)
+        gsb__warn(GSB__CONVERGENCE_WARNING, "Number of distinct clusters (%lld) found smaller "
+                  "than n_clusters (%lld). Possibly due to duplicate points in X.",
+                  (long long)distinct, (long long)k);
+}
+
 static int set_fitted(gsb__ctx *c, const km_data *km, const km_run *best)
 {
     int64_t n = km->n, d = km->d, k = km->k;
@@ -732,6 +732,8 @@ static int kmeans_fit(gsb__ctx *c)
                         "number of features of the data %lld.",
                         (long long)init->rows, (long long)init->cols, (long long)d);
 
+    if (init)
+        warn_explicit_init(c);
     km_data km;
     GSB_TRY(km_setup(c, X, sw, k, &km));
     int64_t n_init = resolve_n_init(c, init != NULL);
@@ -773,6 +775,8 @@ static int kmeans_fit(gsb__ctx *c)
             have_best = 1;
         }
     }
+    /* map is free now: k bytes of scratch for counting the clusters */
+    warn_distinct(best.labels, n, k, (char *)map);
     rc = set_fitted(c, &km, &best);
 done:
     free(run.centres);
@@ -906,6 +910,7 @@ static const gsb__method_desc kmeans_methods[] = {
       {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      0, "Opposite of the (weighted) inertia of X under the centres, as 'score'."},
+    GSB__STATS_MOMENTS_ROW, GSB__STATS_MERGE_ROW, GSB__KMEANS_STATS_ROWS,
     {0}};
 
 static const gsb__attr_desc kmeans_attrs[] = {

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "estimators/common/partial_stats.h"
 #include "estimators/common/pyrepr.h"
 #include "solvers/randomized_svd.h"
 
@@ -992,6 +993,184 @@ done:
 static int tsvd_transform(gsb__ctx *c) { return tsvd_apply(c, 0); }
 static int tsvd_inverse_transform(gsb__ctx *c) { return tsvd_apply(c, 1); }
 
+/* ---- fits from merged GRAM statistics (partial_stats.h) ------------------- */
+
+/*
+ * The distributed fits: the statistics hold n, the column means and the
+ * centred scatter C = Xc^T Xc, so both estimators work from the eigen-
+ * decomposition of a d x d matrix, as the 'covariance_eigh' solver does:
+ * PCA from C / (n - 1), TruncatedSVD from the uncentred X^T X = C + n m m^T.
+ * Every svd_solver / algorithm gets these exact eigenvectors (the
+ * randomized ones agree with them to the accuracy of the method).  Option
+ * "dtype" ("float32" | "float64") is X's, for the fitted arrays.
+ */
+typedef struct dstats {
+    int64_t n, d;
+    const double *mean, *C;
+    gsb_dtype dt;
+} dstats;
+
+static int dstats_get(gsb__ctx *c, dstats *ds)
+{
+    gsb__stats st;
+    GSB_TRY(gsb__stats_parse(gsb__in(c, "stats"), GSB__STATS_GRAM, &st));
+    if (st.b != 0)
+        return gsb__err(GSB_EINVAL, "%s: statistics with targets (stats_gram without y "
+                        "expected)", c->est->name);
+    ds->n = (int64_t)st.v[1];
+    ds->d = st.a;
+    ds->mean = st.v + 2;
+    ds->C = st.v + 2 + st.a;
+    const char *dt = json_string_value(json_object_get(c->options, "dtype"));
+    ds->dt = dt && strcmp(dt, "float32") == 0 ? GSB_F32 : GSB_F64;
+    if (ds->n < 1 || st.v[0] != (double)ds->n)
+        return gsb__err(GSB_EINVAL, "%s: statistics of weighted or empty data", c->est->name);
+    return GSB_OK;
+}
+
+/* eigh of the d x d host matrix A * scale + shift * m m^T: ascending w, V as columns (host). */
+static int dstats_eigh(const dstats *ds, double scale, double shift, double **w, gsb__tensor *V)
+{
+    int64_t d = ds->d;
+    double *A;
+    *w = NULL;
+    *V = GSB__TENSOR_NONE;
+    GSB_TRY(host_doubles(d * d, 0, &A));
+    for (int64_t i = 0; i < d; i++)
+        for (int64_t j = 0; j < d; j++)
+            A[i * d + j] = ds->C[i * d + j] * scale + shift * ds->mean[i] * ds->mean[j];
+    const gsb__backend *cpu = gsb__cpu_backend();
+    gsb__tensor At = gsb__tensor_host_view(A, GSB_F64, d, d), wt = GSB__TENSOR_NONE;
+    int rc;
+    GSB_CHECK(gsb__tensor_alloc(cpu, GSB_F64, d, 1, &wt));
+    GSB_CHECK(gsb__tensor_alloc(cpu, GSB_F64, d, d, V));
+    GSB_CHECK(cpu->ops->eigh(cpu, &At, &wt, V));
+    GSB_CHECK(gsb__tensor_to_f64(&wt, w));
+done:
+    free(A);
+    gsb__tensor_free(&wt);
+    if (rc != GSB_OK)
+        gsb__tensor_free(V);
+    return rc;
+}
+
+int gsb__pca_fit_from_stats(gsb__ctx *c)
+{
+    dstats ds;
+    GSB_TRY(dstats_get(c, &ds));
+    int64_t n = ds.n, d = ds.d, kk, k;
+    if (n < 2)
+        return gsb__err(GSB_EINVAL, "PCA: fit_from_stats needs at least 2 samples");
+    ncomp nc;
+    GSB_TRY(pca_ncomp(c, &nc));
+    const char *solver = gsb__param_str(c->params, "svd_solver");
+    if (strcmp(solver, "auto") == 0)
+        solver = pca_auto_solver(&nc, n, d);
+    GSB_TRY(pca_check(&nc, solver, n, d, &kk));
+    int truncated = strcmp(solver, "arpack") == 0 || strcmp(solver, "randomized") == 0;
+    spectrum sp = {0};
+    gsb__tensor comp = GSB__TENSOR_NONE;
+    double *wh = NULL, *var = NULL, *ratio = NULL, *sign = NULL, total, noise;
+    int rc;
+    GSB_CHECK(dstats_eigh(&ds, 1.0 / (double)(n - 1), 0.0, &wh, &sp.vt));
+    sp.src = SRC_EIGH;
+    /* the SVD solvers see min(n, d) singular values; the covariance route d */
+    sp.ns = strcmp(solver, "covariance_eigh") == 0 ? d : min64(n, d);
+    GSB_CHECK(host_doubles(d, 0, &sp.s));
+    GSB_CHECK(host_doubles(d, 0, &sp.ev));
+    GSB_CHECK(host_doubles(d, 0, &var));
+    for (int64_t j = 0; j < d; j++) {
+        sp.ev[j] = fmax(wh[d - 1 - j], 0.0);
+        sp.s[j] = sqrt(sp.ev[j] * (double)(n - 1));
+        var[j] = ds.C[j * d + j] / (double)n;
+    }
+    pca_keep(&nc, truncated, kk, n, d, var, &sp, &k, &total, &noise);
+    GSB_CHECK(host_doubles(sp.ns, 0, &ratio));
+    for (int64_t j = 0; j < sp.ns; j++)
+        ratio[j] = sp.ev[j] / total;
+    GSB_CHECK(host_doubles(k, 0, &sign));
+    GSB_CHECK(spectrum_components(gsb__cpu_backend(), &sp, k, d, ds.dt, &comp));
+    flip_rows(&comp, sign);
+    GSB_CHECK(set_vec(c, "mean_", ds.dt, ds.mean, d));
+    GSB_CHECK(set_vec(c, "explained_variance_", ds.dt, sp.ev, k));
+    GSB_CHECK(set_vec(c, "explained_variance_ratio_", ds.dt, ratio, k));
+    GSB_CHECK(set_vec(c, "singular_values_", ds.dt, sp.s, k));
+    GSB_CHECK(gsb__fit_set_scalar(c, "n_components_", (double)k, GSB_I64));
+    GSB_CHECK(gsb__fit_set_scalar(c, "n_samples_", (double)n, GSB_I64));
+    GSB_CHECK(gsb__fit_set_scalar(c, "noise_variance_", noise, GSB_F64));
+    GSB_CHECK(gsb__fit_set_scalar(c, "n_features_in_", (double)d, GSB_I64));
+    rc = gsb__fit_set(c, "components_", &comp);
+done:
+    free(wh);
+    free(var);
+    free(ratio);
+    free(sign);
+    spectrum_free(&sp);
+    gsb__tensor_free(&comp);
+    return rc;
+}
+
+int gsb__tsvd_fit_from_stats(gsb__ctx *c)
+{
+    dstats ds;
+    GSB_TRY(dstats_get(c, &ds));
+    int64_t n = ds.n, d = ds.d, k = gsb__param_int(c->params, "n_components");
+    int arpack = gsb__param_is(c->params, "algorithm", "arpack");
+    if (d < 2)
+        return gsb__err(GSB_EINVAL,
+                        "Found array with %lld feature(s) (shape=(%lld, %lld)) while a minimum "
+                        "of 2 is required by TruncatedSVD.",
+                        (long long)d, (long long)n, (long long)d);
+    if (arpack && !(k > 0 && k < min64(n, d)))
+        return gsb__err(GSB_EINVAL, "`k` must be an integer satisfying `0 < k < min(A.shape)`.");
+    if (!arpack && k > d)
+        return gsb__err(GSB_EINVAL, "n_components(%lld) must be <= n_features(%lld).",
+                        (long long)k, (long long)d);
+    k = min64(k, min64(n, d));
+    gsb__tensor V = GSB__TENSOR_NONE, comp = GSB__TENSOR_NONE;
+    double *wh = NULL, *s = NULL, *ev = NULL, *ratio = NULL, *sign = NULL, full = 0;
+    int rc;
+    GSB_CHECK(dstats_eigh(&ds, 1.0, (double)n, &wh, &V));
+    GSB_CHECK(host_doubles(k, 0, &s));
+    GSB_CHECK(host_doubles(k, 0, &ev));
+    GSB_CHECK(host_doubles(k, 0, &ratio));
+    GSB_CHECK(host_doubles(k, 0, &sign));
+    GSB_CHECK(gsb__tensor_alloc(gsb__cpu_backend(), ds.dt, k, d, &comp));
+    for (int64_t j = 0; j < k; j++) {
+        s[j] = sqrt(fmax(wh[d - 1 - j], 0.0));
+        for (int64_t i = 0; i < d; i++)
+            gsb__tensor_set(&comp, j * d + i, gsb__tensor_get(&V, i * d + (d - 1 - j)));
+    }
+    flip_rows(&comp, sign);
+    /* variance of X v_j (np.var, ddof 0): v_j^T C v_j / n, with v_j as stored */
+    for (int64_t j = 0; j < k; j++) {
+        double acc = 0;
+        for (int64_t a = 0; a < d; a++)
+            for (int64_t b = 0; b < d; b++)
+                acc += gsb__tensor_get(&comp, j * d + a) * ds.C[a * d + b] *
+                       gsb__tensor_get(&comp, j * d + b);
+        ev[j] = acc / (double)n;
+    }
+    for (int64_t i = 0; i < d; i++)
+        full += ds.C[i * d + i] / (double)n;
+    for (int64_t j = 0; j < k; j++)
+        ratio[j] = ev[j] / full;
+    GSB_CHECK(set_vec(c, "explained_variance_", ds.dt, ev, k));
+    GSB_CHECK(set_vec(c, "explained_variance_ratio_", ds.dt, ratio, k));
+    GSB_CHECK(set_vec(c, "singular_values_", ds.dt, s, k));
+    GSB_CHECK(gsb__fit_set_scalar(c, "n_features_in_", (double)d, GSB_I64));
+    rc = gsb__fit_set(c, "components_", &comp);
+done:
+    free(wh);
+    free(s);
+    free(ev);
+    free(ratio);
+    free(sign);
+    gsb__tensor_free(&V);
+    gsb__tensor_free(&comp);
+    return rc;
+}
+
 /* ---- descriptors ------------------------------------------------------------ */
 
 /* choices in the order scikit-learn prints its StrOptions */
@@ -1052,6 +1231,8 @@ static const gsb__method_desc pca_methods[] = {
     {"get_covariance", pca_get_covariance, {{0}}, 0, "the model's data covariance: cov"},
     {"get_precision", pca_get_precision, {{0}}, 0,
      "the inverse of the model's covariance: precision"},
+    GSB__STATS_GRAM_ROW, GSB__STATS_MERGE_ROW,
+    GSB__FIT_FROM_STATS_ROW(gsb__pca_fit_from_stats, "gram"),
     {0}};
 
 static const gsb__attr_desc pca_attrs[] = {
@@ -1088,6 +1269,8 @@ static const gsb__method_desc tsvd_methods[] = {
     {"transform", tsvd_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X_new = X @ components_.T"},
     {"inverse_transform", tsvd_inverse_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_ANY_FEATURES}}, 0,
      "X_original = X @ components_"},
+    GSB__STATS_GRAM_ROW, GSB__STATS_MERGE_ROW,
+    GSB__FIT_FROM_STATS_ROW(gsb__tsvd_fit_from_stats, "gram"),
     {0}};
 
 static const gsb__attr_desc tsvd_attrs[] = {

@@ -1,12 +1,9 @@
 /*
  * linear.c - LinearRegression and Ridge (scikit-learn's sklearn.linear_model).
  *
- * Both fit the same way scikit-learn does for dense X:
- *   1. when fit_intercept, centre X and y on their (weighted) column means
- *      (scikit-learn's _preprocess_data), and
- *   2. with sample_weight, scale each row of X and y by sqrt(w) (its
- *      _rescale_data), so the weighted problem becomes an ordinary one;
- *   3. solve for coef_ on the backend, then intercept_ = y_mean - x_mean @ coef_.
+ * Both prepare the data as scikit-learn does for dense X (centring and
+ * sqrt(sample_weight) scaling, linear_common.c), solve for coef_ on the
+ * backend, then set intercept_ = y_mean - x_mean @ coef_.
  *
  * LinearRegression solves least squares exactly with the lstsq op (minimum
  * norm for rank-deficient X; singular values below tol * max are cut, as
@@ -39,65 +36,8 @@
 #include <string.h>
 
 #include "core/estimator.h"
-
-/* ======================================================================
- * Host <-> backend helpers
- * ==================================================================== */
-
-/* Allocate rows x cols of dtype on be and fill it from host doubles. */
-static int upload_f64(const gsb__backend *be, gsb_dtype dtype, int64_t rows, int64_t cols,
-                      const double *src, gsb__tensor *out)
-{
-    GSB_TRY(gsb__tensor_alloc(be, dtype, rows, cols, out));
-    int rc;
-    if (dtype == GSB_F64) {
-        rc = be->ops->upload(be, out, src);
-    } else {
-        int64_t n = rows * cols;
-        float *tmp = malloc((size_t)(n ? n : 1) * sizeof *tmp);
-        if (!tmp) {
-            gsb__tensor_free(out);
-            return gsb__err(GSB_ENOMEM, "out of host memory");
-        }
-        for (int64_t i = 0; i < n; i++)
-            tmp[i] = (float)src[i];
-        rc = be->ops->upload(be, out, tmp);
-        free(tmp);
-    }
-    if (rc != GSB_OK)
-        gsb__tensor_free(out);
-    return rc;
-}
-
-/* A malloc'ed array of doubles holding t (any backend, any dtype). */
-static int download_f64(const gsb__tensor *t, double **out)
-{
-    *out = NULL;
-    gsb__tensor h;
-    GSB_TRY(gsb__tensor_to_host(t, &h));
-    int64_t n = gsb__tensor_numel(t);
-    double *d = malloc((size_t)(n ? n : 1) * sizeof *d);
-    if (!d) {
-        gsb__tensor_free(&h);
-        return gsb__err(GSB_ENOMEM, "out of host memory");
-    }
-    for (int64_t i = 0; i < n; i++)
-        d[i] = gsb__tensor_get(&h, i);
-    gsb__tensor_free(&h);
-    *out = d;
-    return GSB_OK;
-}
-
-/* A host tensor of dtype with the given user-facing shape, filled from doubles. */
-static int host_tensor(gsb_dtype dtype, int64_t rows, int64_t cols, int ndim, const double *src,
-                       gsb__tensor *out)
-{
-    GSB_TRY(gsb__tensor_alloc(gsb__cpu_backend(), dtype, rows, cols, out));
-    out->ndim = ndim;
-    for (int64_t i = 0; i < rows * cols; i++)
-        gsb__tensor_set(out, i, src[i]);
-    return GSB_OK;
-}
+#include "estimators/common/partial_stats.h"
+#include "estimators/linear_model/linear_common.h"
 
 /* n x n host matrix a * I. */
 static double *scaled_identity(int64_t n, double a)
@@ -109,184 +49,6 @@ static double *scaled_identity(int64_t n, double a)
     return m;
 }
 
-/*
- * Multiply row i of T by s[i], in place.  There is no row-scaling op, so a
- * tensor off the host makes one round trip (the CPU backend works in place).
- */
-static int scale_rows(const gsb__backend *be, gsb__tensor *T, const double *s)
-{
-    gsb__tensor h = *T;
-    int rc = GSB_OK;
-    if (T->be != gsb__cpu_backend())
-        GSB_TRY(gsb__tensor_to_host(T, &h));
-    int64_t cols = T->cols;
-    for (int64_t i = 0; i < T->rows; i++)
-        for (int64_t j = 0; j < cols; j++)
-            gsb__tensor_set(&h, i * cols + j, gsb__tensor_get(&h, i * cols + j) * s[i]);
-    if (T->be != gsb__cpu_backend()) {
-        rc = be->ops->upload(be, T, h.data);
-        gsb__tensor_free(&h);
-    }
-    return rc;
-}
-
-static double round_to(gsb_dtype dtype, double v) { return dtype == GSB_F32 ? (double)(float)v : v; }
-
-/* ======================================================================
- * Data preparation shared by both estimators
- * ==================================================================== */
-
-typedef struct lin_data {
-    gsb__tensor X, Y;   /* on the backend: centred and sqrt(w)-scaled (n x p, n x k) */
-    double *x_off;      /* p weighted column means of X (zeros without intercept) */
-    double *y_off;      /* k weighted column means of y */
-    int64_t n, p, k;
-    int y_1d;           /* y was 1-D: coef_ is (p,), intercept_ a scalar */
-    gsb_dtype dtype;    /* X's dtype */
-} lin_data;
-
-static void lin_free(lin_data *d)
-{
-    gsb__tensor_free(&d->X);
-    gsb__tensor_free(&d->Y);
-    free(d->x_off);
-    free(d->y_off);
-    memset(d, 0, sizeof *d);
-}
-
-/* Weighted column means of T (on be) into a host array, rounded to T's dtype. */
-static int col_means(const gsb__backend *be, const gsb__tensor *T, const gsb__tensor *w,
-                     double **out)
-{
-    gsb__tensor mean = GSB__TENSOR_NONE;
-    int rc;
-    *out = NULL;
-    GSB_CHECK(gsb__tensor_alloc(be, T->dtype, T->cols, 1, &mean));
-    /* no variance: col_moments then skips its second pass over T */
-    GSB_CHECK(be->ops->col_moments(be, T, w, &mean, NULL));
-    rc = download_f64(&mean, out);
-done:
-    gsb__tensor_free(&mean);
-    return rc;
-}
-
-/* T (on be, owned) = src - off per column; off is a host array of src->cols. */
-static int centred_copy(const gsb__backend *be, const gsb__tensor *src, const double *off,
-                        gsb__tensor *out)
-{
-    gsb__tensor ob = GSB__TENSOR_NONE;
-    int rc;
-    *out = GSB__TENSOR_NONE;
-    GSB_CHECK(gsb__tensor_alloc(be, src->dtype, src->rows, src->cols, out));
-    if (off) {
-        GSB_CHECK(upload_f64(be, GSB_F64, src->cols, 1, off, &ob));
-        GSB_CHECK(be->ops->col_affine(be, src, &ob, NULL, NULL, out));
-    } else {
-        GSB_CHECK(be->ops->copy(be, out, src));
-    }
-done:
-    gsb__tensor_free(&ob);
-    if (rc != GSB_OK)
-        gsb__tensor_free(out);
-    return rc;
-}
-
-static int lin_prepare(gsb__ctx *c, int fit_intercept, lin_data *d)
-{
-    const gsb__backend *be = c->be;
-    const gsb__tensor *X = gsb__in(c, "X"), *Y = gsb__in(c, "y"), *w = gsb__in(c, "sample_weight");
-    gsb__tensor Xb = GSB__TENSOR_NONE, Yb = GSB__TENSOR_NONE, wb = GSB__TENSOR_NONE;
-    double *sw = NULL;
-    int rc = GSB_OK;
-    memset(d, 0, sizeof *d);
-    d->n = X->rows;
-    d->p = X->cols;
-    d->k = Y->cols;
-    d->y_1d = Y->ndim < 2;
-    d->dtype = X->dtype;
-    if (w) {
-        /* scikit-learn casts the weights to X's dtype and rejects all zeros */
-        sw = malloc((size_t)d->n * sizeof *sw);
-        if (!sw)
-            return gsb__err(GSB_ENOMEM, "out of host memory");
-        int nonzero = 0;
-        for (int64_t i = 0; i < d->n; i++) {
-            sw[i] = round_to(d->dtype, gsb__tensor_get(w, i));
-            nonzero |= sw[i] != 0;
-        }
-        if (!nonzero) {
-            rc = gsb__err(GSB_EINVAL, "Sample weights must contain at least one non-zero "
-                                      "number.");
-            goto done;
-        }
-        GSB_CHECK(upload_f64(be, GSB_F64, d->n, 1, sw, &wb));
-    }
-    GSB_CHECK(gsb__tensor_to(be, X, &Xb));
-    GSB_CHECK(gsb__tensor_to(be, Y, &Yb));
-    d->x_off = calloc((size_t)d->p, sizeof *d->x_off);
-    d->y_off = calloc((size_t)d->k, sizeof *d->y_off);
-    if (!d->x_off || !d->y_off) {
-        rc = gsb__err(GSB_ENOMEM, "out of host memory");
-        goto done;
-    }
-    if (fit_intercept) {
-        free(d->x_off);
-        free(d->y_off);
-        d->x_off = d->y_off = NULL;
-        GSB_CHECK(col_means(be, &Xb, w ? &wb : NULL, &d->x_off));
-        GSB_CHECK(col_means(be, &Yb, w ? &wb : NULL, &d->y_off));
-    }
-    /* owned copies: the solvers may not touch the caller's arrays */
-    GSB_CHECK(centred_copy(be, &Xb, fit_intercept ? d->x_off : NULL, &d->X));
-    GSB_CHECK(centred_copy(be, &Yb, fit_intercept ? d->y_off : NULL, &d->Y));
-    if (w) {
-        for (int64_t i = 0; i < d->n; i++)
-            sw[i] = sqrt(sw[i]);
-        GSB_CHECK(scale_rows(be, &d->X, sw));
-        GSB_CHECK(scale_rows(be, &d->Y, sw));
-    }
-done:
-    gsb__tensor_free(&Xb);
-    gsb__tensor_free(&Yb);
-    gsb__tensor_free(&wb);
-    free(sw);
-    if (rc != GSB_OK)
-        lin_free(d);
-    return rc;
-}
-
-/*
- * Store coef_ (host k x p doubles, row t = target t) in coef_dtype and the
- * intercept y_off - x_off @ coef_.  coef_ is (p,) when coef_1d, else (k, p);
- * intercept_ is a scalar for 1-D y, else (k,).  Without fit_intercept,
- * intercept_ is the float 0.0, as in scikit-learn.
- */
-static int lin_store(gsb__ctx *c, const lin_data *d, const double *coef, gsb_dtype coef_dtype,
-                     int fit_intercept, int coef_1d)
-{
-    gsb__tensor t;
-    if (coef_1d)
-        GSB_TRY(host_tensor(coef_dtype, d->p, 1, 1, coef, &t));
-    else
-        GSB_TRY(host_tensor(coef_dtype, d->k, d->p, 2, coef, &t));
-    GSB_TRY(gsb__fit_set(c, "coef_", &t));
-    if (!fit_intercept)
-        return gsb__fit_set_scalar(c, "intercept_", 0.0, GSB_F64);
-    double *b = malloc((size_t)d->k * sizeof *b);
-    if (!b)
-        return gsb__err(GSB_ENOMEM, "out of host memory");
-    for (int64_t j = 0; j < d->k; j++) {
-        double s = 0;
-        for (int64_t i = 0; i < d->p; i++)
-            s += d->x_off[i] * round_to(coef_dtype, coef[j * d->p + i]);
-        b[j] = d->y_off[j] - s;
-    }
-    int rc = d->y_1d ? host_tensor(d->dtype, 1, 1, 0, b, &t)
-                     : host_tensor(d->dtype, d->k, 1, 1, b, &t);
-    free(b);
-    GSB_TRY(rc);
-    return gsb__fit_set(c, "intercept_", &t);
-}
 
 /* Transpose a host p x k array (the solvers' X^T-shaped result) into k x p. */
 static double *transpose(const double *a, int64_t p, int64_t k)
@@ -445,7 +207,7 @@ done:
  * B = X^T Y in float64 on the backend, then NNLS per target on the host.
  * coef (k x p host doubles) is allocated here.  alpha may be NULL (no penalty).
  */
-static int positive_coef(gsb__ctx *c, const lin_data *d, const double *alpha, double **coef)
+static int positive_coef(gsb__ctx *c, const gsb__lin_data *d, const double *alpha, double **coef)
 {
     const gsb__backend *be = c->be;
     int64_t p = d->p, k = d->k;
@@ -461,8 +223,8 @@ static int positive_coef(gsb__ctx *c, const lin_data *d, const double *alpha, do
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, p, k, &Bb));
     GSB_CHECK(be->ops->syrk(be, 1.0, &X64, 0.0, &Gb));
     GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &X64, &Y64, 0.0, &Bb));
-    GSB_CHECK(download_f64(&Gb, &G));
-    GSB_CHECK(download_f64(&Bb, &B));
+    GSB_CHECK(gsb__lin_download_f64(&Gb, &G));
+    GSB_CHECK(gsb__lin_download_f64(&Bb, &B));
     bt = malloc((size_t)p * sizeof *bt);
     x = malloc((size_t)(p * k) * sizeof *x);
     if (!bt || !x) {
@@ -495,57 +257,6 @@ done:
  * Prediction (both estimators)
  * ==================================================================== */
 
-static int lin_predict(gsb__ctx *c)
-{
-    const gsb__backend *be = c->be;
-    const gsb__tensor *X = gsb__in(c, "X"), *coef, *icpt;
-    int64_t n = X->rows, p = X->cols;
-    GSB_TRY(gsb__attr_need(c, "coef_", 0, -1, -1, &coef));
-    int coef_1d = coef->ndim < 2;
-    int64_t k = coef_1d ? 1 : coef->rows;
-    if (gsb__tensor_numel(coef) != k * p)
-        return gsb__attr_need(c, "coef_", 0, p, 1, &coef); /* reports the bad shape */
-    GSB_TRY(gsb__attr_need(c, "intercept_", 0, -1, -1, &icpt));
-    int64_t ni = gsb__tensor_numel(icpt);
-    if (ni != 1 && ni != k)
-        return gsb__attr_need(c, "intercept_", 0, k, 1, &icpt);
-
-    /* numpy promotes: float32 X with float64 coef_ predicts in float64 */
-    gsb_dtype odt = X->dtype == GSB_F64 || coef->dtype == GSB_F64 ? GSB_F64 : GSB_F32;
-    gsb__tensor cview = *coef;
-    cview.rows = k;
-    cview.cols = p;
-    cview.ndim = 2;
-    gsb__tensor Xb = GSB__TENSOR_NONE, Cb = GSB__TENSOR_NONE, Ib = GSB__TENSOR_NONE;
-    gsb__tensor out = GSB__TENSOR_NONE;
-    double *b = malloc((size_t)k * sizeof *b);
-    int rc, any = 0;
-    if (!b)
-        return gsb__err(GSB_ENOMEM, "out of host memory");
-    for (int64_t j = 0; j < k; j++) {
-        b[j] = gsb__tensor_get(icpt, ni == 1 ? 0 : j);
-        any |= b[j] != 0;
-    }
-    GSB_CHECK(gsb__tensor_to_dtype(be, X, odt, &Xb));
-    GSB_CHECK(gsb__tensor_to_dtype(be, &cview, odt, &Cb));
-    GSB_CHECK(gsb__tensor_alloc(be, odt, n, k, &out));
-    GSB_CHECK(be->ops->gemm(be, 0, 1, 1.0, &Xb, &Cb, 0.0, &out));
-    if (any) {
-        GSB_CHECK(upload_f64(be, GSB_F64, k, 1, b, &Ib));
-        GSB_CHECK(be->ops->col_affine(be, &out, NULL, NULL, &Ib, &out));
-    }
-    if (coef_1d)
-        gsb__tensor_as_1d(&out);
-    rc = gsb__out(c, "y", &out);
-done:
-    free(b);
-    gsb__tensor_free(&Xb);
-    gsb__tensor_free(&Cb);
-    gsb__tensor_free(&Ib);
-    gsb__tensor_free(&out);
-    return rc;
-}
-
 /* ======================================================================
  * LinearRegression
  * ==================================================================== */
@@ -564,7 +275,7 @@ static const gsb__param_desc lr_params[] = {
     {0}};
 
 /* Exact least squares on the prepared data: coef (k x p), singular values, rank. */
-static int lr_lstsq(gsb__ctx *c, const lin_data *d, double tol, double **coef)
+static int lr_lstsq(gsb__ctx *c, const gsb__lin_data *d, double tol, double **coef)
 {
     const gsb__backend *be = c->be;
     int64_t r = d->n < d->p ? d->n : d->p, rank = 0;
@@ -575,7 +286,7 @@ static int lr_lstsq(gsb__ctx *c, const lin_data *d, double tol, double **coef)
     GSB_CHECK(gsb__tensor_alloc(be, d->dtype, d->p, d->k, &Bt));
     GSB_CHECK(gsb__tensor_alloc(be, d->dtype, r, 1, &S));
     GSB_CHECK(be->ops->lstsq(be, &d->X, &d->Y, tol, &Bt, &S, &rank));
-    GSB_CHECK(download_f64(&Bt, &bt));
+    GSB_CHECK(gsb__lin_download_f64(&Bt, &bt));
     if (!(*coef = transpose(bt, d->p, d->k))) {
         rc = gsb__err(GSB_ENOMEM, "out of host memory");
         goto done;
@@ -598,10 +309,11 @@ static int lr_fit(gsb__ctx *c)
 {
     int fit_intercept = gsb__param_bool(c->params, "fit_intercept");
     int positive = gsb__param_bool(c->params, "positive");
-    lin_data d;
+    gsb__lin_data d;
     double *coef = NULL;
     int rc;
-    GSB_TRY(lin_prepare(c, fit_intercept, &d));
+    GSB_TRY(gsb__lin_prepare(c->be, gsb__in(c, "X"), gsb__in(c, "y"), gsb__in(c, "sample_weight"),
+                             fit_intercept, 0, &d));
     gsb_dtype coef_dtype = d.dtype;
     if (positive) {
         GSB_CHECK(positive_coef(c, &d, NULL, &coef));
@@ -612,10 +324,10 @@ static int lr_fit(gsb__ctx *c)
     } else {
         GSB_CHECK(lr_lstsq(c, &d, gsb__param_float(c->params, "tol"), &coef));
     }
-    rc = lin_store(c, &d, coef, coef_dtype, fit_intercept, d.y_1d);
+    rc = gsb__lin_store(c, &d, coef, coef_dtype, fit_intercept, d.y_1d);
 done:
     free(coef);
-    lin_free(&d);
+    gsb__lin_free(&d);
     return rc;
 }
 
@@ -623,7 +335,9 @@ static const gsb__method_desc lr_methods[] = {
     {"fit", lr_fit,
      {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "ordinary least squares (non-negative with positive=True)"},
-    {"predict", lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
+    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
+    GSB__STATS_GRAM_ROW, GSB__STATS_MERGE_ROW,
+    GSB__FIT_FROM_STATS_ROW(gsb__linreg_fit_from_stats, "gram"),
     {0}};
 
 static const gsb__attr_desc lr_attrs[] = {
@@ -707,7 +421,7 @@ static int ridge_check_solver(const char *solver, int positive)
  * solver='svd': with X = U S Vt, coef^T = Vt^T diag(s / (s^2 + alpha)) U^T y,
  * singular values <= 1e-15 dropped (scikit-learn's _solve_svd).
  */
-static int ridge_svd(gsb__ctx *c, const lin_data *d, const double *alpha, double **coef)
+static int ridge_svd(gsb__ctx *c, const gsb__lin_data *d, const double *alpha, double **coef)
 {
     const gsb__backend *be = c->be;
     int64_t n = d->n, p = d->p, k = d->k, r = n < p ? n : p;
@@ -722,15 +436,15 @@ static int ridge_svd(gsb__ctx *c, const lin_data *d, const double *alpha, double
     GSB_CHECK(be->ops->svd(be, &d->X, &U, &S, &Vt));
     GSB_CHECK(gsb__tensor_alloc(be, d->dtype, r, k, &UTy));
     GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &U, &d->Y, 0.0, &UTy));
-    GSB_CHECK(download_f64(&S, &s));
-    GSB_CHECK(download_f64(&UTy, &uty));
+    GSB_CHECK(gsb__lin_download_f64(&S, &s));
+    GSB_CHECK(gsb__lin_download_f64(&UTy, &uty));
     for (int64_t i = 0; i < r; i++)
         for (int64_t t = 0; t < k; t++)
             uty[i * k + t] *= s[i] > 1e-15 ? s[i] / (s[i] * s[i] + alpha[t]) : 0.0;
-    GSB_CHECK(upload_f64(be, d->dtype, r, k, uty, &M));
+    GSB_CHECK(gsb__lin_upload_f64(be, d->dtype, r, k, uty, &M));
     GSB_CHECK(gsb__tensor_alloc(be, d->dtype, p, k, &Bt));
     GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &Vt, &M, 0.0, &Bt));
-    GSB_CHECK(download_f64(&Bt, &bt));
+    GSB_CHECK(gsb__lin_download_f64(&Bt, &bt));
     if (!(*coef = transpose(bt, p, k)))
         rc = gsb__err(GSB_ENOMEM, "out of host memory");
 done:
@@ -769,8 +483,8 @@ static int shifted_solve(const gsb__backend *be, const gsb__tensor *A, const gsb
         rc = be->ops->posv(be, A, sol);
         goto done;
     }
-    GSB_CHECK(download_f64(A, &Ah));
-    GSB_CHECK(download_f64(R, &Rh));
+    GSB_CHECK(gsb__lin_download_f64(A, &Ah));
+    GSB_CHECK(gsb__lin_download_f64(R, &Rh));
     Xh = malloc((size_t)(m * k) * sizeof *Xh);
     if (!Xh) {
         rc = gsb__err(GSB_ENOMEM, "out of host memory");
@@ -790,16 +504,16 @@ static int shifted_solve(const gsb__backend *be, const gsb__tensor *A, const gsb
         }
         gsb__tensor_free(&As);
         gsb__tensor_free(&bt);
-        GSB_CHECK(upload_f64(be, dt, m, m, Ah, &As));
-        GSB_CHECK(upload_f64(be, dt, m, 1, col, &bt));
+        GSB_CHECK(gsb__lin_upload_f64(be, dt, m, m, Ah, &As));
+        GSB_CHECK(gsb__lin_upload_f64(be, dt, m, 1, col, &bt));
         GSB_CHECK(be->ops->posv(be, &As, &bt));
         free(col);
         col = NULL;
-        GSB_CHECK(download_f64(&bt, &col));
+        GSB_CHECK(gsb__lin_download_f64(&bt, &col));
         for (int64_t i = 0; i < m; i++)
             Xh[i * k + t] = col[i];
     }
-    rc = upload_f64(be, dt, m, k, Xh, sol);
+    rc = gsb__lin_upload_f64(be, dt, m, k, Xh, sol);
 done:
     gsb__tensor_free(&As);
     gsb__tensor_free(&bt);
@@ -834,7 +548,7 @@ static int gram_start(const gsb__backend *be, gsb_dtype dt, int64_t m, const dou
     double *shift = scaled_identity(m, alpha[0]);
     if (!shift)
         return gsb__err(GSB_ENOMEM, "out of host memory");
-    int rc = upload_f64(be, dt, m, m, shift, A);
+    int rc = gsb__lin_upload_f64(be, dt, m, m, shift, A);
     free(shift);
     return rc;
 }
@@ -848,7 +562,7 @@ static int gram_start(const gsb__backend *be, gsb_dtype dt, int64_t m, const dou
  * otherwise (the caller falls back to the SVD, as scikit-learn does).  The
  * systems are solved in float64 whatever X's dtype (see the top).
  */
-static int ridge_cholesky(gsb__ctx *c, const lin_data *d, const double *alpha, int one_alpha,
+static int ridge_cholesky(gsb__ctx *c, const gsb__lin_data *d, const double *alpha, int one_alpha,
                           double **coef)
 {
     const gsb__backend *be = c->be;
@@ -868,7 +582,7 @@ static int ridge_cholesky(gsb__ctx *c, const lin_data *d, const double *alpha, i
         GSB_CHECK(widen(be, &A));
         GSB_CHECK(widen(be, &R));
         GSB_CHECK(shifted_solve(be, &A, &R, alpha, one_alpha, &sol));
-        GSB_CHECK(download_f64(&sol, &bt));
+        GSB_CHECK(gsb__lin_download_f64(&sol, &bt));
     } else {
         GSB_CHECK(gram_start(be, d->dtype, n, alpha, one_alpha, &A));
         GSB_CHECK(be->ops->gemm(be, 0, 1, 1.0, &d->X, &d->X, beta, &A));
@@ -890,7 +604,7 @@ static int ridge_cholesky(gsb__ctx *c, const lin_data *d, const double *alpha, i
         GSB_CHECK(gsb__tensor_to_dtype(be, &sol, d->dtype, &dual));
         GSB_CHECK(gsb__tensor_alloc(be, d->dtype, p, k, &Bt));
         GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &d->X, &dual, 0.0, &Bt));
-        GSB_CHECK(download_f64(&Bt, &bt));
+        GSB_CHECK(gsb__lin_download_f64(&Bt, &bt));
     }
     if (!(*coef = transpose(bt, p, k)))
         rc = gsb__err(GSB_ENOMEM, "out of host memory");
@@ -912,10 +626,11 @@ static int ridge_fit(gsb__ctx *c)
     int positive = gsb__param_bool(c->params, "positive");
     const char *solver = gsb__param_str(c->params, "solver");
     GSB_TRY(ridge_check_solver(solver, positive));
-    lin_data d;
+    gsb__lin_data d;
     double *alpha = NULL, *coef = NULL;
     int one_alpha = 1, rc;
-    GSB_TRY(lin_prepare(c, fit_intercept, &d));
+    GSB_TRY(gsb__lin_prepare(c->be, gsb__in(c, "X"), gsb__in(c, "y"), gsb__in(c, "sample_weight"),
+                             fit_intercept, 0, &d));
     GSB_CHECK(ridge_alphas(c, d.k, &alpha, &one_alpha));
     if (positive) {
         GSB_CHECK(positive_coef(c, &d, alpha, &coef));
@@ -932,11 +647,11 @@ static int ridge_fit(gsb__ctx *c)
     }
     /* Ridge ravels the coefficients of a single target even for 2-D y (its
      * intercept_ stays (1,)) */
-    rc = lin_store(c, &d, coef, d.dtype, fit_intercept, d.k == 1);
+    rc = gsb__lin_store(c, &d, coef, d.dtype, fit_intercept, d.k == 1);
 done:
     free(alpha);
     free(coef);
-    lin_free(&d);
+    gsb__lin_free(&d);
     return rc;
 }
 
@@ -944,7 +659,9 @@ static const gsb__method_desc ridge_methods[] = {
     {"fit", ridge_fit,
      {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "L2-regularised least squares"},
-    {"predict", lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
+    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
+    GSB__STATS_GRAM_ROW, GSB__STATS_MERGE_ROW,
+    GSB__FIT_FROM_STATS_ROW(gsb__ridge_fit_from_stats, "gram"),
     {0}};
 
 static const gsb__attr_desc ridge_attrs[] = {

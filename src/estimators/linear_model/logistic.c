@@ -14,10 +14,26 @@
  * 64 eps, maxls 50, maxiter = max_iter), so it stops where scikit-learn
  * stops, in double whatever X's dtype.
  *
- * Where scikit-learn warns and goes on, gsb goes on silently: not
- * converging within max_iter shows as n_iter_ == max_iter (scikit-learn's
- * ConvergenceWarning), and ignored parameters (n_jobs, intercept_scaling,
- * random_state with lbfgs) are documented below.
+ * Every solver name runs this L-BFGS (docs/PARITY.md): with the L2 penalty
+ * or none, 'newton-cg', 'newton-cholesky', 'sag' and 'saga' minimise the
+ * same objective, whose optimum is unique, so they differ from lbfgs only in
+ * the path and in where within tol they stop.  'liblinear' penalises the
+ * intercept as well (it is the weight of a constant feature of value
+ * intercept_scaling): its objective, C * sum_i s_i loss_i + ||W||^2 / 2 +
+ * b^2 / (2 intercept_scaling^2), is the one above times C sum(s) plus that
+ * term, which the objective here then carries too.
+ *
+ * The L1 and elastic-net penalties (l1_ratio > 0, which scikit-learn
+ * solves with solver='saga' only) add l1_ratio ||W||_1 / (C sum_i s_i) and
+ * scale the L2 term by (1 - l1_ratio): saga's objective, minimised by
+ * OWL-QN (solvers/owlqn.h) from the same loss and gradient, so coef_ is
+ * saga's optimum within tol, with the same zeros; n_iter_ counts OWL-QN's
+ * iterations, not saga's epochs.  liblinear's L1 penalty (which also
+ * penalises the intercept) is not supported.
+ *
+ * Not converging within max_iter warns as scikit-learn does (a
+ * ConvergenceWarning in its words, core/warn.h); ignored parameters (n_jobs,
+ * random_state) are documented below.
  */
 #include <float.h>
 #include <math.h>
@@ -25,8 +41,11 @@
 #include <string.h>
 
 #include "core/estimator.h"
+#include "core/warn.h"
 #include "solvers/lbfgs.h"
+#include "solvers/owlqn.h"
 #include "estimators/common/classes.h"
+#include "estimators/common/partial_stats.h"
 #include "estimators/common/pyrepr.h"
 
 /* ---- descriptor: parameters ---------------------------------------------- */
@@ -41,11 +60,12 @@ static const char *const solver_choices[] = {"lbfgs",           "liblinear", "ne
 static const gsb__param_desc logistic_params[] = {
     {"penalty", GSB__P_STR | GSB__P_NONE, "\"deprecated\"", 0, 0, 0, penalty_choices,
      "Deprecated in scikit-learn 1.8: use l1_ratio and C. 'l2' or None (no penalty, C "
-     "ignored) with lbfgs; 'l1' and 'elasticnet' fail as scikit-learn's lbfgs does."},
+     "ignored) with lbfgs; 'l1' and 'elasticnet' with saga (as in scikit-learn)."},
     {"C", GSB__P_FLOAT, "1.0", 0, INFINITY, GSB__CLOSED_RIGHT, NULL,
      "Inverse of the regularisation strength: the L2 term is ||coef||^2 / (2 C sum(w))."},
     {"l1_ratio", GSB__P_FLOAT | GSB__P_NONE, "0.0", 0, 1, GSB__CLOSED_BOTH, NULL,
-     "Elastic-net mixing: 0 (or None) is the L2 penalty, the only one lbfgs supports."},
+     "Elastic-net mixing: 0 (or None) is the L2 penalty (lbfgs); > 0 needs solver='saga' "
+     "(fitted by OWL-QN on saga's objective)."},
     {"dual", GSB__P_BOOL, "false", 0, 0, 0, NULL,
      "Dual formulation (liblinear only): must be false."},
     {"tol", GSB__P_FLOAT, "0.0001", 0, INFINITY, GSB__CLOSED_LEFT, NULL,
@@ -53,19 +73,22 @@ static const gsb__param_desc logistic_params[] = {
     {"fit_intercept", GSB__P_BOOL, "true", 0, 0, 0, NULL,
      "Fit an (unpenalised) intercept per coefficient row."},
     {"intercept_scaling", GSB__P_FLOAT, "1", 0, INFINITY, GSB__CLOSED_NEITHER, NULL,
-     "Used by liblinear only; accepted and ignored, as scikit-learn's lbfgs ignores it."},
+     "Used by liblinear only, which penalises the intercept b by b^2 / (2 "
+     "intercept_scaling^2); ignored by the other solvers."},
     {"class_weight", GSB__P_DICT | GSB__P_STR | GSB__P_NONE, "null", 0, 0, 0,
      class_weight_choices,
      "None, 'balanced' (sum(w) / (n_classes * weighted bincount(y))) or an object "
      "{class value: weight} (keys are class values written as numbers, e.g. \"1\"); "
      "multiplies sample_weight."},
     {"random_state", GSB__P_INT | GSB__P_NONE, "null", 0, 4294967295.0, GSB__CLOSED_BOTH, NULL,
-     "Used by sag, saga and liblinear only; lbfgs is deterministic."},
+     "Accepted; unused: every solver name runs gsb's deterministic L-BFGS."},
     {"solver", GSB__P_STR, "\"lbfgs\"", 0, 0, 0, solver_choices,
-     "Only 'lbfgs' is implemented; the others fail with GSB_EUNSUPPORTED."},
+     "Every name runs L-BFGS to the same optimum (with scikit-learn's checks of each "
+     "solver); 'liblinear' also penalises the intercept, as liblinear does; 'saga' with "
+     "l1_ratio > 0 runs OWL-QN on saga's L1 / elastic-net objective."},
     {"max_iter", GSB__P_INT, "100", 0, INFINITY, GSB__CLOSED_LEFT, NULL,
-     "Maximum L-BFGS iterations; n_iter_ == max_iter means it did not converge (where "
-     "scikit-learn emits a ConvergenceWarning)."},
+     "Maximum L-BFGS iterations; stopping there warns (ConvergenceWarning) as "
+     "scikit-learn does."},
     {"verbose", GSB__P_INT | GSB__P_BOOL, "0", 0, INFINITY, GSB__CLOSED_LEFT, NULL,
      "Print the objective of each iteration when no progress callback is set."},
     {"warm_start", GSB__P_BOOL, "false", 0, 0, 0, NULL,
@@ -77,8 +100,12 @@ static const gsb__param_desc logistic_params[] = {
 
 /* ---- fit: penalty and solver, as LogisticRegression.fit checks them ------ */
 
-/* Sets *l2_scale to 1/C, or 0 without a penalty. */
-static int check_penalty_solver(gsb__ctx *c, double *l2_scale)
+/* Sets *l2_scale and *l1_scale: the penalty's (1 - r) / C and r / C for the
+ * L1 share r (0 for 'l2', 1 for 'l1'), both 0 without a penalty; and
+ * *icpt_scale, the intercept's share of the L2 penalty (liblinear's
+ * 1 / intercept_scaling^2). */
+static int check_penalty_solver(gsb__ctx *c, double *l2_scale, double *l1_scale,
+                                double *icpt_scale)
 {
     const json_t *p = c->params;
     const char *solver = gsb__param_str(p, "solver");
@@ -110,15 +137,58 @@ static int check_penalty_solver(gsb__ctx *c, double *l2_scale)
                         "the liblinear solver");
     if (penalty && strcmp(penalty, "elasticnet") == 0 && gsb__param_is_none(p, "l1_ratio"))
         return gsb__err(GSB_EINVAL, "l1_ratio must be specified when penalty is elasticnet.");
-    /* newton-cg/-cholesky, sag and saga stop elsewhere than lbfgs, liblinear
-     * penalises the intercept: none gives lbfgs's answer, so none is faked */
-    if (strcmp(solver, "lbfgs") != 0)
-        return gsb__err(GSB_EUNSUPPORTED, "solver '%s' is not supported by gsb yet; use "
-                        "'lbfgs'", solver);
+    /* saga with the L1 or elastic-net penalty: OWL-QN on saga's objective
+     * (its optimum within tol; owlqn.h) */
+    int l1_path = penalty && strcmp(solver, "saga") == 0 &&
+                  (strcmp(penalty, "l1") == 0 || strcmp(penalty, "elasticnet") == 0);
+    /* liblinear's l1: another objective (the intercept penalised too) */
+    if (penalty && strcmp(penalty, "l2") != 0 && !l1_path)
+        return gsb__err(GSB_EUNSUPPORTED, "LogisticRegression: the '%s' penalty with solver "
+                        "'%s' is not supported by gsb yet; use solver='saga'", penalty, solver);
 
     /* penalty None (given, or from C = inf) drops the L2 term */
-    *l2_scale = !penalty || isinf(C) ? 0.0 : 1.0 / C;
+    double r = !l1_path ? 0.0 : strcmp(penalty, "l1") == 0 ? 1.0
+                                                         : gsb__param_float(p, "l1_ratio");
+    *l2_scale = !penalty || isinf(C) ? 0.0 : (1.0 - r) / C;
+    *l1_scale = !penalty || isinf(C) ? 0.0 : r / C;
+    double s = gsb__param_float(p, "intercept_scaling");
+    *icpt_scale = liblinear ? 1.0 / (s * s) : 0.0;
     return GSB_OK;
+}
+
+/* liblinear's own refusals, which LogisticRegression.fit raises before fitting. */
+static int check_liblinear(gsb__ctx *c, const gsb__tensor *X, int64_t n_classes)
+{
+    if (!gsb__param_is(c->params, "solver", "liblinear"))
+        return GSB_OK;
+    if (n_classes >= 3)
+        return gsb__err(GSB_EINVAL, "The 'liblinear' solver does not support multiclass "
+                        "classification (n_classes >= 3). Either use another solver or wrap "
+                        "the estimator in a OneVsRestClassifier to keep applying a "
+                        "one-versus-rest scheme.");
+    /* X may be on the device: its column maxima come through the backend */
+    const gsb__backend *be = c->be;
+    gsb__tensor Xb = GSB__TENSOR_NONE, lo = GSB__TENSOR_NONE, hi = GSB__TENSOR_NONE,
+                hh = GSB__TENSOR_NONE;
+    int rc;
+    GSB_CHECK(gsb__tensor_to(be, X, &Xb));
+    GSB_CHECK(gsb__tensor_alloc(be, X->dtype, X->cols, 1, &lo));
+    GSB_CHECK(gsb__tensor_alloc(be, X->dtype, X->cols, 1, &hi));
+    GSB_CHECK(be->ops->col_minmax(be, &Xb, &lo, &hi));
+    GSB_CHECK(gsb__tensor_to_host(&hi, &hh));
+    for (int64_t j = 0; j < X->cols; j++)
+        if (gsb__tensor_get(&hh, j) > 1e30) {
+            rc = gsb__err(GSB_EINVAL, "Using the 'liblinear' solver while X contains a "
+                          "maximum value > 1e30 results in a frozen fit. Please choose "
+                          "another solver or rescale the input X.");
+            break;
+        }
+done:
+    gsb__tensor_free(&Xb);
+    gsb__tensor_free(&lo);
+    gsb__tensor_free(&hi);
+    gsb__tensor_free(&hh);
+    return rc;
 }
 
 /* ---- fit: classes, labels and weights -------------------------------------- */
@@ -184,7 +254,9 @@ done:
 static int warm_start(gsb__ctx *c, int64_t K, int64_t R, int64_t p, int fit_intercept,
                       double *x)
 {
-    if (!gsb__param_bool(c->params, "warm_start") || !gsb__attr(c, "coef_"))
+    /* liblinear has no warm start (scikit-learn ignores the flag for it) */
+    if (!gsb__param_bool(c->params, "warm_start") || !gsb__attr(c, "coef_") ||
+        gsb__param_is(c->params, "solver", "liblinear"))
         return GSB_OK;
     const gsb__tensor *coef, *icpt;
     GSB_TRY(gsb__attr_need(c, "coef_", 0, -1, -1, &coef));
@@ -218,9 +290,10 @@ typedef struct objective {
     int fit_intercept;
     double inv_sw; /* 1 / sum(s) */
     double l2;     /* 1 / (C sum(s)), 0 without a penalty */
+    double l2_icpt; /* the intercepts' penalty: l2 / intercept_scaling^2 (liblinear), or 0 */
 } objective;
 
-/* f = loss / sum(s) + l2/2 ||W||^2 and its gradient, at x (R x p). */
+/* f = loss / sum(s) + l2/2 ||W||^2 (+ l2_icpt/2 ||b||^2) and its gradient, at x (R x p). */
 static int objective_eval(void *data, const double *x, double *f, double *g)
 {
     objective *o = data;
@@ -230,18 +303,21 @@ static int objective_eval(void *data, const double *x, double *f, double *g)
     GSB_TRY(be->ops->logistic_loss_grad(be, &o->X, &o->y, o->w.data ? &o->w : NULL, &o->coef,
                                         o->fit_intercept, &loss, &o->grad));
     GSB_TRY(be->ops->download(be, &o->grad, g));
-    double sq = 0;
+    double sq = 0, sq_icpt = 0;
     for (int64_t r = 0; r < o->R; r++) {
         for (int64_t j = 0; j < o->p; j++) {
             int64_t k = r * o->p + j;
             g[k] *= o->inv_sw;
-            if (j < o->d) { /* the intercept is not penalised */
+            if (j < o->d) {
                 g[k] += o->l2 * x[k];
                 sq += x[k] * x[k];
+            } else { /* the intercept: penalised by liblinear only */
+                g[k] += o->l2_icpt * x[k];
+                sq_icpt += x[k] * x[k];
             }
         }
     }
-    *f = loss * o->inv_sw + 0.5 * o->l2 * sq;
+    *f = loss * o->inv_sw + 0.5 * o->l2 * sq + 0.5 * o->l2_icpt * sq_icpt;
     return GSB_OK;
 }
 
@@ -254,15 +330,48 @@ static int objective_iter(void *data, int64_t iteration, double f)
 /* Most elements of float32 X upcast to one float64 copy per fit (256 MB). */
 #define LOGISTIC_UPCAST_MAX_ELEMENTS ((int64_t)1 << 25)
 
+/* scikit-learn's extra advice when LogisticRegression does not converge */
+#define LOGISTIC_SOLVER_ADVICE                                                    \
+    "Please also refer to the documentation for alternative solver options:\n"    \
+    "    https://scikit-learn.org/stable/modules/linear_model.html#logistic-regression"
+
+/* OWL-QN for the L1 share: weights l1 on the coefficients, none on intercepts. */
+static int minimise_l1(objective *o, double l1, int64_t max_iter, double tol, double *x,
+                       int64_t *n_iter)
+{
+    int64_t n = o->R * o->p;
+    double *w = malloc((size_t)n * sizeof *w);
+    if (!w)
+        return gsb__err(GSB_ENOMEM, "LogisticRegression: out of memory for %lld weights",
+                        (long long)n);
+    for (int64_t k = 0; k < n; k++)
+        w[k] = k % o->p < o->d ? l1 : 0.0;
+    gsb__owlqn_opts opts;
+    gsb__owlqn_defaults(&opts);
+    opts.max_iter = max_iter;
+    opts.pgtol = tol;
+    gsb__owlqn_result res;
+    int rc = gsb__owlqn_minimize(n, x, w, objective_eval, objective_iter, o, &opts, &res);
+    free(w);
+    *n_iter = res.n_iter;
+    /* saga's own words when it stops at max_iter (sklearn/linear_model/_sag.py) */
+    if (rc == GSB_OK && res.stop == GSB__OWLQN_MAX_ITER)
+        gsb__warn(GSB__CONVERGENCE_WARNING,
+                  "The max_iter was reached which means the coef_ did not converge");
+    return rc;
+}
+
 /* Minimise from x; *n_iter as scikit-learn reports it. */
 static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const double *w,
-                    double sw_sum, double l2_scale, int64_t R, int fit_intercept, double *x,
-                    int64_t *n_iter)
+                    double sw_sum, double l2_scale, double l1_scale, double icpt_scale,
+                    int64_t R,
+                    int fit_intercept, double *x, int64_t *n_iter)
 {
     const gsb__backend *be = c->be;
     int64_t n = X->rows, d = X->cols, p = d + (fit_intercept ? 1 : 0);
     objective o = {.c = c, .R = R, .d = d, .p = p, .fit_intercept = fit_intercept,
-                   .inv_sw = 1.0 / sw_sum, .l2 = l2_scale / sw_sum};
+                   .inv_sw = 1.0 / sw_sum, .l2 = l2_scale / sw_sum,
+                   .l2_icpt = l2_scale * icpt_scale / sw_sum};
     gsb__tensor yh = gsb__tensor_host_view((void *)yi, GSB_I32, n, 1);
     int rc;
     /* The CPU twin evaluates in double, upcasting float32 X block by block at
@@ -280,6 +389,11 @@ static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const 
     }
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, R, p, &o.coef));
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, R, p, &o.grad));
+    if (l1_scale > 0) {
+        rc = minimise_l1(&o, l1_scale / sw_sum, gsb__param_int(c->params, "max_iter"),
+                         gsb__param_float(c->params, "tol"), x, n_iter);
+        goto done;
+    }
 
     gsb__lbfgs_opts opts;
     gsb__lbfgs_defaults(&opts); /* m 10 and maxfun 15000, as scikit-learn leaves them */
@@ -291,6 +405,7 @@ static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const 
     GSB_CHECK(gsb__lbfgs_minimize(R * p, x, objective_eval, objective_iter, &o, &opts, &res));
     /* scipy may run one iteration past max_iter = 0; scikit-learn clips */
     *n_iter = res.n_iter < opts.max_iter ? res.n_iter : opts.max_iter;
+    gsb__lbfgs_warn(&res, *n_iter, opts.max_iter, LOGISTIC_SOLVER_ADVICE);
 done:
     gsb__tensor_free(&o.X);
     gsb__tensor_free(&o.y);
@@ -323,6 +438,9 @@ static int store_fit(gsb__ctx *c, gsb_dtype dtype, const double *classes, int64_
     gsb__tensor_set(&it, 0, (double)n_iter);
     gsb__tensor_as_1d(&cls);
     gsb__tensor_as_1d(&icpt);
+    /* liblinear without an intercept: scikit-learn's intercept_ is the scalar 0.0 */
+    if (!fit_intercept && gsb__param_is(c->params, "solver", "liblinear"))
+        icpt.ndim = 0;
     gsb__tensor_as_1d(&it);
     GSB_CHECK(gsb__fit_set(c, "classes_", &cls));
     GSB_CHECK(gsb__fit_set(c, "coef_", &coef));
@@ -340,8 +458,8 @@ static int logistic_fit(gsb__ctx *c)
 {
     const gsb__tensor *X = gsb__in(c, "X"), *y = gsb__in(c, "y");
     const gsb__tensor *sw = gsb__in(c, "sample_weight");
-    double l2_scale = 0;
-    GSB_TRY(check_penalty_solver(c, &l2_scale));
+    double l2_scale = 0, l1_scale = 0, icpt_scale = 0;
+    GSB_TRY(check_penalty_solver(c, &l2_scale, &l1_scale, &icpt_scale));
 
     int64_t n = X->rows, d = X->cols, K = 0;
     int fit_intercept = gsb__param_bool(c->params, "fit_intercept");
@@ -354,6 +472,7 @@ static int logistic_fit(gsb__ctx *c)
         goto done;
     }
     GSB_CHECK(gsb__labels_encode(c, y, &classes, &K, yi));
+    GSB_CHECK(check_liblinear(c, X, K));
     if (K < 2) {
         char v[40];
         gsb__py_float_repr(classes[0], v, sizeof v);
@@ -371,8 +490,9 @@ static int logistic_fit(gsb__ctx *c)
         goto done;
     }
     GSB_CHECK(warm_start(c, K, R, p, fit_intercept, x));
-    int64_t n_iter;
-    GSB_CHECK(minimise(c, X, yi, w, sw_sum, l2_scale, R, fit_intercept, x, &n_iter));
+    int64_t n_iter = 0;
+    GSB_CHECK(minimise(c, X, yi, w, sw_sum, l2_scale, l1_scale, icpt_scale, R, fit_intercept,
+                       x, &n_iter));
     rc = store_fit(c, X->dtype, classes, K, R, d, fit_intercept, x, n_iter);
 done:
     free(yi);
@@ -521,6 +641,7 @@ static const gsb__method_desc logistic_methods[] = {
      "Logarithm of predict_proba, as 'log_proba'."},
     {"decision_function", logistic_decision_function, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "X @ coef_.T + intercept_, as 'scores': (n,) for two classes, else (n, n_classes)."},
+    GSB__LOGISTIC_STATS_ROWS, GSB__STATS_MERGE_ROW,
     {0}};
 
 static const gsb__attr_desc logistic_attrs[] = {
@@ -528,7 +649,7 @@ static const gsb__attr_desc logistic_attrs[] = {
     {"coef_", "Coefficients (1, n_features) for two classes, else (n_classes, n_features); "
               "X's dtype."},
     {"intercept_", "Intercepts (1,) or (n_classes,), X's dtype; zeros without fit_intercept."},
-    {"n_iter_", "L-BFGS iterations as int32 of shape (1,); equal to max_iter when the fit did "
+    {"n_iter_", "L-BFGS (OWL-QN with l1_ratio > 0) iterations as int32 of shape (1,); equal to max_iter when the fit did "
                 "not converge."},
     {0}};
 
@@ -536,4 +657,5 @@ const gsb__estimator_desc gsb__est_LogisticRegression = {
     "LogisticRegression", "linear_model", GSB__KIND_CLASSIFIER, logistic_params,
     logistic_methods, logistic_attrs,
     "Logistic regression (binary or multinomial) with an L2 penalty, fitted by L-BFGS as "
-    "scikit-learn's solver='lbfgs'."};
+    "scikit-learn's solver='lbfgs', or L1 / elastic-net penalties (solver='saga', fitted by "
+    "OWL-QN)."};

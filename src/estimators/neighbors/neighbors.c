@@ -25,12 +25,14 @@
  * manhattan), regressor predictions in the targets' fitted dtype (X's), and
  * classifier labels are float64 (classes_ is float64 here).
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/estimator.h"
 #include "estimators/common/classes.h"
+#include "estimators/common/partial_stats.h"
 
 /* ---- parameters ---------------------------------------------------------- */
 
@@ -328,6 +330,63 @@ done:
     return rc;
 }
 
+/*
+ * stats_kneighbors: this model's training rows are one partition of a
+ * distributed index.  The n_neighbors (option) nearest of each query row (X,
+ * or without X the training rows, each excluding itself) as TOPK statistics
+ * (partial_stats.h) with global indices (option offset + row), padded when
+ * the partition has fewer rows; the payload is each neighbour's target (the
+ * classifier's class value, the regressor's y row), so that the merged
+ * statistics of all partitions are the global neighbours and what they vote.
+ */
+static int neighbors_stats_kneighbors(gsb__ctx *c)
+{
+    int64_t k = 0, offset = gsb__opt_int(c, "offset", 0);
+    GSB_TRY(option_k(c, &k));
+    const gsb__tensor *X = gsb__in(c, "X"), *fit_X = fit_X_of(c);
+    const gsb__tensor *y = gsb__attr(c, "_y"), *classes = gsb__attr(c, "classes_");
+    if (!fit_X)
+        return gsb__err(GSB_ENOTFITTED, "This %s instance is not fitted yet.", c->est->name);
+    int64_t n_fit = fit_X->rows, nq = X ? X->rows : n_fit;
+    int64_t kk = X ? n_fit : n_fit - 1, t = y ? y->cols : 0;
+    kk = kk < k ? kk : k;
+    gsb__tensor dist = GSB__TENSOR_NONE, idx = GSB__TENSOR_NONE, out = GSB__TENSOR_NONE;
+    double *o = NULL;
+    int rc;
+    if (kk > 0)
+        GSB_CHECK(knn_search(c, X, kk, &dist, &idx));
+    GSB_CHECK(gsb__stats_alloc(GSB__STATS_TOPK, nq, k, t, &out, &o));
+    double *od = o, *oi = o + nq * k, *op = o + 2 * nq * k;
+    for (int64_t q = 0; q < nq; q++)
+        for (int64_t r = 0; r < k; r++) {
+            int64_t at = q * k + r;
+            if (r >= kk) {
+                od[at] = DBL_MAX;
+                oi[at] = -1;
+                continue;
+            }
+            int64_t row = ((const int64_t *)idx.data)[q * kk + r];
+            od[at] = gsb__tensor_get(&dist, q * kk + r);
+            oi[at] = (double)(offset + row);
+            for (int64_t m = 0; m < t; m++) {
+                double v = gsb__tensor_get(y, row * t + m);
+                op[at * t + m] = classes ? gsb__tensor_get(classes, (int64_t)v) : v;
+            }
+        }
+    rc = gsb__out(c, "stats", &out);
+done:
+    gsb__tensor_free(&dist);
+    gsb__tensor_free(&idx);
+    gsb__tensor_free(&out);
+    return rc;
+}
+
+#define STATS_KNEIGHBORS_ROW                                                              \
+    {"stats_kneighbors", neighbors_stats_kneighbors,                                      \
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_OPTIONAL}}, 0,                         \
+     "this partition's nearest neighbours of X as global-index statistics (options "      \
+     "n_neighbors, offset; docs/DASK.md)"}
+
 /* ---- KNeighborsClassifier ------------------------------------------------ */
 
 static int classifier_fit(gsb__ctx *c)
@@ -599,6 +658,7 @@ static const gsb__method_desc nn_methods[] = {
     {"fit", neighbors_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
      "store the training rows (y is ignored)"},
     KNEIGHBORS_METHOD,
+    STATS_KNEIGHBORS_ROW, GSB__STATS_MERGE_ROW,
     {0}};
 
 static const gsb__method_desc classifier_methods[] = {
@@ -612,6 +672,7 @@ static const gsb__method_desc classifier_methods[] = {
     {"score", classifier_score,
      {IN_QUERY, {"y", GSB__IN_LABELS}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      0, "mean accuracy of predict(X); X absent: leave-one-out"},
+    STATS_KNEIGHBORS_ROW, GSB__STATS_MERGE_ROW,
     {0}};
 
 static const gsb__method_desc regressor_methods[] = {
@@ -624,6 +685,7 @@ static const gsb__method_desc regressor_methods[] = {
     {"score", regressor_score,
      {IN_QUERY, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      0, "R^2 of predict(X); X absent: leave-one-out"},
+    STATS_KNEIGHBORS_ROW, GSB__STATS_MERGE_ROW,
     {0}};
 
 #define A_COMMON                                                                           \

@@ -7,6 +7,12 @@
  * statistics are small and are finished on the host.  LabelEncoder works on
  * 1-D label vectors on the host (sorting and binary search).
  *
+ * The scalers' partial_fit update the fitted statistics with a batch as
+ * scikit-learn does: StandardScaler merges the batch's count, mean and
+ * centred sum of squares into the running ones (Chan, Golub and LeVeque's
+ * pairwise update, scikit-learn's _incremental_mean_and_var, weighted by
+ * sample_weight), MinMaxScaler keeps the running minimum and maximum.
+ *
  * Deliberate differences from scikit-learn, all at the engine boundary:
  *  - NaN in X is rejected by the input validation ("Input X contains NaN"),
  *    where scikit-learn's scalers ignore NaNs in fit and keep them in
@@ -24,6 +30,7 @@
 #include <string.h>
 
 #include "core/estimator.h"
+#include "estimators/common/partial_stats.h"
 
 /* ======================================================================
  * Small helpers
@@ -210,12 +217,30 @@ done:
     return rc;
 }
 
+/* scale_ from var_: sqrt, or 1 for a feature whose variance is within the
+ * rounding error of the two-pass algorithm (scikit-learn's _is_constant_feature
+ * and _handle_zeros_in_scale). */
+static int ss_scale(const gsb__tensor *mean, const gsb__tensor *var, double n_seen,
+                    gsb__tensor *scale)
+{
+    int64_t d = var->rows;
+    GSB_TRY(host_vec(d, scale));
+    const double *mu = mean->data, *v = var->data;
+    double *s = scale->data;
+    for (int64_t j = 0; j < d; j++) {
+        double bound = n_seen * DBL_EPSILON * v[j] +
+                       (n_seen * mu[j] * DBL_EPSILON) * (n_seen * mu[j] * DBL_EPSILON);
+        s[j] = v[j] <= bound ? 1.0 : sqrt(v[j]);
+    }
+    return GSB_OK;
+}
+
 static int ss_fit(gsb__ctx *c)
 {
     const gsb__tensor *X = gsb__in(c, "X"), *w = gsb__in(c, "sample_weight");
     int with_mean = gsb__param_bool(c->params, "with_mean");
     int with_std = gsb__param_bool(c->params, "with_std");
-    int64_t n = X->rows, d = X->cols;
+    int64_t n = X->rows;
     gsb__tensor wt = GSB__TENSOR_NONE, mean = GSB__TENSOR_NONE, var = GSB__TENSOR_NONE;
     gsb__tensor scale = GSB__TENSOR_NONE;
     double n_seen = (double)n;
@@ -230,17 +255,7 @@ static int ss_fit(gsb__ctx *c)
     }
     GSB_CHECK(ss_moments(c, X, w ? &wt : NULL, &mean, &var));
     if (with_std) {
-        GSB_CHECK(host_vec(d, &scale));
-        const double *mu = mean.data, *v = var.data;
-        double *s = scale.data;
-        for (int64_t j = 0; j < d; j++) {
-            /* scikit-learn's _is_constant_feature: the variance is within the
-             * rounding error of the two-pass algorithm, so the column is constant
-             * and is left unscaled (_handle_zeros_in_scale) */
-            double bound = n_seen * DBL_EPSILON * v[j] +
-                           (n_seen * mu[j] * DBL_EPSILON) * (n_seen * mu[j] * DBL_EPSILON);
-            s[j] = v[j] <= bound ? 1.0 : sqrt(v[j]);
-        }
+        GSB_CHECK(ss_scale(&mean, &var, n_seen, &scale));
         GSB_CHECK(gsb__fit_set(c, "var_", &var));
         GSB_CHECK(gsb__fit_set(c, "scale_", &scale));
     }
@@ -249,6 +264,135 @@ static int ss_fit(gsb__ctx *c)
     rc = gsb__fit_set_scalar(c, "n_samples_seen_", n_seen, GSB_F64);
 done:
     gsb__tensor_free(&wt);
+    gsb__tensor_free(&mean);
+    gsb__tensor_free(&var);
+    gsb__tensor_free(&scale);
+    return rc;
+}
+
+/*
+ * The running statistics before a partial_fit batch, as scikit-learn reads
+ * them: the count cast to the batch's count dtype (int64 without weights,
+ * so a fractional count from weighted batches is truncated; X's dtype with
+ * them), and mean_ / var_ (0 on the first batch or where absent).
+ */
+static double ss_last_count(gsb__ctx *c, int weighted, gsb_dtype xdtype)
+{
+    const gsb__tensor *seen = gsb__attr(c, "n_samples_seen_");
+    if (!seen || seen->rows * seen->cols < 1)
+        return 0;
+    double v = gsb__tensor_get(seen, 0);
+    return weighted ? round_to(xdtype, v) : trunc(v);
+}
+
+static double ss_last(const gsb__tensor *t, int64_t j)
+{
+    return t ? ((const double *)t->data)[j] : 0.0;
+}
+
+/*
+ * Merge a batch (count m, mean bm, population variance bv per column) into
+ * the running count n, mean_ and var_ (scikit-learn's _incremental_mean_and_var:
+ * sums and unnormalised variances, with the correction term
+ * n / m / (n + m) * (n mean - m bm)^2 * ... written as it writes it).
+ */
+static void ss_merge(double n, const gsb__tensor *lm, const gsb__tensor *lv, double m,
+                     const double *bm, const double *bv, int64_t d, double *mean, double *var)
+{
+    double total = n + m;
+    for (int64_t j = 0; j < d; j++) {
+        double last_sum = ss_last(lm, j) * n, new_sum = bm[j] * m;
+        mean[j] = (last_sum + new_sum) / total;
+        if (!var)
+            continue;
+        double new_unnorm = bv[j] * m;
+        if (n == 0) {
+            var[j] = new_unnorm / total;
+            continue;
+        }
+        double ratio = n / m, diff = last_sum / ratio - new_sum;
+        var[j] = (ss_last(lv, j) * n + new_unnorm + ratio / total * diff * diff) / total;
+    }
+}
+
+/* partial_fit: the fitted statistics updated with the batch X (and weights). */
+static int ss_partial_fit(gsb__ctx *c)
+{
+    const gsb__tensor *X = gsb__in(c, "X"), *w = gsb__in(c, "sample_weight");
+    int with_mean = gsb__param_bool(c->params, "with_mean");
+    int with_std = gsb__param_bool(c->params, "with_std");
+    int64_t n = X->rows, d = X->cols;
+    gsb__tensor wt = GSB__TENSOR_NONE, bm = GSB__TENSOR_NONE, bv = GSB__TENSOR_NONE,
+                mean = GSB__TENSOR_NONE, var = GSB__TENSOR_NONE, scale = GSB__TENSOR_NONE;
+    double m = (double)n, last = ss_last_count(c, w != NULL, X->dtype);
+    int rc;
+    if (w)
+        GSB_CHECK(ss_weights(w, X->dtype, &wt, &m));
+    if (!with_mean && !with_std) { /* rows are counted, weights or not */
+        rc = gsb__fit_set_scalar(c, "n_samples_seen_", last + (double)n, w ? X->dtype : GSB_I64);
+        goto done;
+    }
+    const gsb__tensor *lm = gsb__attr(c, "mean_"), *lv = gsb__attr(c, "var_");
+    if ((lm && (lm->dtype != GSB_F64 || lm->rows * lm->cols != d)) ||
+        (lv && (lv->dtype != GSB_F64 || lv->rows * lv->cols != d))) {
+        rc = gsb__err(GSB_ECORRUPT, "StandardScaler: fitted attribute 'mean_' or 'var_' is "
+                      "malformed (was the model imported from a damaged blob?)");
+        goto done;
+    }
+    if (last == 0)
+        lm = lv = NULL;
+    GSB_CHECK(ss_moments(c, X, w ? &wt : NULL, &bm, &bv));
+    GSB_CHECK(host_vec(d, &mean));
+    if (with_std)
+        GSB_CHECK(host_vec(d, &var));
+    ss_merge(last, lm, lv, m, bm.data, bv.data, d, mean.data, with_std ? var.data : NULL);
+    if (with_std) {
+        GSB_CHECK(ss_scale(&mean, &var, last + m, &scale));
+        GSB_CHECK(gsb__fit_set(c, "var_", &var));
+        GSB_CHECK(gsb__fit_set(c, "scale_", &scale));
+    }
+    GSB_CHECK(gsb__fit_set(c, "mean_", &mean));
+    rc = gsb__fit_set_scalar(c, "n_samples_seen_", last + m, GSB_F64);
+done:
+    gsb__tensor_free(&wt);
+    gsb__tensor_free(&bm);
+    gsb__tensor_free(&bv);
+    gsb__tensor_free(&mean);
+    gsb__tensor_free(&var);
+    gsb__tensor_free(&scale);
+    return rc;
+}
+
+/* fit from merged MOMENTS statistics (partial_stats.h): what fit computes on
+ * the concatenated partitions; option "weighted" as fit's sample_weight. */
+int gsb__scaler_fit_from_stats(gsb__ctx *c)
+{
+    gsb__stats st;
+    GSB_TRY(gsb__stats_parse(gsb__in(c, "stats"), GSB__STATS_MOMENTS, &st));
+    int64_t d = st.a;
+    const double *v = st.v;
+    int weighted = gsb__opt_bool(c, "weighted", 0);
+    GSB_TRY(gsb__fit_set_scalar(c, "n_features_in_", (double)d, GSB_I64));
+    if (!gsb__param_bool(c->params, "with_mean") && !gsb__param_bool(c->params, "with_std"))
+        return gsb__fit_set_scalar(c, "n_samples_seen_", v[1], weighted ? GSB_F64 : GSB_I64);
+    if (!(v[0] > 0))
+        return gsb__err(GSB_EINVAL, "Sample weights must contain at least one non-zero number.");
+    gsb__tensor mean = GSB__TENSOR_NONE, var = GSB__TENSOR_NONE, scale = GSB__TENSOR_NONE;
+    int rc;
+    GSB_CHECK(host_vec(d, &mean));
+    GSB_CHECK(host_vec(d, &var));
+    for (int64_t j = 0; j < d; j++) {
+        ((double *)mean.data)[j] = v[2 + j];
+        ((double *)var.data)[j] = v[2 + d + j] / v[0];
+    }
+    if (gsb__param_bool(c->params, "with_std")) {
+        GSB_CHECK(ss_scale(&mean, &var, v[0], &scale));
+        GSB_CHECK(gsb__fit_set(c, "var_", &var));
+        GSB_CHECK(gsb__fit_set(c, "scale_", &scale));
+    }
+    GSB_CHECK(gsb__fit_set(c, "mean_", &mean));
+    rc = gsb__fit_set_scalar(c, "n_samples_seen_", v[0], GSB_F64);
+done:
     gsb__tensor_free(&mean);
     gsb__tensor_free(&var);
     gsb__tensor_free(&scale);
@@ -286,9 +430,17 @@ static const gsb__method_desc ss_methods[] = {
      {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "compute the per-feature mean and standard deviation (y is ignored)"},
+    {"partial_fit", ss_partial_fit,
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_SAME_FEATURES},
+      {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},
+      {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
+     1, "update the mean and variance with a batch (incremental, as scikit-learn; y is "
+        "ignored)"},
     {"transform", ss_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "standardize X (result \"X\")"},
     {"inverse_transform", ss_inverse_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "scale back to the original representation (result \"X\")"},
+    GSB__STATS_MOMENTS_ROW, GSB__STATS_MERGE_ROW,
+    GSB__FIT_FROM_STATS_ROW(gsb__scaler_fit_from_stats, "moments"),
     {0}};
 
 static const gsb__attr_desc ss_attrs[] = {
@@ -325,41 +477,63 @@ static void mm_range(const json_t *params, double *lo, double *hi)
     *hi = json_number_value(json_array_get(fr, 1));
 }
 
-static int mm_fit(gsb__ctx *c)
+static int mm_check_range(gsb__ctx *c, double lo, double hi)
 {
-    const gsb__tensor *X = gsb__in(c, "X");
+    if (lo < hi)
+        return GSB_OK;
+    const json_t *fr = json_object_get(c->params, "feature_range");
+    char a[48], b[48];
+    py_number_repr(json_array_get(fr, 0), a, sizeof a);
+    py_number_repr(json_array_get(fr, 1), b, sizeof b);
+    return gsb__err(GSB_EINVAL,
+                    "Minimum of desired feature range must be smaller than maximum. "
+                    "Got (%s, %s).",
+                    a, b);
+}
+
+/* Per-column minimum and maximum of X (host copies, X's dtype). */
+static int mm_batch(gsb__ctx *c, const gsb__tensor *X, gsb__tensor *mn, gsb__tensor *mx)
+{
     const gsb__backend *be = c->be;
-    gsb_dtype dt = X->dtype;
-    int64_t d = X->cols;
+    gsb__tensor Xb = GSB__TENSOR_NONE, mnb = GSB__TENSOR_NONE, mxb = GSB__TENSOR_NONE;
+    int rc;
+    *mn = *mx = GSB__TENSOR_NONE;
+    GSB_CHECK(gsb__tensor_to(be, X, &Xb));
+    GSB_CHECK(gsb__tensor_alloc(be, X->dtype, X->cols, 1, &mnb));
+    GSB_CHECK(gsb__tensor_alloc(be, X->dtype, X->cols, 1, &mxb));
+    GSB_CHECK(be->ops->col_minmax(be, &Xb, &mnb, &mxb));
+    GSB_CHECK(gsb__tensor_to_host(&mnb, mn));
+    rc = gsb__tensor_to_host(&mxb, mx);
+done:
+    gsb__tensor_free(&Xb);
+    gsb__tensor_free(&mnb);
+    gsb__tensor_free(&mxb);
+    if (rc != GSB_OK) {
+        gsb__tensor_free(mn);
+        gsb__tensor_free(mx);
+    }
+    return rc;
+}
+
+/*
+ * The fitted attributes from data_min_ / data_max_ (host, dtype dt, taken
+ * over) and the samples seen: every step rounded to dt, as numpy evaluates
+ * it in that dtype.
+ */
+static int mm_store(gsb__ctx *c, gsb__tensor *mn, gsb__tensor *mx, int64_t seen)
+{
+    gsb_dtype dt = mn->dtype;
+    int64_t d = mn->rows;
     double lo, hi;
     mm_range(c->params, &lo, &hi);
-    if (!(lo < hi)) {
-        const json_t *fr = json_object_get(c->params, "feature_range");
-        char a[48], b[48];
-        py_number_repr(json_array_get(fr, 0), a, sizeof a);
-        py_number_repr(json_array_get(fr, 1), b, sizeof b);
-        return gsb__err(GSB_EINVAL,
-                        "Minimum of desired feature range must be smaller than maximum. "
-                        "Got (%s, %s).",
-                        a, b);
-    }
-    gsb__tensor Xb = GSB__TENSOR_NONE, mnb = GSB__TENSOR_NONE, mxb = GSB__TENSOR_NONE;
-    gsb__tensor mn = GSB__TENSOR_NONE, mx = GSB__TENSOR_NONE, range = GSB__TENSOR_NONE;
-    gsb__tensor scale = GSB__TENSOR_NONE, min_ = GSB__TENSOR_NONE;
+    gsb__tensor range = GSB__TENSOR_NONE, scale = GSB__TENSOR_NONE, min_ = GSB__TENSOR_NONE;
     int rc;
-    GSB_CHECK(gsb__tensor_to(be, X, &Xb));
-    GSB_CHECK(gsb__tensor_alloc(be, dt, d, 1, &mnb));
-    GSB_CHECK(gsb__tensor_alloc(be, dt, d, 1, &mxb));
-    GSB_CHECK(be->ops->col_minmax(be, &Xb, &mnb, &mxb));
-    GSB_CHECK(gsb__tensor_to_host(&mnb, &mn));
-    GSB_CHECK(gsb__tensor_to_host(&mxb, &mx));
     GSB_CHECK(gsb__tensor_alloc(gsb__cpu_backend(), dt, d, 1, &range));
     GSB_CHECK(gsb__tensor_alloc(gsb__cpu_backend(), dt, d, 1, &scale));
     GSB_CHECK(gsb__tensor_alloc(gsb__cpu_backend(), dt, d, 1, &min_));
-    /* every step rounded to X's dtype, as numpy evaluates it in that dtype */
     double flo = round_to(dt, lo), fhi = round_to(dt, hi), width = round_to(dt, fhi - flo);
     for (int64_t j = 0; j < d; j++) {
-        double a = gsb__tensor_get(&mn, j), b = gsb__tensor_get(&mx, j);
+        double a = gsb__tensor_get(mn, j), b = gsb__tensor_get(mx, j);
         double r = round_to(dt, b - a);
         /* _handle_zeros_in_scale: a (near) constant feature is not rescaled */
         double rz = r < 10 * dtype_eps(dt) ? 1.0 : r;
@@ -368,22 +542,73 @@ static int mm_fit(gsb__ctx *c)
         gsb__tensor_set(&scale, j, s);
         gsb__tensor_set(&min_, j, round_to(dt, flo - round_to(dt, a * s)));
     }
-    mn.ndim = mx.ndim = range.ndim = scale.ndim = min_.ndim = 1;
-    GSB_CHECK(gsb__fit_set_scalar(c, "n_samples_seen_", (double)X->rows, GSB_I64));
+    mn->ndim = mx->ndim = range.ndim = scale.ndim = min_.ndim = 1;
+    GSB_CHECK(gsb__fit_set_scalar(c, "n_samples_seen_", (double)seen, GSB_I64));
     GSB_CHECK(gsb__fit_set(c, "scale_", &scale));
     GSB_CHECK(gsb__fit_set(c, "min_", &min_));
-    GSB_CHECK(gsb__fit_set(c, "data_min_", &mn));
-    GSB_CHECK(gsb__fit_set(c, "data_max_", &mx));
+    GSB_CHECK(gsb__fit_set(c, "data_min_", mn));
+    GSB_CHECK(gsb__fit_set(c, "data_max_", mx));
     rc = gsb__fit_set(c, "data_range_", &range);
 done:
-    gsb__tensor_free(&Xb);
-    gsb__tensor_free(&mnb);
-    gsb__tensor_free(&mxb);
-    gsb__tensor_free(&mn);
-    gsb__tensor_free(&mx);
     gsb__tensor_free(&range);
     gsb__tensor_free(&scale);
     gsb__tensor_free(&min_);
+    return rc;
+}
+
+static int mm_fit(gsb__ctx *c)
+{
+    const gsb__tensor *X = gsb__in(c, "X");
+    double lo, hi;
+    mm_range(c->params, &lo, &hi);
+    GSB_TRY(mm_check_range(c, lo, hi));
+    gsb__tensor mn, mx;
+    GSB_TRY(mm_batch(c, X, &mn, &mx));
+    int rc = mm_store(c, &mn, &mx, X->rows);
+    gsb__tensor_free(&mn);
+    gsb__tensor_free(&mx);
+    return rc;
+}
+
+/*
+ * partial_fit: the running minimum and maximum with the batch X.  A batch of
+ * another dtype than the model's promotes the statistics to float64, as
+ * numpy's minimum / maximum do.
+ */
+static int mm_partial_fit(gsb__ctx *c)
+{
+    const gsb__tensor *X = gsb__in(c, "X");
+    const gsb__tensor *seen = gsb__attr(c, "n_samples_seen_");
+    const gsb__tensor *pmin = gsb__attr(c, "data_min_"), *pmax = gsb__attr(c, "data_max_");
+    double lo, hi;
+    mm_range(c->params, &lo, &hi);
+    GSB_TRY(mm_check_range(c, lo, hi));
+    int first = !seen || !pmin || !pmax;
+    int64_t d = X->cols;
+    if (!first && (pmin->rows * pmin->cols != d || pmax->rows * pmax->cols != d ||
+                   pmax->dtype != pmin->dtype))
+        return gsb__err(GSB_ECORRUPT, "MinMaxScaler: fitted attribute 'data_min_' or "
+                        "'data_max_' is malformed (was the model imported from a damaged "
+                        "blob?)");
+    gsb__tensor mn, mx, m2 = GSB__TENSOR_NONE, x2 = GSB__TENSOR_NONE;
+    GSB_TRY(mm_batch(c, X, &mn, &mx));
+    int rc = GSB_OK;
+    if (!first) {
+        gsb_dtype dt = pmin->dtype == X->dtype ? X->dtype : GSB_F64;
+        GSB_CHECK(gsb__tensor_alloc(gsb__cpu_backend(), dt, d, 1, &m2));
+        GSB_CHECK(gsb__tensor_alloc(gsb__cpu_backend(), dt, d, 1, &x2));
+        for (int64_t j = 0; j < d; j++) {
+            gsb__tensor_set(&m2, j, fmin(gsb__tensor_get(pmin, j), gsb__tensor_get(&mn, j)));
+            gsb__tensor_set(&x2, j, fmax(gsb__tensor_get(pmax, j), gsb__tensor_get(&mx, j)));
+        }
+    }
+    rc = mm_store(c, first ? &mn : &m2, first ? &mx : &x2,
+                  (first ? 0 : (int64_t)gsb__tensor_get(seen, 0)) + X->rows);
+done:
+    gsb__tensor_free(&mn);
+    gsb__tensor_free(&mx);
+    gsb__tensor_free(&m2);
+    gsb__tensor_free(&x2);
     return rc;
 }
 
@@ -416,6 +641,10 @@ static int mm_inverse_transform(gsb__ctx *c)
 static const gsb__method_desc mm_methods[] = {
     {"fit", mm_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
      "compute the per-feature minimum and maximum (y is ignored)"},
+    {"partial_fit", mm_partial_fit,
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_SAME_FEATURES},
+      {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}},
+     1, "update the per-feature minimum and maximum with a batch (y is ignored)"},
     {"transform", mm_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "scale X to feature_range (result \"X\")"},
     {"inverse_transform", mm_inverse_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,

@@ -1,6 +1,7 @@
 /*
- * client.c - remote sessions (net/remote.h): the public API carried to gsbd
- * over the wire protocol (docs/PROTOCOL.md).
+ * remote.c - a gsbd as a session (remote.h): the session interface
+ * (session.h) carried to the server over the wire protocol (src/net/wire.h,
+ * docs/PROTOCOL.md).
  *
  * A session holds a pool of connections joined to one server-side session.
  * A call checks an idle connection out (or opens one with "join"), sends
@@ -17,8 +18,13 @@
  *
  * Error messages from the server are passed on unchanged (the engine's
  * words); transport failures are GSB_EIO naming the URL and what to check.
+ *
+ * gsbd closes idle connections of a server-side session that holds nothing
+ * (idle_timeout_s, or to make room at its connection limit), and the session
+ * goes with its last connection.  A client holding nothing there (no model,
+ * data handle or shared-memory segment: `held`) then simply opens a new one.
  */
-#include "net/remote.h"
+#include "session/remote.h"
 
 #include <errno.h>
 #include <math.h>
@@ -32,6 +38,7 @@
 #include "core/data.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "core/warn.h"
 #include "net/arena.h"
 #include "net/wire.h"
 
@@ -51,7 +58,9 @@ struct gsb__remote {
     char *url;          /* the address without its query: what messages name */
     int is_unix;
     char *token;        /* NULL: none configured */
-    char *session;      /* the server-side session every connection joins */
+    char *session;      /* the server-side session every connection joins (pool_lock) */
+    atomic_int held;    /* models, data handles and segments on the server */
+    pthread_mutex_t reopen_lock; /* one thread at a time replaces a forgotten session */
     uint64_t max_inline;
     int shm;            /* the server maps our memfd segments */
     int copy_threads;   /* threads for the one-copy path */
@@ -65,6 +74,10 @@ struct gsb__remote {
 };
 
 /* ---- small helpers ------------------------------------------------------- */
+
+/* A remote session's own state (gsb_session.impl). */
+static gsb__remote *RS(const gsb_session *s) { return s->impl; }
+static gsb__remote *R(const gsb__model *m) { return RS(m->session); }
 
 /* gsb__err formats into the thread's message buffer, so a message built from
  * the current one must copy it first. */
@@ -236,9 +249,12 @@ static int connect_new(gsb__remote *r, const char *join, int *out_fd, json_t **w
             c = GSB_EIO;
         if (join && c == GSB_ENOTFOUND)
             /* the server forgot our session: it was restarted, or every
-             * connection of the session dropped */
-            rc = gsb__err(GSB_EIO, "gsbd at %s no longer has this session (%s); was it "
+             * connection of the session dropped (conn_get may open a new one) */
+            rc = gsb__err(GSB_ENOTFOUND, "gsbd at %s no longer has this session (%s); was it "
                           "restarted? open the session again", r->url, msg ? msg : "unknown");
+        else if (c == GSB_EIO) /* a connection limit: a ConnectionError in Python */
+            rc = gsb__err(c, "gsbd at %s refused the connection: %s", r->url,
+                          msg ? msg : "no reason given");
         else
             rc = gsb__err(c, "%s", msg ? msg : "gsbd refused the connection");
     } else if (rc == GSB_OK && f.hdr.type != GSB__F_WELCOME) {
@@ -272,6 +288,56 @@ static int idle_healthy(int fd)
     return gsb__poll(&p, 1, 0) == 0;
 }
 
+/* The server-side session's id now (it changes when a forgotten one is replaced). */
+static void session_id(gsb__remote *r, char *buf, size_t n)
+{
+    pthread_mutex_lock(&r->pool_lock);
+    snprintf(buf, n, "%s", r->session);
+    pthread_mutex_unlock(&r->pool_lock);
+}
+
+/*
+ * A connection joined to the server-side session `was`, which the server no
+ * longer knows.  Holding nothing there, this client loses nothing: a new
+ * session replaces it (once, whichever thread comes first); else the loss is
+ * reported (GSB_EIO).
+ */
+static int reopen(gsb__remote *r, const char *was, int *fd)
+{
+    char why[ERRCOPY];
+    errcopy(why);
+    if (atomic_load(&r->held) > 0)
+        return gsb__err(GSB_EIO, "%s", why);
+    pthread_mutex_lock(&r->reopen_lock);
+    char now[128];
+    session_id(r, now, sizeof now);
+    json_t *welcome = NULL;
+    int rc;
+    if (strcmp(now, was) != 0) { /* another thread replaced it meanwhile */
+        rc = connect_new(r, now, fd, NULL);
+    } else {
+        rc = connect_new(r, NULL, fd, &welcome);
+        char *id = rc == GSB_OK ? strdup(json_string_value(json_object_get(welcome, "session")))
+                                : NULL;
+        if (rc == GSB_OK && !id) {
+            gsb__sock_close(*fd);
+            *fd = -1;
+            rc = gsb__err(GSB_ENOMEM, "out of memory");
+        }
+        if (id) {
+            pthread_mutex_lock(&r->pool_lock);
+            free(r->session);
+            r->session = id;
+            pthread_mutex_unlock(&r->pool_lock);
+        }
+    }
+    json_decref(welcome);
+    pthread_mutex_unlock(&r->reopen_lock);
+    if (rc == GSB_ENOTFOUND)
+        rc = gsb__err(GSB_EIO, "%s", gsb_errmsg());
+    return rc;
+}
+
 static int conn_get(gsb__remote *r, int *fd)
 {
     for (;;) {
@@ -286,7 +352,10 @@ static int conn_get(gsb__remote *r, int *fd)
         }
         gsb__sock_close(c);
     }
-    return connect_new(r, r->session, fd, NULL);
+    char join[128];
+    session_id(r, join, sizeof join);
+    int rc = connect_new(r, join, fd, NULL);
+    return rc == GSB_ENOTFOUND ? reopen(r, join, fd) : rc;
 }
 
 static void conn_put(gsb__remote *r, int fd, int healthy)
@@ -595,7 +664,7 @@ static int add_input(rpc *c, gsb_session *s, gsb__outmsg *msg, const gsb_array *
         struct gsb_data *d;
         GSB_TRY(gsb__data_resolve(s, a, &d));
         describe(&w, GSB__AT_DATA, &d->view);
-        w.handle = d->remote_id;
+        w.handle = d->impl_id;
         return gsb__outmsg_add_placed(msg, &w);
     }
     size_t isz = gsb_dtype_size(a->dtype), nbytes;
@@ -801,12 +870,14 @@ static int attach_segment(void *ctx, uint64_t segment, int fd, size_t size)
                              "size", (json_int_t)size);
     GSB_TRY(rpc_run(&c, head, NULL, NULL, fd, NULL, 0));
     rpc_end(&c, 1);
+    atomic_fetch_add(&r->held, 1);
     return GSB_OK;
 }
 
 static void detach_segment(void *ctx, uint64_t segment)
 {
     gsb__remote *r = ctx;
+    atomic_fetch_sub(&r->held, 1);
     rpc_simple(r, "shm.detach",
                json_pack("{s:s, s:I}", "op", "shm.detach", "segment", (json_int_t)segment), NULL);
 }
@@ -821,19 +892,37 @@ static void remote_free(gsb__remote *r)
     for (int i = 0; i < r->n_idle; i++)
         gsb__sock_close(r->idle[i]);
     pthread_mutex_destroy(&r->pool_lock);
+    pthread_mutex_destroy(&r->reopen_lock);
     free(r->url);
     free(r->token);
     free(r->session);
     free(r);
 }
 
-int gsb__remote_open(const char *url, struct gsb__remote **out)
+/* the session's impl_free: keeps the caller's last error message (it runs
+ * inside void API functions: gsb_close, gsb_model_free ...) */
+static void remote_close(void *impl)
 {
-    *out = NULL;
+    char keep[ERRCOPY];
+    errcopy(keep);
+    remote_free(impl);
+    gsb__err(GSB_OK, "%s", keep);
+}
+
+/* url is "tcp://..." or "unix://..." with optional "?token_file=PATH" (and
+ * max_inline=BYTES).  Connects once (HELLO/WELCOME) so a bad URL or token
+ * fails here. */
+static int remote_open(gsb_session *s, const char *url)
+{
     gsb__remote *r = calloc(1, sizeof *r);
     if (!r)
         return gsb__err(GSB_ENOMEM, "out of memory");
     if (pthread_mutex_init(&r->pool_lock, NULL) != 0) {
+        free(r);
+        return gsb__err(GSB_ENOMEM, "cannot create a lock");
+    }
+    if (pthread_mutex_init(&r->reopen_lock, NULL) != 0) {
+        pthread_mutex_destroy(&r->pool_lock);
         free(r);
         return gsb__err(GSB_ENOMEM, "cannot create a lock");
     }
@@ -881,24 +970,14 @@ int gsb__remote_open(const char *url, struct gsb__remote **out)
         remote_free(r);
         return rc;
     }
-    *out = r;
+    s->impl = r; /* results arrive as host tensors: s keeps its CPU backend */
+    s->impl_free = remote_close;
     return GSB_OK;
 }
 
-void gsb__remote_close(struct gsb__remote *r)
+static int remote_info(gsb_session *s, char **out_json)
 {
-    if (!r)
-        return;
-    /* void API: keep the caller's last error message */
-    char keep[ERRCOPY];
-    errcopy(keep);
-    remote_free(r);
-    gsb__err(GSB_OK, "%s", keep);
-}
-
-int gsb__remote_info(struct gsb__remote *r, char **out_json)
-{
-    *out_json = NULL;
+    gsb__remote *r = RS(s);
     rpc c;
     rpc_init(&c, r, "info");
     GSB_TRY(rpc_run(&c, json_pack("{s:s}", "op", "info"), NULL, NULL, -1, NULL, 0));
@@ -918,8 +997,6 @@ int gsb__remote_info(struct gsb__remote *r, char **out_json)
 }
 
 /* ---- models ---------------------------------------------------------------- */
-
-static gsb__remote *R(const gsb__model *m) { return m->session->remote; }
 
 /* A local model for a server handle from a reply with model/estimator/fitted. */
 static int model_from_reply(gsb_session *s, rpc *c, gsb__model **out)
@@ -944,16 +1021,16 @@ static int model_from_reply(gsb_session *s, rpc *c, gsb__model **out)
                    json_pack("{s:s, s:I}", "op", "model.free", "model", (json_int_t)id), NULL);
         return gsb__err(rc, "%s", keep);
     }
-    m->remote_id = id;
+    m->impl_id = id;
+    atomic_fetch_add(&c->r->held, 1);
     take_fitted(c, m, c->reply.head);
     *out = m;
     return GSB_OK;
 }
 
-int gsb__remote_model_create(gsb_session *s, const gsb__estimator_desc *est,
-                             const char *params_json, gsb__model **out)
+static int remote_model_create(gsb_session *s, const gsb__estimator_desc *est,
+                               const char *params_json, gsb__model **out)
 {
-    *out = NULL;
     json_t *params;
     GSB_TRY(gsb__json_parse_object(params_json, &params));
     gsb__model *m;
@@ -963,37 +1040,40 @@ int gsb__remote_model_create(gsb_session *s, const gsb__estimator_desc *est,
         return rc;
     }
     rpc c;
-    rpc_init(&c, s->remote, "model.create");
+    rpc_init(&c, RS(s), "model.create");
     rc = rpc_run(&c, json_pack("{s:s, s:s, s:o}", "op", "model.create", "estimator", est->name,
                                "params", params),
                  NULL, NULL, -1, m, 0);
     if (rc == GSB_OK) {
         json_t *h = json_object_get(c.reply.head, "model");
-        if (json_is_integer(h) && json_integer_value(h) >= 1)
-            m->remote_id = (uint64_t)json_integer_value(h);
-        else
-            rc = protocol_error(s->remote, "no model handle in the reply");
+        if (json_is_integer(h) && json_integer_value(h) >= 1) {
+            m->impl_id = (uint64_t)json_integer_value(h);
+            atomic_fetch_add(&RS(s)->held, 1);
+        } else {
+            rc = protocol_error(RS(s), "no model handle in the reply");
+        }
         rpc_end(&c, 1);
     }
     if (rc != GSB_OK) {
-        gsb_model_free(m); /* remote_id 0: nothing on the server to free */
+        gsb__model_destroy(m); /* impl_id 0: nothing on the server to free */
         return rc;
     }
     *out = m;
     return GSB_OK;
 }
 
-void gsb__remote_model_free(gsb__model *m)
+static void remote_model_release(gsb__model *m)
 {
-    if (!m->remote_id)
+    if (!m->impl_id)
         return;
     char keep[ERRCOPY];
     errcopy(keep);
     /* best effort: when the connection is gone, so is the server's model */
+    atomic_fetch_sub(&R(m)->held, 1);
     rpc_simple(R(m), "model.free",
-               json_pack("{s:s, s:I}", "op", "model.free", "model", (json_int_t)m->remote_id),
+               json_pack("{s:s, s:I}", "op", "model.free", "model", (json_int_t)m->impl_id),
                NULL);
-    m->remote_id = 0;
+    m->impl_id = 0;
     gsb__err(GSB_OK, "%s", keep);
 }
 
@@ -1020,7 +1100,7 @@ static int model_json(gsb__model *m, const char *op, json_t *head, const char *k
 
 static json_t *model_head(const gsb__model *m, const char *op)
 {
-    return json_pack("{s:s, s:I}", "op", op, "model", (json_int_t)m->remote_id);
+    return json_pack("{s:s, s:I}", "op", op, "model", (json_int_t)m->impl_id);
 }
 
 static int model_head_with(const gsb__model *m, const char *op, const char *key,
@@ -1037,35 +1117,49 @@ static int model_head_with(const gsb__model *m, const char *op, const char *key,
     return GSB_OK;
 }
 
-int gsb__remote_set_params(gsb__model *m, const char *params_json)
+static int remote_set_params(gsb__model *m, const char *params_json)
 {
     json_t *head;
     GSB_TRY(model_head_with(m, "model.set_params", "params", params_json, &head));
     return model_json(m, "model.set_params", head, "params", NULL);
 }
 
-int gsb__remote_get_params(gsb__model *m, char **out_json)
+static int remote_get_params(gsb__model *m, char **out_json)
 {
     return model_json(m, "model.get_params", model_head(m, "model.get_params"), "params",
                       out_json);
 }
 
-int gsb__remote_set_meta(gsb__model *m, const char *json_object)
+static int remote_set_meta(gsb__model *m, const char *json_object)
 {
     json_t *head;
     GSB_TRY(model_head_with(m, "model.set_meta", "meta", json_object, &head));
     return model_json(m, "model.set_meta", head, "meta", NULL);
 }
 
-int gsb__remote_get_meta(gsb__model *m, char **out_json)
+static int remote_get_meta(gsb__model *m, char **out_json)
 {
     return model_json(m, "model.get_meta", model_head(m, "model.get_meta"), "meta", out_json);
 }
 
-int gsb__remote_list_attrs(gsb__model *m, char **out_json)
+static int remote_list_attrs(gsb__model *m, char **out_json)
 {
     return model_json(m, "model.list_attrs", model_head(m, "model.list_attrs"), "attrs",
                       out_json);
+}
+
+/* The server's warnings of a call ("warnings" in the reply head) become this
+ * thread's, as if the engine had run here; malformed entries are skipped. */
+static void take_warnings(const json_t *head)
+{
+    size_t i;
+    const json_t *w;
+    json_array_foreach(json_object_get(head, "warnings"), i, w) {
+        const char *cat = json_string_value(json_object_get(w, "category"));
+        const char *msg = json_string_value(json_object_get(w, "message"));
+        if (cat && msg)
+            gsb__warn(cat, "%s", msg);
+    }
 }
 
 /* Could `method` change the fitted state?  Then a failure may have unfitted it. */
@@ -1073,17 +1167,15 @@ static int may_fit(const gsb__model *m, const char *method)
 {
     const gsb__method_desc *md = gsb__method_find(m->est, method);
     if (md)
-        return md->is_fit;
+        return md->is_fit == 1;
     /* an estimator known by name only (the client-only build): the usual names */
     return strcmp(method, "fit") == 0 || strcmp(method, "partial_fit") == 0 ||
            strcmp(method, "fit_transform") == 0 || strcmp(method, "fit_predict") == 0;
 }
 
-int gsb__remote_call(gsb__model *m, const char *method, const gsb_array *const *inputs,
-                     int n_inputs, const char *options_json, gsb_result **out)
+static int remote_call(gsb__model *m, const char *method, const gsb_array *const *inputs,
+                       int n_inputs, const char *options_json, gsb_result **out)
 {
-    if (out)
-        *out = NULL;
     gsb__remote *r = R(m);
     json_t *options;
     GSB_TRY(gsb__json_parse_object(options_json, &options));
@@ -1101,11 +1193,13 @@ int gsb__remote_call(gsb__model *m, const char *method, const gsb_array *const *
     if (rc == GSB_OK) {
         int progress = m->progress != NULL;
         json_t *head = json_pack("{s:s, s:I, s:s, s:O, s:b}", "op", "model.call", "model",
-                                 (json_int_t)m->remote_id, "method", method, "options", options,
+                                 (json_int_t)m->impl_id, "method", method, "options", options,
                                  "progress", progress);
         rc = rpc_run(&c, head, "inputs", &msg, -1, m, 1);
         if (rc == GSB_OK) {
             rc = reply_tensors(&c, &results);
+            if (rc == GSB_OK)
+                take_warnings(c.reply.head);
             rpc_end(&c, rc == GSB_OK);
         } else if (rc != GSB_EIO && !c.fitted_seen && may_fit(m, method)) {
             /* the ERROR did not say whether the failed fit unfitted the
@@ -1128,7 +1222,7 @@ int gsb__remote_call(gsb__model *m, const char *method, const gsb_array *const *
     return gsb__result_from(&results, out);
 }
 
-int gsb__remote_get_attr(gsb__model *m, const char *name, gsb_result **out)
+static int remote_get_attr(gsb__model *m, const char *name, gsb_result **out)
 {
     *out = NULL;
     rpc c;
@@ -1151,7 +1245,7 @@ int gsb__remote_get_attr(gsb__model *m, const char *name, gsb_result **out)
     return gsb__result_from(&one, out);
 }
 
-int gsb__remote_export(gsb__model *m, void **out_bytes, size_t *out_len)
+static int remote_export(gsb__model *m, void **out_bytes, size_t *out_len)
 {
     *out_bytes = NULL;
     *out_len = 0;
@@ -1167,18 +1261,18 @@ int gsb__remote_export(gsb__model *m, void **out_bytes, size_t *out_len)
     return rc;
 }
 
-int gsb__remote_import(gsb_session *s, const void *bytes, size_t len, gsb__model **out)
+static int remote_import(gsb_session *s, const void *bytes, size_t len, gsb__model **out)
 {
     *out = NULL;
     gsb__outmsg msg;
-    gsb__outmsg_init(&msg, s->remote->max_inline);
+    gsb__outmsg_init(&msg, RS(s)->max_inline);
     int rc = gsb__outmsg_add_bytes(&msg, bytes, len);
     if (rc == GSB_OK && msg.n_chunk) {
-        atomic_fetch_add(&s->remote->st_chunked, 1);
-        atomic_fetch_add(&s->remote->st_chunk_bytes, msg.chunk_len);
+        atomic_fetch_add(&RS(s)->st_chunked, 1);
+        atomic_fetch_add(&RS(s)->st_chunk_bytes, msg.chunk_len);
     }
     rpc c;
-    rpc_init(&c, s->remote, "model.import");
+    rpc_init(&c, RS(s), "model.import");
     if (rc == GSB_OK)
         rc = rpc_run(&c, json_pack("{s:s}", "op", "model.import"), "arrays", &msg, -1, NULL, 0);
     if (rc == GSB_OK) {
@@ -1189,7 +1283,7 @@ int gsb__remote_import(gsb_session *s, const void *bytes, size_t len, gsb__model
     return rc;
 }
 
-int gsb__remote_save(gsb__model *m, const char *name)
+static int remote_save(gsb__model *m, const char *name)
 {
     json_t *head = model_head(m, "store.save");
     if (head && json_object_set_new(head, "name", json_string(name)) != 0) {
@@ -1202,11 +1296,11 @@ int gsb__remote_save(gsb__model *m, const char *name)
     return rc;
 }
 
-int gsb__remote_load(gsb_session *s, const char *name, gsb__model **out)
+static int remote_load(gsb_session *s, const char *name, gsb__model **out)
 {
     *out = NULL;
     rpc c;
-    rpc_init(&c, s->remote, "store.load");
+    rpc_init(&c, RS(s), "store.load");
     GSB_TRY(rpc_run(&c, json_pack("{s:s, s:s}", "op", "store.load", "name", name), NULL, NULL,
                     -1, NULL, 0));
     int rc = model_from_reply(s, &c, out);
@@ -1214,44 +1308,44 @@ int gsb__remote_load(gsb_session *s, const char *name, gsb__model **out)
     return rc;
 }
 
-int gsb__remote_delete(gsb_session *s, const char *name)
+static int remote_remove(gsb_session *s, const char *name)
 {
-    return rpc_simple(s->remote, "store.delete",
+    return rpc_simple(RS(s), "store.delete",
                       json_pack("{s:s, s:s}", "op", "store.delete", "name", name), NULL);
 }
 
-int gsb__remote_list(gsb_session *s, char **out_json)
+static int remote_list(gsb_session *s, char **out_json)
 {
     *out_json = NULL;
     rpc c;
-    rpc_init(&c, s->remote, "store.list");
+    rpc_init(&c, RS(s), "store.list");
     GSB_TRY(rpc_run(&c, json_pack("{s:s}", "op", "store.list"), NULL, NULL, -1, NULL, 0));
     json_t *v = json_object_get(c.reply.head, "models");
-    int rc = json_is_array(v) ? gsb__json_dump(v, out_json) : protocol_error(s->remote, "no models list");
+    int rc = json_is_array(v) ? gsb__json_dump(v, out_json) : protocol_error(RS(s), "no models list");
     rpc_end(&c, 1);
     return rc;
 }
 
 /* ---- data handles and the arena -------------------------------------------- */
 
-int gsb__remote_data_put(gsb_session *s, const gsb_array *a, struct gsb_data *d)
+static int remote_data_put(gsb_session *s, const gsb_array *a, struct gsb_data *d)
 {
-    gsb__remote *r = s->remote;
+    gsb__remote *r = RS(s);
     rpc c;
     rpc_init(&c, r, "data.put");
     gsb__outmsg msg;
     gsb__outmsg_init(&msg, r->max_inline);
-    int rc = gsb__is_data_ref(a)
-                 ? gsb__err(GSB_EINVAL, "gsb_data_put: the array is already a data handle")
-                 : add_input(&c, s, &msg, a);
+    int rc = add_input(&c, s, &msg, a);
     if (rc == GSB_OK) {
         rc = rpc_run(&c, json_pack("{s:s}", "op", "data.put"), "arrays", &msg, -1, NULL, 0);
         if (rc == GSB_OK) {
             json_t *h = json_object_get(c.reply.head, "data");
-            if (json_is_integer(h) && json_integer_value(h) >= 1)
-                d->remote_id = (uint64_t)json_integer_value(h);
-            else
+            if (json_is_integer(h) && json_integer_value(h) >= 1) {
+                d->impl_id = (uint64_t)json_integer_value(h);
+                atomic_fetch_add(&r->held, 1);
+            } else {
                 rc = protocol_error(r, "no data handle in the reply");
+            }
             rpc_end(&c, 1);
         }
     } else {
@@ -1261,27 +1355,59 @@ int gsb__remote_data_put(gsb_session *s, const gsb_array *a, struct gsb_data *d)
     return rc;
 }
 
-void gsb__remote_data_free(gsb_session *s, struct gsb_data *d)
+static void remote_data_release(gsb_session *s, struct gsb_data *d)
 {
-    if (!d->remote_id)
+    if (!d->impl_id)
         return;
     char keep[ERRCOPY];
     errcopy(keep);
-    rpc_simple(s->remote, "data.free",
-               json_pack("{s:s, s:I}", "op", "data.free", "data", (json_int_t)d->remote_id),
+    atomic_fetch_sub(&RS(s)->held, 1);
+    rpc_simple(RS(s), "data.free",
+               json_pack("{s:s, s:I}", "op", "data.free", "data", (json_int_t)d->impl_id),
                NULL);
-    d->remote_id = 0;
+    d->impl_id = 0;
     gsb__err(GSB_OK, "%s", keep);
 }
 
-int gsb__remote_arena_alloc(gsb_session *s, size_t nbytes, void **out)
+static int remote_arena_alloc(gsb_session *s, size_t nbytes, void **out)
 {
-    return gsb__rarena_alloc(s->remote->arena, nbytes, out);
+    return gsb__rarena_alloc(RS(s)->arena, nbytes, out);
 }
 
-int gsb__remote_arena_free(gsb_session *s, void *p)
+static int remote_arena_free(gsb_session *s, void *p)
 {
-    return gsb__rarena_free(s->remote->arena, p) == 1;
+    return gsb__rarena_free(RS(s)->arena, p) == 1;
+}
+
+const gsb__session_vtab gsb__remote_session = {
+    .open = remote_open,
+    .info = remote_info,
+    .model_create = remote_model_create,
+    .model_release = remote_model_release,
+    .set_params = remote_set_params,
+    .get_params = remote_get_params,
+    .set_meta = remote_set_meta,
+    .get_meta = remote_get_meta,
+    .call = remote_call,
+    .get_attr = remote_get_attr,
+    .list_attrs = remote_list_attrs,
+    .export_blob = remote_export,
+    .import_blob = remote_import,
+    .save = remote_save,
+    .load = remote_load,
+    .remove = remote_remove,
+    .list = remote_list,
+    .data_put = remote_data_put,
+    .data_release = remote_data_release,
+    .arena_alloc = remote_arena_alloc,
+    .arena_free = remote_arena_free,
+};
+
+/* ---- for tests and benchmarks ---------------------------------------------- */
+
+struct gsb__remote *gsb__remote_of(const gsb_session *s)
+{
+    return s && s->vt == &gsb__remote_session ? RS(s) : NULL;
 }
 
 void gsb__remote_get_stats(const struct gsb__remote *r, gsb__remote_stats *out)

@@ -1,0 +1,140 @@
+"""cuML's estimator classes on gsb: each is a subclass of gsb's class of the same name
+that adds cuML's output_type parameter and applies it (see _output) to what its
+methods return and to its fitted attributes, as cuML does.
+
+    cuml.cluster.KMeans(n_clusters=3, output_type="pandas").fit(X).cluster_centers_
+
+isinstance(cuml.cluster.KMeans(), gsb.cluster.KMeans) holds; the classes pickle as
+cuml.cluster.KMeans and clone with their output_type.
+"""
+import functools
+import importlib
+import inspect
+
+from sklearn.utils._available_if import _AvailableIfDescriptor, available_if
+
+from . import _output
+
+# methods whose results are arrays (or tuples of them), converted on the way out
+_CONVERTED = ("predict", "predict_proba", "predict_log_proba", "decision_function",
+              "transform", "inverse_transform", "fit_transform", "fit_predict",
+              "score_samples", "kneighbors", "kneighbors_graph", "radius_neighbors",
+              "radius_neighbors_graph", "get_covariance", "get_precision")
+# methods that fit: they record the input type that fitted attributes mirror
+_FITS = ("fit", "partial_fit", "fit_transform", "fit_predict")
+_PASSED_THROUGH = ("score",)  # scalars, but gsb's inner calls must see numpy
+
+
+class _FittedArray:
+    """A fitted attribute (coef_, cluster_centers_ ...) read in the output type; stored,
+    as scikit-learn expects, in the instance's __dict__ (check_is_fitted, pickle)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        try:
+            value = obj.__dict__[self.name]
+        except KeyError:
+            raise AttributeError(f"{type(obj).__name__!r} object has no attribute "
+                                 f"{self.name!r}") from None
+        if _output.internal():
+            return value
+        kind = _output.resolve(obj.__dict__.get("output_type"),
+                               obj.__dict__.get("_cuml_input_type"))
+        return _output.convert(value, kind)
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.name] = value
+
+    def __delete__(self, obj):
+        try:
+            del obj.__dict__[self.name]
+        except KeyError:
+            raise AttributeError(self.name) from None
+
+
+def _first_array(args, kwargs, name):
+    if args:
+        return args[0]
+    return kwargs.get(name)
+
+
+def _wrap(name, fn):
+    """fn with cuML's API boundary: the outermost call records (fits) or converts."""
+    fits, converts = name in _FITS, name in _CONVERTED
+    names = [p for p in inspect.signature(fn).parameters if p != "self"]
+    arg = names[0] if names else "X"  # the array the output mirrors (LabelEncoder: y)
+
+    @functools.wraps(fn)
+    def method(self, *args, **kwargs):
+        X = _first_array(args, kwargs, arg)
+        with _output.api_call() as outermost:
+            if outermost and fits:
+                _output.check_output_type(self.output_type)
+                self.__dict__["_cuml_input_type"] = _output.input_kind(X)
+            result = fn(self, *args, **kwargs)
+        if not outermost or not converts or result is self:
+            return result
+        mirror = self.__dict__.get("_cuml_input_type") if X is None else \
+            _output.input_kind(X)
+        kind = _output.resolve(self.output_type, mirror)
+        return _output.convert(result, kind, getattr(X, "index", None))
+    return method
+
+
+def _init_for(base):
+    """__init__ taking base's parameters and output_type=None (keyword only)."""
+    signature = inspect.signature(base.__init__)
+    params = list(signature.parameters.values())
+    params.append(inspect.Parameter("output_type", inspect.Parameter.KEYWORD_ONLY,
+                                    default=None))
+
+    def __init__(self, *args, output_type=None, **kwargs):
+        base.__init__(self, *args, **kwargs)
+        self.output_type = output_type
+    __init__.__signature__ = signature.replace(parameters=params)
+    __init__.__qualname__ = f"{base.__name__}.__init__"
+    return __init__
+
+
+def cuml_class(base, module):
+    """The cuML flavour of gsb estimator class base, living in module ('cuml.cluster')."""
+    desc = getattr(base, "_gsb_desc", None)
+    if desc is None:  # a planned estimator: it raises NotImplementedError, nothing to add
+        return base
+    attrs = {"__module__": module, "__qualname__": base.__name__, "__doc__":
+             (base.__doc__ or "") + "\n\noutput_type : {'input', 'numpy', 'pandas', "
+             "'cudf', 'array', 'dataframe', 'series', 'df_obj'} or None, default=None\n"
+             "    Type of results and fitted attributes (cuML's; None: the global setting, "
+             "else 'input').", "__init__": _init_for(base)}
+    for name in set(desc.get("attributes", [])) | {"classes_"}:
+        attrs[name] = _FittedArray(name)
+    cls = type(base.__name__, (base,), attrs)
+    # methods set after the class exists: scikit-learn's set_output wrapping (done on
+    # class creation) already sits inside gsb's methods and must not run twice
+    for name in _CONVERTED + _FITS + _PASSED_THROUGH:
+        raw = inspect.getattr_static(base, name, None)
+        if isinstance(raw, _AvailableIfDescriptor):  # SVC.predict_proba: keep the condition
+            setattr(cls, name, available_if(raw.check)(_wrap(name, raw.fn)))
+            continue
+        fn = getattr(base, name, None)
+        if callable(fn):
+            setattr(cls, name, _wrap(name, fn))
+    return cls
+
+
+@functools.lru_cache(maxsize=None)
+def _classes(group):
+    gsb_module = importlib.import_module(f"gsb.{group}")
+    return {name: cuml_class(getattr(gsb_module, name), f"cuml.{group}")
+            for name in gsb_module.__all__}
+
+
+def export(group, namespace):
+    """Fill the namespace of cuml.<group> with its classes; returns its __all__."""
+    classes = _classes(group)
+    namespace.update(classes)
+    return sorted(classes)

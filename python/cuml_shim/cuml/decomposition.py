@@ -1,0 +1,4 @@
+"""cuml.decomposition: gsb's decomposition estimators with cuML's output_type (see cuml._classes)."""
+from ._classes import export as _export
+
+__all__ = _export("decomposition", globals())

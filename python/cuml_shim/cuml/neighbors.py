@@ -1,0 +1,4 @@
+"""cuml.neighbors: gsb's neighbors estimators with cuML's output_type (see cuml._classes)."""
+from ._classes import export as _export
+
+__all__ = _export("neighbors", globals())

@@ -1,0 +1,14 @@
+/*
+ * local.h - the engine in this process as a session (session.h): a session
+ * URL of "local", "local?device=cpu|cuda|auto" or none (device from
+ * $GSB_DEVICE, else auto).  Not in the client-only build (GSB_CLIENT_ONLY),
+ * which has no engine.
+ */
+#ifndef GSB_SESSION_LOCAL_H
+#define GSB_SESSION_LOCAL_H
+
+#include "session/session.h"
+
+extern const gsb__session_vtab gsb__local_session;
+
+#endif
