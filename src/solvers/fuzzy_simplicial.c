@@ -23,7 +23,7 @@
 /* rows of work below which a loop stays on one thread */
 #define PAR_MIN_ROWS 4096
 
-void gsb__csr_free(gsb__csr *g)
+void gsb__fcsr_free(gsb__fcsr *g)
 {
     free(g->indptr);
     free(g->indices);
@@ -32,7 +32,7 @@ void gsb__csr_free(gsb__csr *g)
 }
 
 /* A csr of rows x cols with room for nnz entries (indptr zeroed). */
-static int csr_alloc(int64_t rows, int64_t cols, int64_t nnz, gsb__csr *g)
+static int csr_alloc(int64_t rows, int64_t cols, int64_t nnz, gsb__fcsr *g)
 {
     memset(g, 0, sizeof *g);
     g->rows = rows;
@@ -42,7 +42,7 @@ static int csr_alloc(int64_t rows, int64_t cols, int64_t nnz, gsb__csr *g)
     g->data = gsb__alloc_array(nnz, sizeof *g->data);
     if (g->indptr && g->indices && g->data)
         return GSB_OK;
-    gsb__csr_free(g);
+    gsb__fcsr_free(g);
     return gsb__err(GSB_ENOMEM, "out of memory for a %lld x %lld graph of %lld edges",
                     (long long)rows, (long long)cols, (long long)nnz);
 }
@@ -155,7 +155,7 @@ static void sort_row(int32_t *col, float *val, int64_t len)
 
 int gsb__membership_csr(const float *dist, const int64_t *idx, int64_t rows, int64_t k,
                         int64_t cols, const double *sigma, const double *rho, int bipartite,
-                        gsb__csr *out)
+                        gsb__fcsr *out)
 {
     if (cols > INT32_MAX)
         return gsb__err(GSB_EUNSUPPORTED, "graph of %lld columns: at most 2^31 - 1",
@@ -201,9 +201,9 @@ int gsb__membership_csr(const float *dist, const int64_t *idx, int64_t rows, int
 /* ---- the fuzzy union -------------------------------------------------------- */
 
 /* A^T of a square csr, rows sorted by column (a counting sort by column). */
-static int transpose(const gsb__csr *A, gsb__csr *T)
+static int transpose(const gsb__fcsr *A, gsb__fcsr *T)
 {
-    int64_t nnz = gsb__csr_nnz(A);
+    int64_t nnz = gsb__fcsr_nnz(A);
     GSB_TRY(csr_alloc(A->cols, A->rows, nnz, T));
     for (int64_t e = 0; e < nnz; e++)
         T->indptr[A->indices[e] + 1]++;
@@ -211,7 +211,7 @@ static int transpose(const gsb__csr *A, gsb__csr *T)
         T->indptr[i + 1] += T->indptr[i];
     int64_t *next = gsb__alloc_array(T->rows, sizeof *next);
     if (!next) {
-        gsb__csr_free(T);
+        gsb__fcsr_free(T);
         return gsb__err(GSB_ENOMEM, "out of memory transposing a graph");
     }
     memcpy(next, T->indptr, (size_t)T->rows * sizeof *next);
@@ -236,7 +236,7 @@ static float combine(float a, float b, float mix)
 
 /* Merge row i of A and T: writes (when col/val are given) and returns the
  * number of non-zero entries. */
-static int64_t merge_row(const gsb__csr *A, const gsb__csr *T, int64_t i, float mix,
+static int64_t merge_row(const gsb__fcsr *A, const gsb__fcsr *T, int64_t i, float mix,
                          int32_t *col, float *val)
 {
     int64_t p = A->indptr[i], pe = A->indptr[i + 1];
@@ -267,13 +267,13 @@ static int64_t merge_row(const gsb__csr *A, const gsb__csr *T, int64_t i, float 
     return n;
 }
 
-int gsb__fuzzy_union(const gsb__csr *A, double mix, gsb__csr *out)
+int gsb__fuzzy_union(const gsb__fcsr *A, double mix, gsb__fcsr *out)
 {
     memset(out, 0, sizeof *out);
     if (A->rows != A->cols)
         return gsb__err(GSB_EINTERNAL, "fuzzy union of a %lld x %lld graph",
                         (long long)A->rows, (long long)A->cols);
-    gsb__csr T;
+    gsb__fcsr T;
     GSB_TRY(transpose(A, &T));
     const float m = (float)mix;
     const int64_t n = A->rows;
@@ -295,14 +295,14 @@ int gsb__fuzzy_union(const gsb__csr *A, double mix, gsb__csr *out)
         merge_row(A, &T, i, m, out->indices + out->indptr[i], out->data + out->indptr[i]);
 done:
     free(count);
-    gsb__csr_free(&T);
+    gsb__fcsr_free(&T);
     return rc;
 }
 
 /* ---- supervised: categorical intersection --------------------------------- */
 
 /* Drop explicit zeros in place. */
-static void drop_zeros(gsb__csr *G)
+static void drop_zeros(gsb__fcsr *G)
 {
     int64_t at = 0, start = 0;
     for (int64_t i = 0; i < G->rows; i++) {
@@ -317,7 +317,7 @@ static void drop_zeros(gsb__csr *G)
     }
 }
 
-int gsb__fuzzy_categorical(gsb__csr *G, const double *y, double far_dist, double unknown_dist)
+int gsb__fuzzy_categorical(gsb__fcsr *G, const double *y, double far_dist, double unknown_dist)
 {
     const double far = exp(-far_dist), unknown = exp(-unknown_dist);
 #pragma omp parallel for schedule(static) if (G->rows > PAR_MIN_ROWS)
@@ -340,9 +340,9 @@ int gsb__fuzzy_categorical(gsb__csr *G, const double *y, double far_dist, double
             for (int64_t e = G->indptr[i]; e < G->indptr[i + 1]; e++)
                 G->data[e] /= mx;
     }
-    gsb__csr U;
+    gsb__fcsr U;
     GSB_TRY(gsb__fuzzy_union(G, 1.0, &U));
-    gsb__csr_free(G);
+    gsb__fcsr_free(G);
     *G = U;
     return GSB_OK;
 }

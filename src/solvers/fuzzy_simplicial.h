@@ -16,16 +16,18 @@
 
 #include <stdint.h>
 
-/* A sparse matrix, rows sorted by column, no explicit zeros. */
-typedef struct gsb__csr {
+/* A sparse matrix of float32 weights, rows sorted by column, no explicit
+ * zeros; rectangular (transform's new points against the training set).
+ * (t-SNE's gsb__csr in knn_graph.h is square and float64.) */
+typedef struct gsb__fcsr {
     int64_t rows, cols;
     int64_t *indptr;  /* rows + 1 */
     int32_t *indices; /* indptr[rows] */
     float *data;
-} gsb__csr;
+} gsb__fcsr;
 
-void gsb__csr_free(gsb__csr *g);
-static inline int64_t gsb__csr_nnz(const gsb__csr *g) { return g->indptr[g->rows]; }
+void gsb__fcsr_free(gsb__fcsr *g);
+static inline int64_t gsb__fcsr_nnz(const gsb__fcsr *g) { return g->indptr[g->rows]; }
 
 /*
  * umap-learn's smooth_knn_dist: for each of the n rows of dist (n x k,
@@ -45,10 +47,10 @@ void gsb__smooth_knn_dist(const float *dist, int64_t n, int64_t k, double target
  */
 int gsb__membership_csr(const float *dist, const int64_t *idx, int64_t rows, int64_t k,
                         int64_t cols, const double *sigma, const double *rho, int bipartite,
-                        gsb__csr *out);
+                        gsb__fcsr *out);
 
 /* out = mix (A + A^T - A o A^T) + (1 - mix) A o A^T, zeros dropped (A square). */
-int gsb__fuzzy_union(const gsb__csr *A, double mix, gsb__csr *out);
+int gsb__fuzzy_union(const gsb__fcsr *A, double mix, gsb__fcsr *out);
 
 /*
  * Supervised UMAP with a categorical target (umap-learn's
@@ -58,6 +60,6 @@ int gsb__fuzzy_union(const gsb__csr *A, double mix, gsb__csr *out);
  * row divided by its largest value and the result symmetrised by the fuzzy
  * union.  G is replaced.
  */
-int gsb__fuzzy_categorical(gsb__csr *G, const double *y, double far_dist, double unknown_dist);
+int gsb__fuzzy_categorical(gsb__fcsr *G, const double *y, double far_dist, double unknown_dist);
 
 #endif

@@ -4,7 +4,10 @@
  *
  * Every row's neighbours include the row itself (at distance exactly 0)
  * when the queries are the reference rows, as umap-learn's nearest_neighbors
- * returns them.  Metrics: euclidean, manhattan, cosine, and correlation (the cosine
+ * returns them.  t-SNE's knn_graph.h builds the same graph of a data set with
+ * itself (float64 distances, precomputed input); this one adds queries
+ * against another set (transform), correlation, and the exact zero of a
+ * row's own distance: the two are candidates for one module.  Metrics: euclidean, manhattan, cosine, and correlation (the cosine
  * distance of the row-centred data).  Exact search is what umap-learn does
  * below 4096 rows; above, umap-learn approximates (NN-descent) and this
  * finds the true neighbours, a superset of the quality.

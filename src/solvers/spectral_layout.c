@@ -33,7 +33,7 @@
 
 /* ---- connected components ------------------------------------------------ */
 
-int gsb__connected_components(const gsb__csr *G, int32_t *label, int64_t *count)
+int gsb__connected_components(const gsb__fcsr *G, int32_t *label, int64_t *count)
 {
     const int64_t n = G->rows;
     int32_t *queue = gsb__alloc_array(n, sizeof *queue);
@@ -84,7 +84,7 @@ static void norm_adj_free(norm_adj *a)
 }
 
 /* verts: the component's vertices (ascending), local: global -> local index */
-static int build_norm_adj(const gsb__csr *G, const int32_t *verts, int64_t nc,
+static int build_norm_adj(const gsb__fcsr *G, const int32_t *verts, int64_t nc,
                           const int32_t *local, norm_adj *a)
 {
     memset(a, 0, sizeof *a);
@@ -242,7 +242,7 @@ static double centroid_distance(const double *x, const double *y, int64_t p,
  * divided by sqrt(degree), signs fixed so each vector's largest entry is
  * positive), scaled by its largest value.  meta (k x dim).
  */
-static int centroid_layout(const gsb__csr *G, const int32_t *label, int64_t k,
+static int centroid_layout(const gsb__fcsr *G, const int32_t *label, int64_t k,
                            const gsb__spectral_opts *o, double *meta)
 {
     const int64_t n = G->rows, p = o->p, dim = o->dim;
@@ -326,7 +326,7 @@ done:
 }
 
 /* umap-learn's meta layout: +-e_i for up to 2 dim components, else centroids. */
-static int meta_layout(const gsb__csr *G, const int32_t *label, int64_t k,
+static int meta_layout(const gsb__fcsr *G, const int32_t *label, int64_t k,
                        const gsb__spectral_opts *o, double *meta)
 {
     const int64_t dim = o->dim;
@@ -378,7 +378,7 @@ static void comp_work_free(comp_work *w)
 }
 
 /* The vertices of each component, grouped, and their local indices. */
-static int group_components(const gsb__csr *G, int64_t k, comp_work *w)
+static int group_components(const gsb__fcsr *G, int64_t k, comp_work *w)
 {
     const int64_t n = G->rows;
     w->verts = gsb__alloc_array(n, sizeof *w->verts);
@@ -404,7 +404,7 @@ static int group_components(const gsb__csr *G, int64_t k, comp_work *w)
 }
 
 /* Lay out component c into out (its rows), inside its box around meta[c]. */
-static int place_component(const gsb__csr *G, const gsb__spectral_opts *o, comp_work *w,
+static int place_component(const gsb__fcsr *G, const gsb__spectral_opts *o, comp_work *w,
                            int64_t k, int64_t c, double *out, int64_t *n_failed)
 {
     const int64_t dim = o->dim, nc = w->start[c + 1] - w->start[c];
@@ -439,7 +439,7 @@ static int place_component(const gsb__csr *G, const gsb__spectral_opts *o, comp_
 }
 
 /* A connected graph: its spectral layout, or umap-learn's random fallback. */
-static int single_component(const gsb__csr *G, const gsb__spectral_opts *o, comp_work *w,
+static int single_component(const gsb__fcsr *G, const gsb__spectral_opts *o, comp_work *w,
                             double *out, int64_t *n_failed)
 {
     const int64_t n = G->rows, dim = o->dim;
@@ -462,7 +462,7 @@ static int single_component(const gsb__csr *G, const gsb__spectral_opts *o, comp
     return GSB_OK;
 }
 
-int gsb__spectral_layout(const gsb__csr *G, const gsb__spectral_opts *o, double *out,
+int gsb__spectral_layout(const gsb__fcsr *G, const gsb__spectral_opts *o, double *out,
                          int64_t *n_failed)
 {
     const int64_t n = G->rows, dim = o->dim;

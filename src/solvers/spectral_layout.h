@@ -39,14 +39,14 @@ typedef struct gsb__spectral_opts {
  * out (G->rows x dim doubles, row-major).  *n_failed counts the components
  * whose eigensolver did not converge: they were given uniform random
  * coordinates in [-10, 10) (scaled into their box), umap-learn's fallback,
- * for which the caller warns.  Errors: GSB_ENOMEM, the progress callback's
+ * for which the caller warns (umap.c: a UserWarning, as umap-learn's).  Errors: GSB_ENOMEM, the progress callback's
  * status.
  */
-int gsb__spectral_layout(const gsb__csr *G, const gsb__spectral_opts *o, double *out,
+int gsb__spectral_layout(const gsb__fcsr *G, const gsb__spectral_opts *o, double *out,
                          int64_t *n_failed);
 
 /* Connected components of a symmetric graph: label (rows) in [0, count), in
  * the order of each component's smallest vertex. */
-int gsb__connected_components(const gsb__csr *G, int32_t *label, int64_t *count);
+int gsb__connected_components(const gsb__fcsr *G, int32_t *label, int64_t *count);
 
 #endif

@@ -282,6 +282,30 @@ static void test_bad_input(void)
     gsb_model_free(fresh);
 }
 
+/* more components than 30 points have eigenvectors: umap-learn's warning, a
+ * random layout, still finite; none for a spectral layout that works */
+static void test_spectral_fallback_warns(void)
+{
+    double X[30 * 5];
+    testing_seed(10);
+    testing_fill_normal(X, 30 * 5);
+    gsb_array Xa = gsb_array_2d(X, GSB_F64, 30, 5);
+    gsb_model *m = testing_model(S, "UMAP", "{\"n_components\": 40, \"n_neighbors\": 5, "
+                                            "\"n_epochs\": 10}");
+    CHECK_OK(gsb_model_fit(m, &Xa, NULL));
+    const char *w = gsb_warnings();
+    CHECK(w && strstr(w, "UserWarning") && strstr(w, "Spectral initialisation failed!"));
+    double emb[30 * 40];
+    CHECK(testing_attr(m, "embedding_", emb, 30 * 40, NULL) == 30 * 40);
+    for (int i = 0; i < 30 * 40; i++)
+        CHECK(isfinite(emb[i]));
+    CHECK_OK(gsb_model_set_params(m, "{\"n_components\": 2}"));
+    CHECK_OK(gsb_model_fit(m, &Xa, NULL));
+    w = gsb_warnings();
+    CHECK(!w || !strstr(w, "Spectral"));
+    gsb_model_free(m);
+}
+
 int main(void)
 {
     if (testing_open(&S))
@@ -293,5 +317,6 @@ int main(void)
     RUN(test_progress_and_cancel);
     RUN(test_export_import);
     RUN(test_bad_input);
+    RUN(test_spectral_fallback_warns);
     return testing_close(S);
 }

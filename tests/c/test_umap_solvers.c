@@ -93,7 +93,7 @@ static void test_smooth_knn_reaches_log2_k(void)
 }
 
 /* dense n x n of a CSR */
-static double *dense(const gsb__csr *g)
+static double *dense(const gsb__fcsr *g)
 {
     double *m = xcalloc((size_t)(g->rows * g->cols), sizeof *m);
     for (int64_t i = 0; i < g->rows; i++) {
@@ -108,7 +108,7 @@ static double *dense(const gsb__csr *g)
 }
 
 /* a random kNN graph of n points (self first), its memberships as a CSR */
-static void random_memberships(int64_t n, int64_t k, gsb__csr *A, int64_t **idx_out,
+static void random_memberships(int64_t n, int64_t k, gsb__fcsr *A, int64_t **idx_out,
                                float **d_out)
 {
     float *d = knn_distances(n, k);
@@ -151,14 +151,14 @@ static void test_fuzzy_union_matches_dense(void)
 {
     const int64_t n = 60, k = 6;
     testing_seed(12);
-    gsb__csr A = {0};
+    gsb__fcsr A = {0};
     int64_t *idx;
     float *d;
     random_memberships(n, k, &A, &idx, &d);
     double *a = dense(&A);
     const double mixes[3] = {1.0, 0.0, 0.3};
     for (int t = 0; t < 3; t++) {
-        gsb__csr U = {0};
+        gsb__fcsr U = {0};
         CHECK_OK(gsb__fuzzy_union(&A, mixes[t], &U));
         double *u = dense(&U);
         for (int64_t i = 0; i < n; i++)
@@ -169,19 +169,19 @@ static void test_fuzzy_union_matches_dense(void)
                 CHECK(u[i * n + j] == u[j * n + i]); /* exactly symmetric */
             }
         free(u);
-        gsb__csr_free(&U);
+        gsb__fcsr_free(&U);
     }
     free(a);
     free(idx);
     free(d);
-    gsb__csr_free(&A);
+    gsb__fcsr_free(&A);
 }
 
 static void test_categorical_intersection(void)
 {
     const int64_t n = 40, k = 6;
     testing_seed(13);
-    gsb__csr A = {0}, G = {0};
+    gsb__fcsr A = {0}, G = {0};
     int64_t *idx;
     float *d;
     random_memberships(n, k, &A, &idx, &d);
@@ -213,8 +213,8 @@ static void test_categorical_intersection(void)
     free(r);
     free(idx);
     free(d);
-    gsb__csr_free(&A);
-    gsb__csr_free(&G);
+    gsb__fcsr_free(&A);
+    gsb__fcsr_free(&G);
 }
 
 /* ---- Lanczos ------------------------------------------------------------------------ */
@@ -340,7 +340,7 @@ static void ring(double *w, int64_t n, int64_t first, int64_t len)
 }
 
 /* the CSR of a dense symmetric weight matrix */
-static void csr_from_dense(const double *w, int64_t n, gsb__csr *g)
+static void csr_from_dense(const double *w, int64_t n, gsb__fcsr *g)
 {
     int64_t nnz = 0;
     for (int64_t i = 0; i < n * n; i++)
@@ -416,7 +416,7 @@ static void test_components_and_layout(void)
     ring(w, n, 0, 700);
     ring(w, n, 700, 300);
     ring(w, n, 1000, 3);
-    gsb__csr G = {0};
+    gsb__fcsr G = {0};
     csr_from_dense(w, n, &G);
     int32_t *label = xcalloc((size_t)n, sizeof *label);
     int64_t count = 0;
@@ -445,19 +445,19 @@ static void test_components_and_layout(void)
     CHECK(off_spectral_subspace(w, n, 0, 700, out, centre[0]) < 1e-3);   /* Lanczos */
     CHECK(off_spectral_subspace(w, n, 700, 300, out, centre[1]) < 1e-6); /* dense */
     /* one component: the same eigenvectors, unshifted */
-    gsb__csr R = {0};
+    gsb__fcsr R = {0};
     csr_from_dense(w, 700, &R); /* the first 700 rows and columns are the big ring */
     double *w700 = xcalloc(700 * 700, sizeof *w700);
     for (int64_t i = 0; i < 700; i++)
         memcpy(w700 + i * 700, w + i * n, 700 * sizeof *w700);
-    gsb__csr_free(&R);
+    gsb__fcsr_free(&R);
     csr_from_dense(w700, 700, &R);
     CHECK_OK(gsb__spectral_layout(&R, &o, out, &failed));
     CHECK(failed == 0);
     const double origin[2] = {0, 0};
     CHECK(off_spectral_subspace(w700, 700, 0, 700, out, origin) < 1e-3);
-    gsb__csr_free(&R);
-    gsb__csr_free(&G);
+    gsb__fcsr_free(&R);
+    gsb__fcsr_free(&G);
     free(w);
     free(w700);
     free(label);

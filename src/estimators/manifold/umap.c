@@ -39,6 +39,7 @@
 #include "core/alloc.h"
 #include "core/estimator.h"
 #include "core/rng.h"
+#include "core/warn.h"
 #include "estimators/manifold/umap_embed.h"
 #include "solvers/fuzzy_simplicial.h"
 #include "solvers/knn_graph_umap.h"
@@ -222,7 +223,7 @@ static void disconnect(gsb__tensor *dist, gsb__tensor *idx, double limit)
 
 /* kNN distances and indices -> memberships (CSR, rows x cols). */
 static int memberships(const gsb__tensor *dist, const gsb__tensor *idx, int64_t cols,
-                       double target, double local_connectivity, int bipartite, gsb__csr *out)
+                       double target, double local_connectivity, int bipartite, gsb__fcsr *out)
 {
     const int64_t n = dist->rows, k = dist->cols;
     double *sigma = gsb__alloc_array(n, sizeof *sigma), *rho = gsb__alloc_array(n, sizeof *rho);
@@ -246,10 +247,10 @@ static int to_f32(const gsb__tensor *X, gsb__tensor *out)
 }
 
 /* The fuzzy simplicial set of the training rows, and its labelled intersection. */
-static int fit_graph(gsb__ctx *c, const umap_cfg *g, const gsb__tensor *X32, gsb__csr *G)
+static int fit_graph(gsb__ctx *c, const umap_cfg *g, const gsb__tensor *X32, gsb__fcsr *G)
 {
     gsb__tensor dist = GSB__TENSOR_NONE, idx = GSB__TENSOR_NONE;
-    gsb__csr A = {0};
+    gsb__fcsr A = {0};
     int rc;
     GSB_CHECK(gsb__knn_graph_exact(c, X32, NULL, g->n_neighbors, g->metric, &dist, &idx));
     disconnect(&dist, &idx, g->disconnection);
@@ -270,7 +271,7 @@ static int fit_graph(gsb__ctx *c, const umap_cfg *g, const gsb__tensor *X32, gsb
 done:
     gsb__tensor_free(&dist);
     gsb__tensor_free(&idx);
-    gsb__csr_free(&A);
+    gsb__fcsr_free(&A);
     return rc;
 }
 
@@ -279,14 +280,14 @@ done:
 static int64_t default_epochs(int64_t n) { return n <= 10000 ? 500 : 200; }
 
 /* The layout of a fit: initial layout and SGD on the pruned graph. */
-static int fit_layout(gsb__ctx *c, const umap_cfg *g, const gsb__tensor *X32, const gsb__csr *G,
+static int fit_layout(gsb__ctx *c, const umap_cfg *g, const gsb__tensor *X32, const gsb__fcsr *G,
                       double a, double b, float *emb, int64_t *spectral_failures)
 {
     const int64_t n = X32->rows;
     const int64_t n_epochs = g->n_epochs < 0 ? default_epochs(n) : g->n_epochs;
     gsb__rng rng;
     gsb__rng_seed_params(&rng, c->params);
-    gsb__csr P = {0};
+    gsb__fcsr P = {0};
     GSB_TRY(gsb__umap_prune(G, (double)(n_epochs > 10 ? n_epochs : default_epochs(n)), &P));
     const gsb__tensor *array = gsb__in(c, "init");
     gsb__umap_init in = {array ? GSB__UMAP_INIT_ARRAY : g->init, array, X32, g->metric, g->dim,
@@ -299,12 +300,12 @@ static int fit_layout(gsb__ctx *c, const umap_cfg *g, const gsb__tensor *X32, co
                            "epoch"};
     GSB_CHECK(gsb__umap_optimize(c, &P, emb, NULL, g->dim, &r));
 done:
-    gsb__csr_free(&P);
+    gsb__fcsr_free(&P);
     return rc;
 }
 
 /* Points without any edge left in the graph are NaN, as umap-learn leaves them. */
-static void mark_disconnected(const gsb__csr *G, float *emb, int64_t dim)
+static void mark_disconnected(const gsb__fcsr *G, float *emb, int64_t dim)
 {
     for (int64_t i = 0; i < G->rows; i++)
         if (G->indptr[i + 1] == G->indptr[i])
@@ -332,10 +333,10 @@ static int host_copy(gsb_dtype dt, int64_t rows, int64_t cols, const void *src, 
     return GSB_OK;
 }
 
-static int store_graph(gsb__ctx *c, const gsb__csr *G)
+static int store_graph(gsb__ctx *c, const gsb__fcsr *G)
 {
     gsb__tensor t = GSB__TENSOR_NONE;
-    int64_t nnz = gsb__csr_nnz(G);
+    int64_t nnz = gsb__fcsr_nnz(G);
     GSB_TRY(host_copy(GSB_I64, G->rows + 1, 1, G->indptr, &t));
     GSB_TRY(gsb__fit_set(c, "_graph_indptr", &t));
     GSB_TRY(host_copy(GSB_I32, nnz, 1, G->indices, &t));
@@ -358,7 +359,7 @@ static int umap_fit_core(gsb__ctx *c)
         b = gsb__param_float(c->params, "b");
     }
     gsb__tensor X32 = GSB__TENSOR_NONE, emb = GSB__TENSOR_NONE;
-    gsb__csr G = {0};
+    gsb__fcsr G = {0};
     int64_t failures = 0;
     int rc;
     GSB_CHECK(to_f32(X, &X32));
@@ -371,36 +372,27 @@ static int umap_fit_core(gsb__ctx *c)
     GSB_CHECK(store_graph(c, &G));
     GSB_CHECK(gsb__fit_set_scalar(c, "_a", a, GSB_F64));
     GSB_CHECK(gsb__fit_set_scalar(c, "_b", b, GSB_F64));
-    /* how many components fell back to a random layout (the Python class warns) */
-    GSB_CHECK(gsb__out_scalar(c, "spectral_init_failures", (double)failures, GSB_I64));
+    if (failures > 0) /* umap-learn's words */
+        gsb__warn("UserWarning", "Spectral initialisation failed! The eigenvector solver\n"
+                  "failed. This is likely due to too small an eigengap. Consider\n"
+                  "adding some noise or jitter to your data.\n\n"
+                  "Falling back to random initialisation!");
 done:
     gsb__tensor_free(&X32);
     gsb__tensor_free(&emb);
-    gsb__csr_free(&G);
+    gsb__fcsr_free(&G);
     return rc;
 }
 
 static int umap_fit(gsb__ctx *c) { return umap_fit_core(c); }
 
-/* fit, then the training embedding as "embedding" (first result) */
+/* fit, then the training embedding as "embedding" */
 static int umap_fit_transform(gsb__ctx *c)
 {
-    gsb__nlist extra = {0};
-    gsb__nlist *out = c->out;
-    c->out = &extra;
-    int rc = umap_fit_core(c);
-    c->out = out;
-    gsb__tensor copy = GSB__TENSOR_NONE;
-    if (rc == GSB_OK)
-        rc = gsb__tensor_to_host(gsb__attr(c, "embedding_"), &copy);
-    if (rc == GSB_OK)
-        rc = gsb__out(c, "embedding", &copy);
-    for (int i = 0; rc == GSB_OK && i < extra.n; i++) {
-        rc = gsb__out(c, extra.names[i], &extra.items[i]);
-        extra.items[i] = GSB__TENSOR_NONE;
-    }
-    gsb__nlist_clear(&extra);
-    return rc;
+    GSB_TRY(umap_fit_core(c));
+    gsb__tensor copy;
+    GSB_TRY(gsb__tensor_to_host(gsb__attr(c, "embedding_"), &copy));
+    return gsb__out(c, "embedding", &copy);
 }
 
 /* ---- transform --------------------------------------------------------------------------- */
@@ -425,7 +417,7 @@ static int read_fitted(gsb__ctx *c, int64_t dim, fitted *f)
 /* umap-learn's init_graph_transform: each new point at the membership-weighted
  * mean of its training neighbours' positions (exactly on a neighbour of
  * membership 1; NaN without neighbours). */
-static void graph_transform_init(const gsb__csr *T, const float *emb, int64_t dim, float *out)
+static void graph_transform_init(const gsb__fcsr *T, const float *emb, int64_t dim, float *out)
 {
     for (int64_t i = 0; i < T->rows; i++) {
         float *o = out + i * dim;
@@ -448,14 +440,14 @@ static void graph_transform_init(const gsb__csr *T, const float *emb, int64_t di
 
 /* The new points' layout: their initial positions, then the SGD against the
  * fixed training embedding. */
-static int transform_layout(gsb__ctx *c, const umap_cfg *g, const fitted *f, const gsb__csr *T,
+static int transform_layout(gsb__ctx *c, const umap_cfg *g, const fitted *f, const gsb__fcsr *T,
                             float *out)
 {
     graph_transform_init(T, f->emb->data, g->dim, out);
     int64_t n_epochs = g->n_epochs < 0 ? (T->rows <= 10000 ? 100 : 30) : g->n_epochs / 3;
     if (n_epochs <= 0)
         return GSB_OK;
-    gsb__csr P = {0};
+    gsb__fcsr P = {0};
     GSB_TRY(gsb__umap_prune(T, (double)n_epochs, &P));
     gsb__rng rng;
     gsb__rng_seed(&rng, (uint64_t)gsb__param_int(c->params, "transform_seed"));
@@ -463,7 +455,7 @@ static int transform_layout(gsb__ctx *c, const umap_cfg *g, const fitted *f, con
                            g->neg_rate, 1.0, gsb__rng_next(&rng),
                            gsb__param_is_none(c->params, "random_state"), "transform epoch"};
     int rc = gsb__umap_optimize(c, &P, out, f->emb->data, g->dim, &r);
-    gsb__csr_free(&P);
+    gsb__fcsr_free(&P);
     return rc;
 }
 
@@ -481,7 +473,7 @@ static int umap_transform(gsb__ctx *c)
     GSB_TRY(read_fitted(c, g.dim, &f));
     gsb__tensor X32 = GSB__TENSOR_NONE, dist = GSB__TENSOR_NONE, idx = GSB__TENSOR_NONE;
     gsb__tensor out = GSB__TENSOR_NONE;
-    gsb__csr T = {0};
+    gsb__fcsr T = {0};
     int rc;
     GSB_CHECK(to_f32(gsb__in(c, "X"), &X32));
     if (same_rows(&X32, f.raw)) { /* the training data: its embedding, as umap-learn */
@@ -502,7 +494,7 @@ done:
     gsb__tensor_free(&dist);
     gsb__tensor_free(&idx);
     gsb__tensor_free(&out);
-    gsb__csr_free(&T);
+    gsb__fcsr_free(&T);
     return rc;
 }
 
@@ -539,10 +531,10 @@ static int umap_graph(gsb__ctx *c)
 static const gsb__method_desc umap_methods[] = {
     {"fit", umap_fit, UMAP_FIT_INPUTS, 1,
      "Fit the embedding of X (y: optional categorical labels for supervised UMAP, -1 "
-     "unlabelled; init: optional initial layout).  Returns 'spectral_init_failures', the "
-     "components laid out at random after the eigensolver failed."},
+     "unlabelled; init: optional initial layout).  A UserWarning when the spectral "
+     "initialisation fell back to a random layout."},
     {"fit_transform", umap_fit_transform, UMAP_FIT_INPUTS, 1,
-     "Fit, then return embedding_ as 'embedding' (and 'spectral_init_failures')."},
+     "Fit, then return embedding_ as 'embedding'."},
     {"transform", umap_transform, {{"X", GSB__IN_X}}, 0,
      "Embed new points into the fitted embedding, as 'embedding' (float32)."},
     {"graph", umap_graph, {{NULL, 0}}, 0,

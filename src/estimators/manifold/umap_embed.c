@@ -91,10 +91,10 @@ int gsb__umap_find_ab(double spread, double min_dist, double *a_out, double *b_o
 
 /* ---- the pruned graph -------------------------------------------------------- */
 
-int gsb__umap_prune(const gsb__csr *G, double n_epochs, gsb__csr *out)
+int gsb__umap_prune(const gsb__fcsr *G, double n_epochs, gsb__fcsr *out)
 {
     memset(out, 0, sizeof *out);
-    const int64_t nnz = gsb__csr_nnz(G);
+    const int64_t nnz = gsb__fcsr_nnz(G);
     float mx = 0.0f;
     for (int64_t e = 0; e < nnz; e++)
         mx = G->data[e] > mx ? G->data[e] : mx;
@@ -109,7 +109,7 @@ int gsb__umap_prune(const gsb__csr *G, double n_epochs, gsb__csr *out)
     out->indices = gsb__alloc_array(keep, sizeof *out->indices);
     out->data = gsb__alloc_array(keep, sizeof *out->data);
     if (!out->indptr || !out->indices || !out->data) {
-        gsb__csr_free(out);
+        gsb__fcsr_free(out);
         return gsb__err(GSB_ENOMEM, "out of memory for a graph of %lld edges", (long long)keep);
     }
     int64_t at = 0;
@@ -277,7 +277,7 @@ static int spectral_progress(void *data, int64_t matvecs, double residual)
     return gsb__progress(data, "spectral", matvecs, residual);
 }
 
-int gsb__umap_initial_layout(gsb__ctx *c, const gsb__csr *G, gsb__umap_init *in, float *out)
+int gsb__umap_initial_layout(gsb__ctx *c, const gsb__fcsr *G, gsb__umap_init *in, float *out)
 {
     const int64_t n = G->rows, dim = in->dim;
     in->spectral_failures = 0;
@@ -318,10 +318,10 @@ done:
 
 /* umap-learn's make_epochs_per_sample (its float32 ratios included) and the
  * two schedules' starting points. */
-static void edge_schedule(const gsb__csr *G, const gsb__umap_sgd_run *r, double *eps,
+static void edge_schedule(const gsb__fcsr *G, const gsb__umap_sgd_run *r, double *eps,
                           double *next_sample, double *next_negative)
 {
-    const int64_t nnz = gsb__csr_nnz(G);
+    const int64_t nnz = gsb__fcsr_nnz(G);
     float mx = 0.0f;
     for (int64_t e = 0; e < nnz; e++)
         mx = G->data[e] > mx ? G->data[e] : mx;
@@ -350,10 +350,10 @@ static void sgd_state_free(sgd_state *s)
 }
 
 /* host arrays onto be (borrowed on the CPU backend: head then moves in place) */
-static int sgd_upload(const gsb__backend *be, const gsb__csr *G, float *head, const float *tail,
+static int sgd_upload(const gsb__backend *be, const gsb__fcsr *G, float *head, const float *tail,
                       int64_t dim, double *sched, sgd_state *s)
 {
-    const int64_t nnz = gsb__csr_nnz(G);
+    const int64_t nnz = gsb__fcsr_nnz(G);
     gsb__tensor v = gsb__tensor_host_view(head, GSB_F32, G->rows, dim);
     GSB_TRY(gsb__tensor_to(be, &v, &s->head));
     if (tail) {
@@ -372,10 +372,10 @@ static int sgd_upload(const gsb__backend *be, const gsb__csr *G, float *head, co
     return gsb__tensor_to(be, &v, &s->next_negative);
 }
 
-int gsb__umap_optimize(gsb__ctx *c, const gsb__csr *G, float *head, const float *tail,
+int gsb__umap_optimize(gsb__ctx *c, const gsb__fcsr *G, float *head, const float *tail,
                        int64_t dim, const gsb__umap_sgd_run *r)
 {
-    const int64_t nnz = gsb__csr_nnz(G);
+    const int64_t nnz = gsb__fcsr_nnz(G);
     if (r->n_epochs <= 0 || nnz == 0)
         return GSB_OK;
     const gsb__backend *be = c->be;

@@ -24,7 +24,7 @@ int gsb__umap_find_ab(double spread, double min_dist, double *a, double *b);
  * The graph the SGD samples: the entries of G of at least max / n_epochs
  * (umap-learn drops weaker edges: they would never be sampled), into out.
  */
-int gsb__umap_prune(const gsb__csr *G, double n_epochs, gsb__csr *out);
+int gsb__umap_prune(const gsb__fcsr *G, double n_epochs, gsb__fcsr *out);
 
 /* How a fit starts its layout. */
 typedef enum { GSB__UMAP_INIT_SPECTRAL, GSB__UMAP_INIT_RANDOM, GSB__UMAP_INIT_PCA,
@@ -44,7 +44,7 @@ typedef struct gsb__umap_init {
  * The starting layout of a fit on the pruned graph G: out (n x dim, float32
  * host) scaled, as umap-learn does, so each coordinate spans [0, 10].
  */
-int gsb__umap_initial_layout(gsb__ctx *c, const gsb__csr *G, gsb__umap_init *in, float *out);
+int gsb__umap_initial_layout(gsb__ctx *c, const gsb__fcsr *G, gsb__umap_init *in, float *out);
 
 /* The SGD's settings (see backend/umap_sgd.h). */
 typedef struct gsb__umap_sgd_run {
@@ -62,7 +62,7 @@ typedef struct gsb__umap_sgd_run {
  * alpha decays linearly from initial_alpha, as umap-learn's; progress and
  * cancellation every few epochs.
  */
-int gsb__umap_optimize(gsb__ctx *c, const gsb__csr *G, float *head, const float *tail,
+int gsb__umap_optimize(gsb__ctx *c, const gsb__fcsr *G, float *head, const float *tail,
                        int64_t dim, const gsb__umap_sgd_run *r);
 
 #endif
