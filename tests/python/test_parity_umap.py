@@ -186,6 +186,19 @@ def test_umap_inits(init):
 
 
 @needs_reference
+def test_umap_feature_names_out_as_umap_learn():
+    X, _ = digits()
+    ours = UMAP(n_epochs=10).fit(X[:200])
+    ctx = _quiet()
+    try:
+        theirs = umap.UMAP(n_epochs=10).fit(X[:200])
+    finally:
+        ctx.__exit__(None, None, None)
+    assert list(ours.get_feature_names_out()) == list(theirs.get_feature_names_out()) \
+        == ["umap0", "umap1"]
+
+
+@needs_reference
 def test_umap_constructor_matches_umap_learn():
     """umap-learn's parameter names and defaults (value and type); precomputed_knn (a
     tuple of arrays) is not offered, cuML's hash_input and build_algo are accepted."""
