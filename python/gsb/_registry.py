@@ -14,7 +14,6 @@ MODULES = ("linear_model", "cluster", "decomposition", "neighbors", "preprocessi
 PLANNED = {
     "svm": ["SVC", "SVR"],
     "cluster": ["DBSCAN"],
-    "ensemble": ["RandomForestClassifier", "RandomForestRegressor"],
 }
 
 
@@ -36,6 +35,8 @@ def _build():
     prep = by_module["preprocessing"]
     if "LabelEncoder" in prep:
         prep["LabelEncoder"] = make_label_encoder(prep["LabelEncoder"])
+    from ._forest import patch as patch_forests
+    patch_forests(by_module["ensemble"])
     from ._umap import make_umap
     if "UMAP" in by_module["manifold"]:
         by_module["manifold"]["UMAP"] = make_umap(by_module["manifold"]["UMAP"])

@@ -61,6 +61,59 @@ typedef struct gsb__enet_cd_params {
     uint64_t seed;
 } gsb__enet_cd_params;
 
+/* ---- random forests: what the tree ops share (estimators/ensemble/) ------
+ * Statistics of a set of samples ("stats", V1 doubles, gsb__forest_nstats):
+ * [0] the number of samples, then the sums of their weights w:
+ *   classification: [1 + k] the weight of class k (k < n_classes);
+ *   regression:     [1] the weight, [2 + k] sum w y_k, [2 + O + k] sum w q_k
+ *                   (q = y^2, or y log y for the Poisson criterion; O outputs).
+ * A histogram holds the stats of each (feature, bin): n_features x n_bins x V1
+ * doubles; the pool holds one histogram per slot (slots x that, GSB_F64).
+ * A node is a segment [start, end) of the sample arrays (rows, weights); the
+ * trees of a batch own disjoint segments.  Binned X ("codes") is n rows of
+ * n_features bytes, packed into an n x ceil(n_features / 4) GSB_I32 tensor
+ * (byte f of row i is code f of row i; padding bytes are 0); codes are
+ * < n_bins, and nan_code (the last code, when X had NaN) marks a missing value.
+ * The tensors of gsb__forest_data live on the op's backend; the small ones
+ * an op call takes (nodes, feats, splits, pairs, best, n_left) may also be
+ * host tensors (a GPU backend plans its grid from them and copies them). */
+typedef struct gsb__forest_data {
+    const gsb__tensor *codes;
+    int64_t n_features;
+    int n_bins;             /* codes per feature, nan_code included */
+    int nan_code;           /* n_bins - 1 (the last code marks missing values), or -1:
+                               no missing values */
+    int n_classes;          /* > 0: classification, y is (n, GSB_I32) class indices */
+    int n_outputs;          /* regression: y is n x 2 * n_outputs GSB_F64, [y_k, q_k] */
+    const gsb__tensor *y;
+    gsb__tensor *rows;      /* S, GSB_I32: the row of each sample */
+    gsb__tensor *weights;   /* S, GSB_F32: its weight (> 0) */
+    gsb__tensor *scratch_rows, *scratch_weights; /* S each: forest_partition's */
+    gsb__tensor *pool;      /* slots x (n_features * n_bins * V1), GSB_F64, or NULL */
+} gsb__forest_data;
+
+/* How forest_split scores a split: scikit-learn's proxy improvement of the
+ * criterion, among candidates leaving >= min_samples_leaf samples and
+ * >= min_weight_leaf weight on each side. */
+enum { GSB__FOREST_GINI = 0, GSB__FOREST_ENTROPY, GSB__FOREST_MSE, GSB__FOREST_POISSON };
+typedef struct gsb__forest_rule {
+    int criterion;          /* GSB__FOREST_*, of the data's kind */
+    int64_t min_samples_leaf;
+    double min_weight_leaf;
+    int first_only;         /* 1: only the first non-constant feature listed competes */
+} gsb__forest_rule;
+
+/* Fitted trees, all concatenated (node indices are global). */
+typedef struct gsb__forest_trees {
+    const gsb__tensor *split;     /* N, GSB_I32: 2 * feature + (1 if NaN goes left); -1 leaf */
+    const gsb__tensor *threshold; /* N, GSB_F32: float32(x) <= threshold goes left */
+    const gsb__tensor *child;     /* N, GSB_I32: the left child (right = left + 1); at a
+                                     leaf, its row of value */
+    const gsb__tensor *root;      /* T, GSB_I32: each tree's root; a tree's nodes are
+                                     root .. the next root - 1 */
+    const gsb__tensor *value;     /* L x K, GSB_F32: each leaf's values */
+} gsb__forest_trees;
+
 typedef struct gsb__backend_ops {
     /* ---- memory ------------------------------------------------------- */
     /* t->dtype, rows, cols set by the caller; sets data, be, owned. */
@@ -256,6 +309,52 @@ typedef struct gsb__backend_ops {
                           const gsb__tensor *epochs_per_sample, gsb__tensor *next_sample,
                           gsb__tensor *next_negative, const struct gsb__umap_sgd *p);
 
+    /* ---- random forests (histogram trees; the types above) ------------- */
+    /* codes (see gsb__forest_data) of X (n x d, float32 or float64, rounded to
+     * float32 first as scikit-learn's trees see X): code = the number of
+     * edges[f][j] < x (edges: d x e GSB_F32, rows ascending, padded with
+     * +inf); NaN -> nan_code */
+    int (*forest_bin)(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *edges,
+                      int nan_code, gsb__tensor *codes);
+    /* Histograms: for node b of nodes (B x 3 GSB_I32: start, end, slot >= 0),
+     * pool[slot] of the features in row b of feats (B x m GSB_I32, -1 entries
+     * skipped; NULL: every feature) is set to the node's stats (others kept) */
+    int (*forest_hist)(const gsb__backend *be, const gsb__forest_data *d,
+                       const gsb__tensor *nodes, const gsb__tensor *feats);
+    /* pool[dst] -= pool[src] for each row of pairs (P x 2 GSB_I32: dst, src),
+     * every feature; then a bin with no sample is all 0 and a class weight
+     * below 1e-9 of its bin's weight is 0 (rounding left by the subtraction) */
+    int (*forest_hist_sub)(const gsb__backend *be, const gsb__forest_data *d,
+                           const gsb__tensor *pairs);
+    /* The best split of each node b of nodes (B x 3 GSB_I32: start, end, slot;
+     * slot -1: stats from the samples, else pool[slot]) over the features in
+     * row b of feats (B x m GSB_I32, -1 entries skipped), as scikit-learn's
+     * best splitter: candidates are the thresholds between non-empty bins,
+     * missing values right, then (with missing values) all values left and
+     * missing right, then missing left; the highest proxy wins, ties to the
+     * earlier feature of the row, then the earlier candidate.  best (B x
+     * gsb__forest_rec_len(V1) GSB_F64): proxy (-inf: no valid split), feature
+     * (-1), bin_lo (last bin left), bin_hi (first non-empty bin right, or
+     * n_bins real: missing only right), missing_left, the number of non-constant
+     * features seen (>= 2 non-empty bins, the missing-value bin included), the
+     * left then the right stats. */
+    int (*forest_split)(const gsb__backend *be, const gsb__forest_data *d,
+                        const gsb__tensor *nodes, const gsb__tensor *feats,
+                        const gsb__forest_rule *rule, gsb__tensor *best);
+    /* Stable partition of each node's samples (nodes B x 3 GSB_I32) by its
+     * split (splits B x 3 GSB_I32: feature, bin, missing_left): left when
+     * code <= bin and not missing, or missing and missing_left; n_left (B,
+     * GSB_I32) the count going left */
+    int (*forest_partition)(const gsb__backend *be, const gsb__forest_data *d,
+                            const gsb__tensor *nodes, const gsb__tensor *splits,
+                            gsb__tensor *n_left);
+    /* All trees on each row of X (n x d, float32 or float64, rounded to
+     * float32): sum (n x K GSB_F64, may be NULL) the sum of the leaf values,
+     * leaves (n x T GSB_I32, may be NULL) each tree's leaf minus its root */
+    int (*forest_predict)(const gsb__backend *be, const gsb__tensor *X,
+                          const gsb__forest_trees *trees, gsb__tensor *sum,
+                          gsb__tensor *leaves);
+
     /* ---- random -------------------------------------------------------- */
     /* fill with N(0, 1) from a counter-based generator: element i depends only
      * on (seed, i), so every backend produces the same numbers */
@@ -286,8 +385,8 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 5 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
-                              5: umap_sgd_epoch */
+#define GSB__BACKEND_ABI 6 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+                              5: the forest ops; 6: umap_sgd_epoch */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

@@ -117,9 +117,7 @@ int gsb__model_new(gsb_session *s, const gsb__estimator_desc *est, gsb__model **
 }
 
 /* Names the original project offered that this engine does not implement yet. */
-static const char *const planned[] = {"DBSCAN",
-                                      "RandomForestClassifier", "RandomForestRegressor",
-                                      NULL};
+static const char *const planned[] = {"DBSCAN", NULL};
 
 int gsb__find_estimator(const char *name, const gsb__estimator_desc **out)
 {

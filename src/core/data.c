@@ -264,7 +264,8 @@ int gsb__data_input(gsb_session *s, const gsb_array *ref, const gsb__validate_sp
         gsb__validated_shape sh;
         host.data = d->dev.data; /* shape checks only: never read on the host */
         GSB_TRY(gsb__validate_shape(&host, spec, &sh));
-        if (device_ok && sh.dtype == d->dev.dtype && !spec->non_negative) {
+        /* allow_nan needs the infinity check of the host path */
+        if (device_ok && sh.dtype == d->dev.dtype && !spec->non_negative && !spec->allow_nan) {
             int bad;
             GSB_TRY(device_nonfinite(s, d, &bad));
             if (bad)

@@ -188,7 +188,8 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
     gsb_dtype xdtype = 0;
     int64_t nrows = -1;
     if (xi >= 0 && given(inputs, n_inputs, xi)) {
-        gsb__validate_spec spec = {"X", est, 0, 1, 0, 1, 0};
+        gsb__validate_spec spec = {"X", est, 0, 1, 0, 1, 0,
+                                   (md->inputs[xi].flags & GSB__IN_ALLOW_NAN) != 0};
         GSB_CHECK(validate_input(m, md, xi, inputs[xi], &spec, &in[xi]));
         xdtype = in[xi].dtype;
         nrows = in[xi].rows;
@@ -207,7 +208,7 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
         if (i == xi || !given(inputs, n_inputs, i))
             continue;
         unsigned kind = md->inputs[i].flags & GSB__IN_KIND_MASK;
-        gsb__validate_spec spec = {md->inputs[i].name, est, 0, 0, 0, 1, 0};
+        gsb__validate_spec spec = {md->inputs[i].name, est, 0, 0, 0, 1, 0, 0};
         switch (kind) {
         case GSB__IN_Y_LIKE_X: spec.dtype = xdtype; break;
         case GSB__IN_LABELS: spec.dtype = GSB_F64; spec.want_1d = 1; break;

@@ -8,9 +8,9 @@
  * A method is a function of a gsb__ctx.  The dispatcher (core/dispatch.c)
  * has already validated the inputs the method declares and converted them
  * to contiguous host tensors, so a method starts with clean data:
- *   - GSB__IN_X inputs are 2-D float32/float64 (ints become float64), finite,
- *     with >= 1 row and column, and for non-fit methods the feature count
- *     seen at fit;
+ *   - GSB__IN_X inputs are 2-D float32/float64 (ints become float64), finite
+ *     (or NaN where the input says GSB__IN_ALLOW_NAN), with >= 1 row and
+ *     column, and for non-fit methods the feature count seen at fit;
  *   - every other input has as many rows as X (when X is given).
  * A fit method writes fitted attributes with gsb__fit_set(); they replace the
  * model's attributes only when the fit succeeds.  Other methods read them
@@ -42,9 +42,11 @@ enum {
     GSB__IN_DEVICE_OK = 32,    /* the method reads this input only through ops and
                                   gsb__tensor_to, so a data handle already on the GPU
                                   is passed as a device tensor (core/data.h) */
-    GSB__IN_SAME_FEATURES = 64 /* a fit method that updates a fitted model (partial_fit):
+    GSB__IN_SAME_FEATURES = 64, /* a fit method that updates a fitted model (partial_fit):
                                   X must have the feature count seen before, checked
                                   before the method runs, so a mismatch keeps the model */
+    GSB__IN_ALLOW_NAN = 128    /* X may hold NaN (missing values; infinity is still
+                                  refused), as scikit-learn's allow_nan estimators */
 };
 
 typedef struct gsb__input_desc {

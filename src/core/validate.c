@@ -92,6 +92,24 @@ int gsb__host_nonfinite(const gsb__tensor *t)
     return t->dtype == GSB_F32 ? nonfinite_f32(t->data, n) : nonfinite_f64(t->data, n);
 }
 
+int gsb__host_has_inf(const gsb__tensor *t)
+{
+    int64_t n = gsb__tensor_numel(t);
+    int found = 0;
+    if (t->dtype == GSB_F32) {
+        const float *x = t->data;
+#pragma omp parallel for reduction(| : found) schedule(static) if (n > 262144)
+        for (int64_t i = 0; i < n; i++)
+            found |= fabsf(x[i]) == INFINITY;
+    } else if (t->dtype == GSB_F64) {
+        const double *x = t->data;
+#pragma omp parallel for reduction(| : found) schedule(static) if (n > 262144)
+        for (int64_t i = 0; i < n; i++)
+            found |= fabs(x[i]) == INFINITY;
+    }
+    return found;
+}
+
 static int check_array_sane(const gsb_array *a, const char *name)
 {
     if (!a->data && (a->ndim > 0 && a->shape[0] > 0 && (a->ndim < 2 || a->shape[1] > 0)))
@@ -199,6 +217,8 @@ int gsb__validate_array(const gsb_array *a, const gsb__validate_spec *spec, gsb_
     out->ndim = ndim;
 
     int bad = gsb__host_nonfinite(out);
+    if (bad == 1 && spec->allow_nan)
+        bad = gsb__host_has_inf(out) ? 2 : 0;
     if (bad) {
         gsb__tensor_free(out);
         return gsb__nonfinite_error(bad, name, dt);

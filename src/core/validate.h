@@ -16,6 +16,7 @@ typedef struct gsb__validate_spec {
     int want_1d;           /* must be 1-D; an (n, 1) column is accepted and raveled */
     int64_t min_rows;      /* 1 for data, 0 for optional extras */
     int non_negative;      /* sample weights */
+    int allow_nan;         /* NaN accepted (missing values); infinity is not */
 } gsb__validate_spec;
 
 /*
@@ -43,6 +44,8 @@ void gsb__array_gather(const gsb_array *a, int64_t rows, int64_t cols, gsb__tens
 
 /* 0 when every element of host tensor t is finite, 1 on a NaN, 2 on an infinity */
 int gsb__host_nonfinite(const gsb__tensor *t);
+/* Whether host tensor t holds an infinity (NaN aside). */
+int gsb__host_has_inf(const gsb__tensor *t);
 /* scikit-learn's message for gsb__host_nonfinite's answer bad (1 or 2) */
 int gsb__nonfinite_error(int bad, const char *name, gsb_dtype dt);
 

@@ -2,6 +2,7 @@
 warns about (ConvergenceWarning, RuntimeWarning, FutureWarning) warns with the same
 category and message, embedded and through gsbd, and stays silent where scikit-learn is."""
 import gc
+import os
 import warnings
 
 import numpy as np
@@ -101,7 +102,8 @@ def test_warning_as_error():
 def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gsbd-warn")
     srv = gsb.server.start(listen=["tcp://127.0.0.1:0", f"unix://{tmp}/s.sock"],
-                           data_dir=tmp / "store", device="cpu", log_level="warn")
+                           data_dir=tmp / "store", device=os.environ.get("GSB_DEVICE", "cpu"),
+                           log_level="warn")
     yield srv
     gsb.connect(None)
     gc.collect()

@@ -2,6 +2,7 @@
 several batches (weighted and not, both dtypes), and their contract: the first call
 fits, fit starts again, a batch of another width is refused and the model kept."""
 import numbers
+import os
 
 import numpy as np
 import pytest
@@ -121,7 +122,8 @@ def test_remote_session(tmp_path):
     import gsb
     import gsb.server
     X, w = _data(np.float64, 8)
-    srv = gsb.server.start(listen=["tcp://127.0.0.1:0"], data_dir=tmp_path, device="cpu",
+    srv = gsb.server.start(listen=["tcp://127.0.0.1:0"], data_dir=tmp_path,
+                           device=os.environ.get("GSB_DEVICE", "cpu"),
                            log_level="warn")
     try:
         local = gp.StandardScaler()

@@ -6,6 +6,7 @@ generator scikit-learn's libsvm uses, seeded as SVC.fit seeds it, so with an int
 random_state probA_, probB_ and predict_proba agree with scikit-learn's to rounding;
 with random_state=None only calibration-level agreement is expected."""
 import gc
+import os
 import pickle
 import warnings
 
@@ -207,7 +208,7 @@ def test_callable_kernel_refused(est):
 def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gsbd-svm")
     srv = gsb.server.start(listen=["tcp://127.0.0.1:0"], data_dir=tmp / "store",
-                           device="cpu", log_level="warn")
+                           device=os.environ.get("GSB_DEVICE", "cpu"), log_level="warn")
     yield srv
     gsb.connect(None)
     gc.collect()

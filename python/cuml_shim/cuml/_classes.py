@@ -86,14 +86,18 @@ def _wrap(name, fn):
 
 
 def _init_for(base):
-    """__init__ taking base's parameters and output_type=None (keyword only)."""
+    """__init__ taking base's parameters and output_type=None (keyword only), and the
+    cuML-only parameters base's engine takes (base._cuml_params: the forests' n_bins)."""
     signature = inspect.signature(base.__init__)
     params = list(signature.parameters.values())
-    params.append(inspect.Parameter("output_type", inspect.Parameter.KEYWORD_ONLY,
-                                    default=None))
+    extra = dict(getattr(base, "_cuml_params", {}))
+    for name, default in [*extra.items(), ("output_type", None)]:
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default))
 
     def __init__(self, *args, output_type=None, **kwargs):
+        cuml_values = {name: kwargs.pop(name, default) for name, default in extra.items()}
         base.__init__(self, *args, **kwargs)
+        self.__dict__.update(cuml_values)
         self.output_type = output_type
     __init__.__signature__ = signature.replace(parameters=params)
     __init__.__qualname__ = f"{base.__name__}.__init__"

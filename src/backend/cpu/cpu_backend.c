@@ -174,6 +174,12 @@ static const gsb__backend_ops cpu_ops = {
     .tsne_repulse_fft = gsb__cpu_tsne_repulse_fft,
     .tsne_attract = gsb__cpu_tsne_attract,
     .tsne_update = gsb__cpu_tsne_update,
+    .forest_bin = gsb__cpu_forest_bin,
+    .forest_hist = gsb__cpu_forest_hist,
+    .forest_hist_sub = gsb__cpu_forest_hist_sub,
+    .forest_split = gsb__cpu_forest_split,
+    .forest_partition = gsb__cpu_forest_partition,
+    .forest_predict = gsb__cpu_forest_predict,
     .umap_sgd_epoch = gsb__cpu_umap_sgd_epoch,
     .rand_normal = gsb__cpu_rand_normal,
 };

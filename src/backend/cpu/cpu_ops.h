@@ -10,6 +10,8 @@
  *   cpu_kmeanspp.c  kmeanspp (greedy k-means++)
  *   cpu_kernel.c    kernel (the SVM kernels)
  *   cpu_enet.c      enet_cd_gram, gather_cols (coordinate descent)
+ *   cpu_forest.c    forest_bin, forest_hist, forest_hist_sub, forest_split,
+ *                   forest_partition, forest_predict (random forests)
  *   cpu_random.c    rand_normal
  *   cpu_tsne.c      tsne_attract, tsne_repulse_exact, tsne_update
  *   cpu_tsne_bh.c   tsne_repulse_bh (Barnes-Hut)
@@ -86,6 +88,20 @@ int gsb__cpu_tsne_update(const gsb__backend *be, gsb__tensor *Y, const gsb__tens
                          const gsb__tensor *R, const gsb__tensor *zsum, double c,
                          double momentum, double learning_rate, double min_gain,
                          gsb__tensor *update, gsb__tensor *gains, double *grad_norm);
+int gsb__cpu_forest_bin(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *edges,
+                        int nan_code, gsb__tensor *codes);
+int gsb__cpu_forest_hist(const gsb__backend *be, const gsb__forest_data *d,
+                         const gsb__tensor *nodes, const gsb__tensor *feats);
+int gsb__cpu_forest_hist_sub(const gsb__backend *be, const gsb__forest_data *d,
+                             const gsb__tensor *pairs);
+int gsb__cpu_forest_split(const gsb__backend *be, const gsb__forest_data *d,
+                          const gsb__tensor *nodes, const gsb__tensor *feats,
+                          const gsb__forest_rule *rule, gsb__tensor *best);
+int gsb__cpu_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
+                              const gsb__tensor *nodes, const gsb__tensor *splits,
+                              gsb__tensor *n_left);
+int gsb__cpu_forest_predict(const gsb__backend *be, const gsb__tensor *X,
+                            const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
 struct gsb__umap_sgd;
 int gsb__cpu_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
                             const gsb__tensor *indptr, const gsb__tensor *indices,

@@ -604,6 +604,12 @@ static void bind_ops(gsb__backend_ops *o)
     o->tsne_repulse_fft = guarded<gsb__cuda_tsne_repulse_fft>::call;
     o->tsne_attract = guarded<gsb__cuda_tsne_attract>::call;
     o->tsne_update = guarded<gsb__cuda_tsne_update>::call;
+    o->forest_bin = guarded<gsb__cuda_forest_bin>::call;
+    o->forest_hist = guarded<gsb__cuda_forest_hist>::call;
+    o->forest_hist_sub = guarded<gsb__cuda_forest_hist_sub>::call;
+    o->forest_split = guarded<gsb__cuda_forest_split>::call;
+    o->forest_partition = guarded<gsb__cuda_forest_partition>::call;
+    o->forest_predict = guarded<gsb__cuda_forest_predict>::call;
     o->umap_sgd_epoch = guarded<gsb__cuda_umap_sgd_epoch>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;
     o->host_register = cuda_host_register;

@@ -10,6 +10,8 @@
  *   cuda_enet.cu      enet_cd_gram (coordinate descent in one launch), gather_cols
  *   cuda_tsne.cu      tsne_attract, tsne_repulse_exact, tsne_update
  *   cuda_tsne_fft.cu  tsne_repulse_fft (FIt-SNE with cuFFT); no tsne_repulse_bh
+ *   cuda_forest.cu    forest_bin, forest_hist, forest_hist_sub, forest_split,
+ *                     forest_partition, forest_predict (random forests)
  *   cuda_umap.cu      umap_sgd_epoch (UMAP's layout SGD, one thread per edge)
  * Device errors become gsb statuses through cuda_common.h; no op uses
  * managed memory; float32 stays float32 (no TF32 unless GSB_ALLOW_TF32=1).
@@ -89,6 +91,20 @@ int gsb__cuda_tsne_update(const gsb__backend *be, gsb__tensor *Y, const gsb__ten
                           const gsb__tensor *R, const gsb__tensor *zsum, double c,
                           double momentum, double learning_rate, double min_gain,
                           gsb__tensor *update, gsb__tensor *gains, double *grad_norm);
+int gsb__cuda_forest_bin(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *edges,
+                         int nan_code, gsb__tensor *codes);
+int gsb__cuda_forest_hist(const gsb__backend *be, const gsb__forest_data *d,
+                          const gsb__tensor *nodes, const gsb__tensor *feats);
+int gsb__cuda_forest_hist_sub(const gsb__backend *be, const gsb__forest_data *d,
+                              const gsb__tensor *pairs);
+int gsb__cuda_forest_split(const gsb__backend *be, const gsb__forest_data *d,
+                           const gsb__tensor *nodes, const gsb__tensor *feats,
+                           const gsb__forest_rule *rule, gsb__tensor *best);
+int gsb__cuda_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
+                               const gsb__tensor *nodes, const gsb__tensor *splits,
+                               gsb__tensor *n_left);
+int gsb__cuda_forest_predict(const gsb__backend *be, const gsb__tensor *X,
+                             const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
 struct gsb__umap_sgd;
 int gsb__cuda_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
                              const gsb__tensor *indptr, const gsb__tensor *indices,

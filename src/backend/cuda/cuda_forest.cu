@@ -1,0 +1,1164 @@
+/*
+ * cuda_forest.cu - the forest ops on the GPU (contracts in backend/backend.h;
+ * the CPU twins are in cpu_forest.c).  Every candidate split is scored by
+ * the formulas of forest_math.h, shared with the twin, in the same order of
+ * candidates; what may differ is the order in which a histogram's sums were
+ * added (atomics), so near-ties can go either way.
+ *
+ *  forest_bin        one thread per 4-byte word of codes (4 features of a row),
+ *                    a binary search of each feature's edges.
+ *  forest_hist       one block per (node, group of up to 4 listed features,
+ *                    chunk of HIST_CHUNK samples): the group's histograms in
+ *                    shared memory (double atomics), then added to the pool
+ *                    slot (global double atomics), after a kernel zeroed the
+ *                    slot's listed features.  Histograms too large for shared
+ *                    memory are summed straight into the pool.
+ *  forest_hist_sub   one thread per bin of the subtracted slots, the twin's
+ *                    arithmetic and clean-up.
+ *  forest_split      one block per (node, listed feature): the feature's
+ *                    histogram in shared memory, copied from the pool slot or
+ *                    summed from the node's samples; one warp per stat makes
+ *                    the prefix sums over bins, one thread per bin scores its
+ *                    candidates, a block reduction keeps the best (proxy, then
+ *                    candidate order); then one thread per node reduces the
+ *                    node's features with gsb__forest_reduce.
+ *  forest_partition  one block per chunk of PART_CHUNK samples of a node:
+ *                    count the chunk's left samples; one thread per node turns
+ *                    counts into offsets; each chunk scatters its samples to
+ *                    their stable places in the scratch arrays (warp ballots
+ *                    rank them inside a tile); the chunks copy back.
+ *  forest_predict    nodes packed into 16 bytes (split, threshold, child) so a
+ *                    step of a walk is one load; one thread per row walks every
+ *                    tree, summing the leaf values in registers (up to
+ *                    PRED_KMAX values, else in the output row).
+ *
+ * The small index tensors (nodes, feats, splits, pairs, best, n_left) may be
+ * host tensors: the op reads the host copy to plan its grid and copies them
+ * over; results go back to host tensors before the op returns.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_common.h"
+#include "backend/forest_math.h"
+
+namespace {
+
+constexpr int THREADS = 256;
+constexpr int WARPS = THREADS / 32;
+constexpr int64_t HIST_CHUNK = 8192;   /* samples per block of forest_hist */
+constexpr int64_t PART_CHUNK = 4096;   /* samples per block of forest_partition */
+constexpr int HIST_GROUP = 4;          /* features per block of forest_hist */
+constexpr int PRED_KMAX = 16;          /* leaf values summed in registers */
+constexpr size_t REC_BYTES = (size_t)64 << 20; /* split records per pass */
+constexpr size_t HIST_SMEM = (size_t)64 << 10;  /* shared memory per forest_hist block */
+
+/* ---- argument checks (a mismatch is a bug in the caller: GSB_EINTERNAL) ----------- */
+
+/* t present, of dtype, rows x cols (-1: any), on be or (host_ok) on the host. */
+int check(const gsb__backend *be, const gsb__tensor *t, gsb_dtype dtype, int64_t rows,
+          int64_t cols, bool host_ok, const char *op, const char *name)
+{
+    if (!t || (!t->data && t->rows * t->cols > 0))
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is missing", op, name);
+    if (t->dtype != dtype)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has dtype %s", op, name,
+                            gsb__cuda_dtype_name(t->dtype));
+    if (t->be != be && !(host_ok && t->be == gsb__cuda_host->cpu))
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is not in this GPU's memory", op, name);
+    if ((rows >= 0 && t->rows != rows) || (cols >= 0 && t->cols != cols))
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has shape (%lld, %lld)", op, name,
+                            (long long)t->rows, (long long)t->cols);
+    return GSB_OK;
+}
+
+bool on_host(const gsb__tensor *t) { return t->be == gsb__cuda_host->cpu; }
+
+/* The forest data as kernels read it. */
+struct FData {
+    const uint8_t *codes;
+    int64_t stride;           /* bytes per row of codes */
+    int F, nb, nan_code, K, O, V1;
+    const int32_t *rows;
+    const float *w;
+    const int32_t *cls;
+    const double *y;
+    double *pool;
+    int64_t slot_len;         /* F * nb * V1 */
+};
+
+int data_of(const gsb__backend *be, const gsb__forest_data *d, bool need_pool, const char *op,
+            FData *out)
+{
+    if (!d || !d->codes || !d->y || !d->rows || !d->weights)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: forest data incomplete", op);
+    if (d->n_features < 1 || d->n_features > INT_MAX || d->n_bins < 1 || d->n_bins > 256 ||
+        (d->nan_code >= 0 && d->nan_code != d->n_bins - 1) ||
+        (d->n_classes <= 0 && d->n_outputs <= 0))
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: bad forest shape", op);
+    const int64_t n = d->codes->rows, S = d->rows->rows * d->rows->cols;
+    int rc = check(be, d->codes, GSB_I32, n, (d->n_features + 3) / 4, false, op, "codes");
+    if (rc == GSB_OK)
+        rc = d->n_classes > 0 ? check(be, d->y, GSB_I32, -1, -1, false, op, "y")
+                              : check(be, d->y, GSB_F64, n, 2 * d->n_outputs, false, op, "y");
+    const int64_t y_len = n * (d->n_classes > 0 ? 1 : 2 * d->n_outputs);
+    if (rc == GSB_OK && d->y->rows * d->y->cols != y_len)
+        rc = GSB_CUDA_ERR(GSB_EINTERNAL, "%s: y has the wrong size", op);
+    if (rc == GSB_OK)
+        rc = check(be, d->rows, GSB_I32, -1, -1, false, op, "rows");
+    if (rc == GSB_OK)
+        rc = check(be, d->weights, GSB_F32, -1, -1, false, op, "weights");
+    if (rc == GSB_OK && d->weights->rows * d->weights->cols != S)
+        rc = GSB_CUDA_ERR(GSB_EINTERNAL, "%s: weights and rows differ in size", op);
+    if (rc != GSB_OK)
+        return rc;
+    const int V1 = gsb__forest_nstats(d->n_classes, d->n_outputs);
+    FData f = {(const uint8_t *)d->codes->data, 4 * d->codes->cols, (int)d->n_features,
+               d->n_bins, d->nan_code, d->n_classes > 0 ? d->n_classes : 0,
+               d->n_classes > 0 ? 0 : d->n_outputs, V1, (const int32_t *)d->rows->data,
+               (const float *)d->weights->data, NULL, NULL, NULL,
+               d->n_features * d->n_bins * (int64_t)V1};
+    if (d->n_classes > 0)
+        f.cls = (const int32_t *)d->y->data;
+    else
+        f.y = (const double *)d->y->data;
+    if (d->pool) {
+        if ((rc = check(be, d->pool, GSB_F64, -1, f.slot_len, false, op, "pool")) != GSB_OK)
+            return rc;
+        f.pool = (double *)d->pool->data;
+    } else if (need_pool) {
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: no histogram pool", op);
+    }
+    *out = f;
+    return GSB_OK;
+}
+
+/* ---- small tensors that may live on the host -------------------------------------- */
+
+/* Device scratch for count elements of size bytes (none for 0). */
+int scratch(const gsb__backend *be, int64_t count, size_t size, void **out)
+{
+    *out = NULL;
+    return gsb__cuda_alloc(be, (size_t)(count > 0 ? count : 1) * size, out);
+}
+
+/* The host copy of t (count elements of size): t's own data on the host, else a
+ * download into *tmp (malloc'ed, freed by the caller). */
+int host_view(const gsb__backend *be, const gsb__tensor *t, size_t size, const void **out,
+              void **tmp)
+{
+    *tmp = NULL;
+    size_t bytes = (size_t)(t->rows * t->cols) * size;
+    if (on_host(t)) {
+        *out = t->data;
+        return GSB_OK;
+    }
+    *tmp = malloc(bytes ? bytes : 1);
+    if (!*tmp)
+        return GSB_CUDA_ERR(GSB_ENOMEM, "out of host memory (%zu bytes)", bytes);
+    *out = *tmp;
+    return bytes ? gsb__cuda_copy_d2h(be, *tmp, t->data, bytes) : GSB_OK;
+}
+
+/* t on the device: its data, or a copy of the host data in scratch *tmp. */
+int device_view(const gsb__backend *be, const gsb__tensor *t, size_t size, const void **out,
+                void **tmp)
+{
+    *tmp = NULL;
+    if (!on_host(t)) {
+        *out = t->data;
+        return GSB_OK;
+    }
+    size_t bytes = (size_t)(t->rows * t->cols) * size;
+    int rc = scratch(be, t->rows * t->cols, size, tmp);
+    if (rc == GSB_OK && bytes)
+        rc = gsb__cuda_copy_h2d(be, *tmp, t->data, bytes);
+    *out = *tmp;
+    return rc;
+}
+
+/* The largest dynamic shared memory a block may take on this device. */
+int smem_optin(const gsb__backend *be, size_t *out)
+{
+    int v = 0;
+    CUDA_TRY(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                    gsb__cuda_ctx_of(be)->device));
+    *out = (size_t)v;
+    return GSB_OK;
+}
+
+unsigned grid_for(const gsb__backend *be, int64_t work)
+{
+    int64_t sms = gsb__cuda_ctx_of(be)->sm_count;
+    int64_t cap = (sms > 0 ? sms : 80) * 16;
+    int64_t want = (work + THREADS - 1) / THREADS;
+    return (unsigned)(want < 1 ? 1 : want < cap ? want : cap);
+}
+
+/* ---- forest_bin ------------------------------------------------------------------- */
+
+template <typename T>
+__global__ void bin_kernel(const T *__restrict__ X, int64_t n, int64_t d,
+                           const float *__restrict__ edges, int64_t ne, int nan_code,
+                           uint32_t *__restrict__ codes, int64_t words)
+{
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n * words;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t i = k / words, f0 = (k % words) * 4;
+        uint32_t word = 0;
+        for (int q = 0; q < 4; q++) {
+            const int64_t f = f0 + q;
+            if (f >= d)
+                break;
+            const float x = (float)X[i * d + f];
+            uint32_t c;
+            if (isnan(x)) {
+                c = (uint32_t)nan_code;
+            } else { /* the number of edges below x */
+                const float *e = edges + f * ne;
+                int64_t lo = 0, hi = ne;
+                while (lo < hi) {
+                    const int64_t mid = (lo + hi) / 2;
+                    if (e[mid] < x)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                c = (uint32_t)lo;
+            }
+            word |= (c & 0xffu) << (8 * q); /* byte q of the word is feature f0 + q */
+        }
+        codes[k] = word;
+    }
+}
+
+/* ---- stats ------------------------------------------------------------------------ */
+
+/* h (a bin's V1 stats, shared or global) += sample i of row r */
+__device__ inline void add_sample(const FData &d, int64_t i, int32_t r, double *h)
+{
+    const double wi = d.w[i];
+    atomicAdd(&h[0], 1.0);
+    if (d.K > 0) {
+        atomicAdd(&h[1 + d.cls[r]], wi);
+        return;
+    }
+    atomicAdd(&h[1], wi);
+    const double *yr = d.y + (int64_t)r * 2 * d.O;
+    for (int k = 0; k < 2 * d.O; k++)
+        atomicAdd(&h[2 + k], wi * yr[k]);
+}
+
+__device__ inline int code_of(const FData &d, int32_t r, int f)
+{
+    return d.codes[(int64_t)r * d.stride + f];
+}
+
+/* the feature at position j of node b's list (feats NULL: every feature) */
+__device__ inline int feature_at(const int32_t *feats, int64_t m, int64_t b, int64_t j)
+{
+    return feats ? feats[b * m + j] : (int)j;
+}
+
+/* ---- forest_hist ------------------------------------------------------------------ */
+
+/* Block (b, j): zero the listed feature j of node b's slot. */
+__global__ void hist_zero(FData d, const int32_t *__restrict__ nodes,
+                          const int32_t *__restrict__ feats, int64_t m)
+{
+    const int64_t b = blockIdx.x / m, j = blockIdx.x % m;
+    const int f = feature_at(feats, m, b, j);
+    if (f < 0)
+        return;
+    const int64_t per = (int64_t)d.nb * d.V1;
+    double *h = d.pool + nodes[3 * b + 2] * d.slot_len + f * per;
+    for (int64_t k = threadIdx.x; k < per; k += blockDim.x)
+        h[k] = 0.0;
+}
+
+/* One unit of forest_hist's work: node b, features j0 .. j0 + group - 1 of its list,
+ * samples [start, end). */
+struct HistWork {
+    int32_t b, j0, start, end;
+};
+
+/* The group's histograms in shared memory, then into the pool. */
+__global__ void hist_shared(FData d, const int32_t *__restrict__ nodes,
+                            const int32_t *__restrict__ feats, int64_t m, int group,
+                            const HistWork *__restrict__ work)
+{
+    extern __shared__ double sh[];
+    const HistWork wk = work[blockIdx.x];
+    const int64_t per = (int64_t)d.nb * d.V1;
+    int fs[HIST_GROUP]; /* indexed by unrolled loops only: registers */
+#pragma unroll
+    for (int q = 0; q < HIST_GROUP; q++)
+        fs[q] = q < group && wk.j0 + q < m ? feature_at(feats, m, wk.b, wk.j0 + q) : -1;
+    for (int64_t k = threadIdx.x; k < group * per; k += blockDim.x)
+        sh[k] = 0.0;
+    __syncthreads();
+    for (int64_t i = wk.start + threadIdx.x; i < wk.end; i += blockDim.x) {
+        const int32_t r = d.rows[i];
+#pragma unroll
+        for (int q = 0; q < HIST_GROUP; q++)
+            if (fs[q] >= 0)
+                add_sample(d, i, r, sh + q * per + (int64_t)code_of(d, r, fs[q]) * d.V1);
+    }
+    __syncthreads();
+    double *slot = d.pool + nodes[3 * wk.b + 2] * d.slot_len;
+#pragma unroll
+    for (int q = 0; q < HIST_GROUP; q++) {
+        if (fs[q] < 0)
+            continue;
+        for (int64_t k = threadIdx.x; k < per; k += blockDim.x) {
+            const double v = sh[q * per + k];
+            if (v != 0.0)
+                atomicAdd(slot + fs[q] * per + k, v);
+        }
+    }
+}
+
+/* Histograms too large for shared memory: straight into the pool. */
+__global__ void hist_global(FData d, const int32_t *__restrict__ nodes,
+                            const int32_t *__restrict__ feats, int64_t m,
+                            const HistWork *__restrict__ work)
+{
+    const HistWork wk = work[blockIdx.x];
+    const int f = feature_at(feats, m, wk.b, wk.j0);
+    if (f < 0)
+        return;
+    double *h = d.pool + nodes[3 * wk.b + 2] * d.slot_len + f * (int64_t)d.nb * d.V1;
+    for (int64_t i = wk.start + threadIdx.x; i < wk.end; i += blockDim.x) {
+        const int32_t r = d.rows[i];
+        add_sample(d, i, r, h + (int64_t)code_of(d, r, f) * d.V1);
+    }
+}
+
+/* ---- forest_hist_sub -------------------------------------------------------------- */
+
+__global__ void hist_sub_kernel(FData d, const int32_t *__restrict__ pairs, int64_t P)
+{
+    const int64_t bins = (int64_t)d.F * d.nb;
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < P * bins;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t p = k / bins, bin = k % bins;
+        double *dst = d.pool + pairs[2 * p] * d.slot_len + bin * d.V1;
+        const double *src = d.pool + pairs[2 * p + 1] * d.slot_len + bin * d.V1;
+        double total = 0.0;
+        for (int s = 0; s < d.V1; s++) {
+            dst[s] -= src[s];
+            total += s > 0 ? fabs(dst[s]) : 0.0;
+        }
+        if (dst[0] < 0.5) {
+            for (int s = 0; s < d.V1; s++)
+                dst[s] = 0.0;
+        } else if (d.K > 0) {
+            for (int s = 1; s < d.V1; s++)
+                if (dst[s] < 1e-9 * total)
+                    dst[s] = 0.0;
+        }
+    }
+}
+
+/* ---- forest_split ----------------------------------------------------------------- */
+
+struct Rule {
+    int criterion, first_only;
+    double min_leaf, min_weight;
+};
+
+/* Block (b, j) of a pass over nodes b0 ..: the record of node b0 + b's listed feature j.
+ * Shared: the histogram (nb x V1, then prefix sums over the real bins), the totals. */
+__global__ void split_kernel(FData d, const int32_t *__restrict__ nodes,
+                             const int32_t *__restrict__ feats, int64_t m, int64_t b0, Rule rule,
+                             int n_real, int rec_len, double *__restrict__ recs)
+{
+    extern __shared__ double H[];
+    __shared__ double best_p[THREADS];
+    __shared__ int best_o[THREADS];
+    __shared__ int nonempty;
+    const int64_t b = b0 + blockIdx.x / m, j = blockIdx.x % m;
+    double *rec = recs + (int64_t)blockIdx.x * rec_len;
+    const int f = feats[b * m + j];
+    const int V1 = d.V1;
+    const int64_t per = (int64_t)d.nb * V1;
+    double *tot = H + per;
+    if (f < 0) { /* the whole block leaves: an unlisted entry, ignored by the reduction */
+        if (threadIdx.x == 0) {
+            for (int s = 0; s < rec_len; s++)
+                rec[s] = 0.0;
+            rec[GSB__FREC_PROXY] = -INFINITY;
+            rec[GSB__FREC_FEATURE] = -1;
+        }
+        return;
+    }
+    const int32_t start = nodes[3 * b], end = nodes[3 * b + 1], slot = nodes[3 * b + 2];
+    if (slot >= 0) {
+        const double *src = d.pool + slot * d.slot_len + f * per;
+        for (int64_t k = threadIdx.x; k < per; k += blockDim.x)
+            H[k] = src[k];
+    } else {
+        for (int64_t k = threadIdx.x; k < per; k += blockDim.x)
+            H[k] = 0.0;
+        __syncthreads();
+        for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
+            const int32_t r = d.rows[i];
+            add_sample(d, i, r, H + (int64_t)code_of(d, r, f) * V1);
+        }
+    }
+    if (threadIdx.x == 0)
+        nonempty = 0;
+    __syncthreads();
+    int mine = 0; /* non-empty codes, the missing-value code included */
+    for (int c = threadIdx.x; c < d.nb; c += blockDim.x)
+        mine += H[(int64_t)c * V1] > 0.5;
+    if (mine)
+        atomicAdd(&nonempty, mine);
+    __syncthreads();
+    /* prefix sums over the real bins, one stat per warp (32 bins a step, a shuffle
+     * scan: another order of additions than the twin's, the same sums when they
+     * are exact); totals with the missing bin */
+    const double *nanrow = d.nan_code >= 0 ? H + (int64_t)d.nan_code * V1 : NULL;
+    const int lane = threadIdx.x % 32;
+    for (int s = threadIdx.x / 32; s < V1; s += WARPS) {
+        double run = 0.0;
+        for (int c0 = 0; c0 < n_real; c0 += 32) {
+            const int c = c0 + lane;
+            double v = c < n_real ? H[(int64_t)c * V1 + s] : 0.0;
+            for (int k = 1; k < 32; k *= 2) { /* inclusive scan: lanes below add in order */
+                const double u = __shfl_up_sync(0xffffffffu, v, k);
+                if (lane >= k)
+                    v = u + v;
+            }
+            if (c < n_real)
+                H[(int64_t)c * V1 + s] = run + v;
+            run += __shfl_sync(0xffffffffu, v, 31);
+        }
+        if (lane == 0)
+            tot[s] = run + (nanrow ? nanrow[s] : 0.0);
+    }
+    __syncthreads();
+    const bool nonconst = nonempty >= 2, has_nan = nanrow && nanrow[0] > 0.5;
+    const double real_count = n_real > 0 ? H[(int64_t)(n_real - 1) * V1] : 0.0;
+    double bp = -INFINITY;
+    int bo = INT_MAX;
+    if (nonconst) {
+        for (int c = threadIdx.x; c < n_real; c += blockDim.x) {
+            const double *P = H + (int64_t)c * V1;
+            const double before = c > 0 ? H[(int64_t)(c - 1) * V1] : 0.0;
+            /* a non-empty bin with a non-empty real bin after it */
+            if (!(P[0] - before > 0.5) || !(P[0] < real_count - 0.5))
+                continue;
+            double p = gsb__forest_proxy(P, NULL, tot, d.K, d.O, rule.criterion, rule.min_leaf,
+                                         rule.min_weight);
+            int o = gsb__forest_order(n_real, c, 0, 0);
+            if (gsb__forest_better(p, o, bp, bo)) {
+                bp = p;
+                bo = o;
+            }
+            if (has_nan) {
+                p = gsb__forest_proxy(P, nanrow, tot, d.K, d.O, rule.criterion, rule.min_leaf,
+                                      rule.min_weight);
+                o = gsb__forest_order(n_real, c, 1, 0);
+                if (gsb__forest_better(p, o, bp, bo)) {
+                    bp = p;
+                    bo = o;
+                }
+            }
+        }
+        if (threadIdx.x == 0 && has_nan && real_count > 0.5) { /* all values left */
+            const double p = gsb__forest_proxy(H + (int64_t)(n_real - 1) * V1, NULL, tot, d.K,
+                                               d.O, rule.criterion, rule.min_leaf,
+                                               rule.min_weight);
+            const int o = gsb__forest_order(n_real, 0, 0, 1);
+            if (gsb__forest_better(p, o, bp, bo)) {
+                bp = p;
+                bo = o;
+            }
+        }
+    }
+    best_p[threadIdx.x] = bp;
+    best_o[threadIdx.x] = bo;
+    __syncthreads();
+    for (int h = THREADS / 2; h > 0; h /= 2) {
+        if ((int)threadIdx.x < h &&
+            gsb__forest_better(best_p[threadIdx.x + h], best_o[threadIdx.x + h],
+                               best_p[threadIdx.x], best_o[threadIdx.x])) {
+            best_p[threadIdx.x] = best_p[threadIdx.x + h];
+            best_o[threadIdx.x] = best_o[threadIdx.x + h];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x != 0)
+        return;
+    for (int s = 0; s < rec_len; s++)
+        rec[s] = 0.0;
+    rec[GSB__FREC_PROXY] = -INFINITY;
+    rec[GSB__FREC_FEATURE] = f;
+    rec[GSB__FREC_NONCONST] = nonconst ? 1.0 : 0.0;
+    if (!(best_p[0] > -INFINITY))
+        return;
+    const int o = best_o[0];
+    const int all_left = o == n_real, ml = o > n_real;
+    int lo = ml ? o - n_real - 1 : o;
+    if (all_left) /* the last non-empty real bin */
+        for (lo = n_real - 1; lo > 0 && !(H[(int64_t)lo * V1] - H[(int64_t)(lo - 1) * V1] > 0.5);)
+            lo--;
+    int hi = n_real;
+    if (!all_left) /* the first non-empty real bin after lo */
+        for (hi = lo + 1; hi < n_real && !(H[(int64_t)hi * V1] - H[(int64_t)(hi - 1) * V1] > 0.5);)
+            hi++;
+    const double *lp = H + (int64_t)lo * V1;
+    for (int s = 0; s < V1; s++) {
+        const double l = lp[s] + (ml ? nanrow[s] : 0.0);
+        rec[GSB__FREC_LEFT + s] = l;
+        rec[GSB__FREC_LEFT + V1 + s] = tot[s] - l;
+    }
+    rec[GSB__FREC_PROXY] = best_p[0];
+    rec[GSB__FREC_BIN_LO] = lo;
+    rec[GSB__FREC_BIN_HI] = hi;
+    if (!ml && !all_left && !has_nan) /* no missing values: the side with more samples */
+        rec[GSB__FREC_MISSING_LEFT] = rec[GSB__FREC_LEFT] > rec[GSB__FREC_LEFT + V1];
+    else
+        rec[GSB__FREC_MISSING_LEFT] = ml;
+}
+
+/* One thread per node of a pass: its features' records into its record. */
+__global__ void split_reduce(const double *__restrict__ recs, const int32_t *__restrict__ feats,
+                             int64_t m, int64_t b0, int64_t count, int rec_len, int first_only,
+                             double *__restrict__ out)
+{
+    const int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b >= count)
+        return;
+    gsb__forest_reduce(recs + b * m * rec_len, feats + (b0 + b) * m, (int)m, rec_len,
+                       first_only, out + (b0 + b) * rec_len);
+}
+
+/* ---- forest_partition ------------------------------------------------------------- */
+
+struct PartWork {
+    int32_t b, start, end;    /* node b's samples [start, end) of this chunk */
+    int32_t left_before;      /* left samples of node b in its earlier chunks (scan) */
+};
+
+__device__ inline bool goes_left(const FData &d, int32_t r, const int32_t *split)
+{
+    const int c = code_of(d, r, split[0]);
+    return c == d.nan_code ? split[2] != 0 : c <= split[1];
+}
+
+/* The left samples of each chunk, into work[k].left_before (made offsets by part_scan). */
+__global__ void part_count(FData d, const int32_t *__restrict__ splits, PartWork *work)
+{
+    __shared__ int total;
+    PartWork *wk = &work[blockIdx.x];
+    if (threadIdx.x == 0)
+        total = 0;
+    __syncthreads();
+    int mine = 0;
+    for (int32_t i = wk->start + threadIdx.x; i < wk->end; i += blockDim.x)
+        mine += goes_left(d, d.rows[i], splits + 3 * wk->b);
+    atomicAdd(&total, mine);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        wk->left_before = total;
+}
+
+/* One thread per node: its chunks (first[b] .. first[b + 1]) counts -> offsets. */
+__global__ void part_scan(PartWork *work, const int32_t *__restrict__ first, int64_t B,
+                          int32_t *__restrict__ n_left)
+{
+    const int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (b >= B)
+        return;
+    int32_t run = 0;
+    for (int32_t k = first[b]; k < first[b + 1]; k++) {
+        const int32_t c = work[k].left_before;
+        work[k].left_before = run;
+        run += c;
+    }
+    n_left[b] = run;
+}
+
+/* Each chunk's samples to their stable places: left ones from the node's start,
+ * right ones after the node's left ones. */
+__global__ void part_scatter(FData d, const int32_t *__restrict__ nodes,
+                             const int32_t *__restrict__ splits, const PartWork *__restrict__ work,
+                             const int32_t *__restrict__ n_left, int32_t *__restrict__ srows,
+                             float *__restrict__ sw)
+{
+    __shared__ int warp_left[WARPS];
+    __shared__ int tile_left;
+    const PartWork wk = work[blockIdx.x];
+    const int32_t node_start = nodes[3 * wk.b], nl = n_left[wk.b];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int32_t left_base = wk.left_before; /* left samples of the node before this tile */
+    for (int32_t t0 = wk.start; t0 < wk.end; t0 += THREADS) {
+        const int32_t i = t0 + (int32_t)threadIdx.x;
+        const bool live = i < wk.end;
+        const bool left = live && goes_left(d, d.rows[i], splits + 3 * wk.b);
+        const unsigned ballot = __ballot_sync(0xffffffffu, left);
+        if (lane == 0)
+            warp_left[warp] = __popc(ballot);
+        __syncthreads();
+        int before = 0; /* left samples of this tile before this thread */
+        for (int q = 0; q < warp; q++)
+            before += warp_left[q];
+        before += __popc(ballot & ((1u << lane) - 1u));
+        if (threadIdx.x == THREADS - 1) {
+            int all = 0;
+            for (int q = 0; q < WARPS; q++)
+                all += warp_left[q];
+            tile_left = all;
+        }
+        if (live) {
+            const int32_t rel = i - node_start, lefts = left_base + before;
+            const int32_t to = left ? node_start + lefts : node_start + nl + (rel - lefts);
+            srows[to] = d.rows[i];
+            sw[to] = d.w[i];
+        }
+        __syncthreads(); /* tile_left ready; warp_left free for the next tile */
+        left_base += tile_left;
+        __syncthreads();
+    }
+}
+
+__global__ void part_copy_back(const PartWork *__restrict__ work,
+                               const int32_t *__restrict__ srows, const float *__restrict__ sw,
+                               int32_t *__restrict__ rows, float *__restrict__ w)
+{
+    const PartWork wk = work[blockIdx.x];
+    for (int32_t i = wk.start + threadIdx.x; i < wk.end; i += blockDim.x) {
+        rows[i] = srows[i];
+        w[i] = sw[i];
+    }
+}
+
+/* ---- forest_predict --------------------------------------------------------------- */
+
+/* x: split, y: threshold bits, z: child (left; at a leaf its row of values) */
+__global__ void pack_nodes(const int32_t *__restrict__ split, const float *__restrict__ thr,
+                           const int32_t *__restrict__ child, int64_t N, int4 *__restrict__ out)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < N;
+         i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = make_int4(split[i], __float_as_int(thr[i]), child[i], 0);
+}
+
+template <typename T, bool REGS>
+__global__ void predict_kernel(const T *__restrict__ X, int64_t n, int64_t d,
+                               const int4 *__restrict__ nodes, const int32_t *__restrict__ root,
+                               int64_t T_, const float *__restrict__ value, int64_t K,
+                               double *__restrict__ sum, int32_t *__restrict__ leaves)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const T *x = X + i * d;
+        double acc[REGS ? PRED_KMAX : 1];
+        for (int k = 0; k < (REGS ? PRED_KMAX : 1); k++)
+            acc[k] = 0.0;
+        double *out = sum ? sum + i * K : NULL;
+        if (!REGS && out)
+            for (int64_t k = 0; k < K; k++)
+                out[k] = 0.0;
+        for (int64_t t = 0; t < T_; t++) {
+            int64_t node = root[t];
+            int4 nd = nodes[node];
+            while (nd.x >= 0) {
+                const float v = (float)x[nd.x >> 1];
+                const bool left = isnan(v) ? (nd.x & 1) != 0 : v <= __int_as_float(nd.y);
+                node = nd.z + (left ? 0 : 1);
+                nd = nodes[node];
+            }
+            if (leaves)
+                leaves[i * T_ + t] = (int32_t)(node - root[t]);
+            if (out) {
+                const float *val = value + (int64_t)nd.z * K;
+                if (REGS) {
+#pragma unroll
+                    for (int k = 0; k < PRED_KMAX; k++)
+                        if (k < K)
+                            acc[k] += val[k];
+                } else {
+                    for (int64_t k = 0; k < K; k++)
+                        out[k] += val[k];
+                }
+            }
+        }
+        if (REGS && out) {
+#pragma unroll
+            for (int k = 0; k < PRED_KMAX; k++) /* constant indices: acc stays in registers */
+                if (k < K)
+                    out[k] = acc[k];
+        }
+    }
+}
+
+} // namespace
+
+/* ---- the ops ---------------------------------------------------------------------- */
+
+extern "C" int gsb__cuda_forest_bin(const gsb__backend *be, const gsb__tensor *X,
+                                    const gsb__tensor *edges, int nan_code, gsb__tensor *codes)
+{
+    const char *op = "forest_bin";
+    if (!X || (X->dtype != GSB_F32 && X->dtype != GSB_F64))
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: X must be float32 or float64", op);
+    int rc = check(be, X, X->dtype, -1, -1, false, op, "X");
+    const int64_t n = X->rows, d = X->cols, words = (d + 3) / 4;
+    if (rc == GSB_OK)
+        rc = check(be, edges, GSB_F32, d, -1, false, op, "edges");
+    if (rc == GSB_OK)
+        rc = check(be, codes, GSB_I32, n, words, false, op, "codes");
+    if (rc != GSB_OK)
+        return rc;
+    if (edges->cols > 255 || nan_code > 255)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: more than 256 codes", op);
+    if (n * words == 0)
+        return GSB_OK;
+    cudaStream_t s = gsb__cuda_ctx_of(be)->stream;
+    const unsigned grid = grid_for(be, n * words);
+    if (X->dtype == GSB_F32)
+        bin_kernel<float><<<grid, THREADS, 0, s>>>((const float *)X->data, n, d,
+                                                   (const float *)edges->data, edges->cols,
+                                                   nan_code, (uint32_t *)codes->data, words);
+    else
+        bin_kernel<double><<<grid, THREADS, 0, s>>>((const double *)X->data, n, d,
+                                                    (const float *)edges->data, edges->cols,
+                                                    nan_code, (uint32_t *)codes->data, words);
+    CUDA_LAUNCH_CHECK();
+    return GSB_OK;
+}
+
+/* nodes (B x 3) read on the host and checked against the samples and the pool */
+static int host_nodes(const gsb__backend *be, const gsb__forest_data *d, const gsb__tensor *nodes,
+                      bool need_slot, const char *op, const int32_t **out, void **tmp)
+{
+    *tmp = NULL;
+    int rc = check(be, nodes, GSB_I32, -1, 3, true, op, "nodes");
+    if (rc == GSB_OK)
+        rc = host_view(be, nodes, sizeof(int32_t), (const void **)out, tmp);
+    if (rc != GSB_OK)
+        return rc;
+    const int64_t S = d->rows->rows * d->rows->cols, slots = d->pool ? d->pool->rows : 0;
+    for (int64_t b = 0; b < nodes->rows; b++) {
+        const int32_t *nd = *out + 3 * b;
+        if (nd[0] < 0 || nd[1] < nd[0] || nd[1] > S || (nd[2] >= 0 && nd[2] >= slots) ||
+            (need_slot && nd[2] < 0))
+            return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: node %lld is [%d, %d) slot %d", op,
+                                (long long)b, nd[0], nd[1], nd[2]);
+    }
+    return GSB_OK;
+}
+
+/* feats (B x m) checked: entries < n_features */
+static int check_feats(const gsb__backend *be, const gsb__forest_data *d, const gsb__tensor *feats,
+                       int64_t B, const char *op, const int32_t **host, void **tmp)
+{
+    int rc = check(be, feats, GSB_I32, B, -1, true, op, "feats");
+    if (rc == GSB_OK)
+        rc = host_view(be, feats, sizeof(int32_t), (const void **)host, tmp);
+    for (int64_t i = 0; rc == GSB_OK && i < feats->rows * feats->cols; i++)
+        if ((*host)[i] >= d->n_features)
+            rc = GSB_CUDA_ERR(GSB_EINTERNAL, "%s: feature %d out of range", op, (*host)[i]);
+    return rc;
+}
+
+extern "C" int gsb__cuda_forest_hist(const gsb__backend *be, const gsb__forest_data *d,
+                                     const gsb__tensor *nodes, const gsb__tensor *feats)
+{
+    const char *op = "forest_hist";
+    FData fd;
+    const int32_t *hn = NULL, *hf = NULL;
+    const void *dn = NULL, *df = NULL;
+    void *tn = NULL, *tf = NULL, *dtn = NULL, *dtf = NULL, *dwork = NULL;
+    HistWork *work = NULL;
+    int rc;
+    GSB_CUDA_CHECK(data_of(be, d, true, op, &fd));
+    GSB_CUDA_CHECK(host_nodes(be, d, nodes, true, op, &hn, &tn));
+    if (feats)
+        GSB_CUDA_CHECK(check_feats(be, d, feats, nodes->rows, op, &hf, &tf));
+    {
+        const int64_t B = nodes->rows, m = feats ? feats->cols : d->n_features;
+        const size_t per_bytes = (size_t)d->n_bins * fd.V1 * sizeof(double);
+        size_t optin = 0;
+        GSB_CUDA_CHECK(smem_optin(be, &optin));
+        const size_t limit = optin < HIST_SMEM ? optin : HIST_SMEM;
+        int group = (int)(limit / per_bytes);
+        group = group > HIST_GROUP ? HIST_GROUP : group;
+        const int step = group > 0 ? group : 1;
+        if (B == 0 || m == 0)
+            goto done;
+        /* the work: every (node, group of listed features, chunk of samples) */
+        int64_t n_work = 0;
+        for (int64_t b = 0; b < B; b++)
+            n_work += ((m + step - 1) / step) * ((hn[3 * b + 1] - hn[3 * b] + HIST_CHUNK - 1) /
+                                                 HIST_CHUNK);
+        if (n_work > INT_MAX) {
+            rc = GSB_CUDA_ERR(GSB_EUNSUPPORTED, "%s: too many histogram blocks", op);
+            goto done;
+        }
+        work = (HistWork *)malloc((size_t)(n_work > 0 ? n_work : 1) * sizeof *work);
+        if (!work) {
+            rc = GSB_CUDA_ERR(GSB_ENOMEM, "%s: out of host memory", op);
+            goto done;
+        }
+        int64_t k = 0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j0 = 0; j0 < m; j0 += step)
+                for (int64_t s0 = hn[3 * b]; s0 < hn[3 * b + 1]; s0 += HIST_CHUNK) {
+                    const int64_t s1 = s0 + HIST_CHUNK < hn[3 * b + 1] ? s0 + HIST_CHUNK
+                                                                       : hn[3 * b + 1];
+                    work[k++] = {(int32_t)b, (int32_t)j0, (int32_t)s0, (int32_t)s1};
+                }
+        GSB_CUDA_CHECK(device_view(be, nodes, sizeof(int32_t), &dn, &dtn));
+        if (feats)
+            GSB_CUDA_CHECK(device_view(be, feats, sizeof(int32_t), &df, &dtf));
+        cudaStream_t s = gsb__cuda_ctx_of(be)->stream;
+        if (B * m > INT_MAX) {
+            rc = GSB_CUDA_ERR(GSB_EUNSUPPORTED, "%s: too many histograms in one call", op);
+            goto done;
+        }
+        hist_zero<<<(unsigned)(B * m), THREADS, 0, s>>>(fd, (const int32_t *)dn,
+                                                        (const int32_t *)df, m);
+        CUDA_CHECK(cudaGetLastError());
+        if (n_work == 0)
+            goto done;
+        GSB_CUDA_CHECK(scratch(be, n_work, sizeof(HistWork), &dwork));
+        GSB_CUDA_CHECK(gsb__cuda_copy_h2d(be, dwork, work, (size_t)n_work * sizeof *work));
+        if (group > 0) {
+            const size_t smem = (size_t)group * per_bytes;
+            if (smem > 48 * 1024)
+                CUDA_CHECK(cudaFuncSetAttribute(hist_shared,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                (int)smem));
+            hist_shared<<<(unsigned)n_work, THREADS, smem, s>>>(
+                fd, (const int32_t *)dn, (const int32_t *)df, m, group,
+                (const HistWork *)dwork);
+        } else {
+            hist_global<<<(unsigned)n_work, THREADS, 0, s>>>(fd, (const int32_t *)dn,
+                                                             (const int32_t *)df, m,
+                                                             (const HistWork *)dwork);
+        }
+        CUDA_CHECK(cudaGetLastError());
+    }
+done:
+    free(tn);
+    free(tf);
+    free(work);
+    gsb__cuda_free(be, dtn);
+    gsb__cuda_free(be, dtf);
+    gsb__cuda_free(be, dwork);
+    return rc;
+}
+
+extern "C" int gsb__cuda_forest_hist_sub(const gsb__backend *be, const gsb__forest_data *d,
+                                         const gsb__tensor *pairs)
+{
+    const char *op = "forest_hist_sub";
+    FData fd;
+    const int32_t *hp = NULL;
+    const void *dp = NULL;
+    void *tp = NULL, *dtp = NULL;
+    int rc;
+    if (!d || !d->pool)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: no histogram pool", op);
+    GSB_CUDA_CHECK(data_of(be, d, true, op, &fd));
+    GSB_CUDA_CHECK(check(be, pairs, GSB_I32, -1, 2, true, op, "pairs"));
+    GSB_CUDA_CHECK(host_view(be, pairs, sizeof(int32_t), (const void **)&hp, &tp));
+    for (int64_t p = 0; p < 2 * pairs->rows; p++)
+        if (hp[p] < 0 || hp[p] >= d->pool->rows) {
+            rc = GSB_CUDA_ERR(GSB_EINTERNAL, "%s: slot %d out of range", op, hp[p]);
+            goto done;
+        }
+    if (pairs->rows > 0) {
+        GSB_CUDA_CHECK(device_view(be, pairs, sizeof(int32_t), &dp, &dtp));
+        const int64_t work = pairs->rows * d->n_features * d->n_bins;
+        hist_sub_kernel<<<grid_for(be, work), THREADS, 0, gsb__cuda_ctx_of(be)->stream>>>(
+            fd, (const int32_t *)dp, pairs->rows);
+        CUDA_CHECK(cudaGetLastError());
+    }
+done:
+    free(tp);
+    gsb__cuda_free(be, dtp);
+    return rc;
+}
+
+extern "C" int gsb__cuda_forest_split(const gsb__backend *be, const gsb__forest_data *d,
+                                      const gsb__tensor *nodes, const gsb__tensor *feats,
+                                      const gsb__forest_rule *rule, gsb__tensor *best)
+{
+    const char *op = "forest_split";
+    FData fd;
+    const int32_t *hn = NULL, *hf = NULL;
+    const void *dn = NULL, *df = NULL;
+    void *tn = NULL, *tf = NULL, *dtn = NULL, *dtf = NULL, *drecs = NULL, *dout = NULL;
+    int rc;
+    GSB_CUDA_CHECK(data_of(be, d, false, op, &fd));
+    GSB_CUDA_CHECK(host_nodes(be, d, nodes, false, op, &hn, &tn));
+    GSB_CUDA_CHECK(check_feats(be, d, feats, nodes->rows, op, &hf, &tf));
+    if (!rule) {
+        rc = GSB_CUDA_ERR(GSB_EINTERNAL, "%s: no rule", op);
+        goto done;
+    }
+    {
+        const int64_t B = nodes->rows, m = feats->cols;
+        const int rec_len = gsb__forest_rec_len(fd.V1);
+        const int n_real = d->nan_code >= 0 ? d->n_bins - 1 : d->n_bins;
+        GSB_CUDA_CHECK(check(be, best, GSB_F64, B, rec_len, true, op, "best"));
+        if (B == 0)
+            goto done;
+        const size_t smem = ((size_t)d->n_bins * fd.V1 + fd.V1) * sizeof(double);
+        size_t optin = 0;
+        GSB_CUDA_CHECK(smem_optin(be, &optin));
+        if (smem > optin) { /* the CPU backend has no such limit: the estimator falls back */
+            rc = GSB_CUDA_ERR(GSB_EUNSUPPORTED,
+                              "%s: a histogram of %d bins x %d statistics needs %zu bytes of "
+                              "shared memory, the GPU has %zu per block", op, d->n_bins, fd.V1,
+                              smem, optin);
+            goto done;
+        }
+        if (smem > 48 * 1024)
+            CUDA_CHECK(cudaFuncSetAttribute(split_kernel,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)smem));
+        GSB_CUDA_CHECK(device_view(be, nodes, sizeof(int32_t), &dn, &dtn));
+        GSB_CUDA_CHECK(device_view(be, feats, sizeof(int32_t), &df, &dtf));
+        double *out = NULL;
+        if (on_host(best)) {
+            GSB_CUDA_CHECK(scratch(be, B * rec_len, sizeof(double), &dout));
+            out = (double *)dout;
+        } else {
+            out = (double *)best->data;
+        }
+        /* nodes per pass: their records stay within REC_BYTES */
+        int64_t per_pass = (int64_t)(REC_BYTES / ((size_t)(m > 0 ? m : 1) * rec_len * 8));
+        per_pass = per_pass < 1 ? 1 : per_pass > B ? B : per_pass;
+        if (per_pass * m > INT_MAX)
+            per_pass = INT_MAX / (m > 0 ? m : 1);
+        GSB_CUDA_CHECK(scratch(be, per_pass * (m > 0 ? m : 1) * rec_len, sizeof(double), &drecs));
+        const Rule r = {rule->criterion, rule->first_only, (double)rule->min_samples_leaf,
+                        rule->min_weight_leaf};
+        cudaStream_t s = gsb__cuda_ctx_of(be)->stream;
+        for (int64_t b0 = 0; b0 < B; b0 += per_pass) {
+            const int64_t count = B - b0 < per_pass ? B - b0 : per_pass;
+            if (m > 0) {
+                split_kernel<<<(unsigned)(count * m), THREADS, smem, s>>>(
+                    fd, (const int32_t *)dn, (const int32_t *)df, m, b0, r, n_real, rec_len,
+                    (double *)drecs);
+                CUDA_CHECK(cudaGetLastError());
+            }
+            split_reduce<<<(unsigned)((count + THREADS - 1) / THREADS), THREADS, 0, s>>>(
+                (const double *)drecs, (const int32_t *)df, m, b0, count, rec_len,
+                rule->first_only, out);
+            CUDA_CHECK(cudaGetLastError());
+        }
+        if (on_host(best))
+            GSB_CUDA_CHECK(gsb__cuda_copy_d2h(be, best->data, out,
+                                              (size_t)(B * rec_len) * sizeof(double)));
+    }
+done:
+    free(tn);
+    free(tf);
+    gsb__cuda_free(be, dtn);
+    gsb__cuda_free(be, dtf);
+    gsb__cuda_free(be, drecs);
+    gsb__cuda_free(be, dout);
+    return rc;
+}
+
+extern "C" int gsb__cuda_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
+                                          const gsb__tensor *nodes, const gsb__tensor *splits,
+                                          gsb__tensor *n_left)
+{
+    const char *op = "forest_partition";
+    FData fd;
+    const int32_t *hn = NULL, *hs = NULL;
+    const void *dn = NULL, *ds = NULL;
+    void *tn = NULL, *ts = NULL, *dtn = NULL, *dts = NULL, *dwork = NULL, *dfirst = NULL;
+    void *dleft = NULL;
+    PartWork *work = NULL;
+    int32_t *first = NULL;
+    int rc;
+    GSB_CUDA_CHECK(data_of(be, d, false, op, &fd));
+    GSB_CUDA_CHECK(host_nodes(be, d, nodes, false, op, &hn, &tn));
+    {
+        const int64_t B = nodes->rows, S = d->rows->rows * d->rows->cols;
+        GSB_CUDA_CHECK(check(be, splits, GSB_I32, B, 3, true, op, "splits"));
+        GSB_CUDA_CHECK(check(be, n_left, GSB_I32, -1, -1, true, op, "n_left"));
+        if (n_left->rows * n_left->cols != B) {
+            rc = GSB_CUDA_ERR(GSB_EINTERNAL, "%s: n_left has the wrong size", op);
+            goto done;
+        }
+        GSB_CUDA_CHECK(check(be, d->scratch_rows, GSB_I32, -1, -1, false, op, "scratch_rows"));
+        GSB_CUDA_CHECK(check(be, d->scratch_weights, GSB_F32, -1, -1, false, op,
+                             "scratch_weights"));
+        if (d->scratch_rows->rows * d->scratch_rows->cols != S ||
+            d->scratch_weights->rows * d->scratch_weights->cols != S) {
+            rc = GSB_CUDA_ERR(GSB_EINTERNAL, "%s: scratch has the wrong size", op);
+            goto done;
+        }
+        GSB_CUDA_CHECK(host_view(be, splits, sizeof(int32_t), (const void **)&hs, &ts));
+        for (int64_t b = 0; b < B; b++)
+            if (hs[3 * b] < 0 || hs[3 * b] >= d->n_features) {
+                rc = GSB_CUDA_ERR(GSB_EINTERNAL, "%s: split feature %d", op, hs[3 * b]);
+                goto done;
+            }
+        if (B == 0)
+            goto done;
+        /* chunks: each node's in order, first[b] .. first[b + 1] */
+        int64_t n_work = 0;
+        for (int64_t b = 0; b < B; b++)
+            n_work += (hn[3 * b + 1] - hn[3 * b] + PART_CHUNK - 1) / PART_CHUNK;
+        if (n_work > INT_MAX) {
+            rc = GSB_CUDA_ERR(GSB_EUNSUPPORTED, "%s: too many chunks", op);
+            goto done;
+        }
+        work = (PartWork *)malloc((size_t)(n_work > 0 ? n_work : 1) * sizeof *work);
+        first = (int32_t *)malloc((size_t)(B + 1) * sizeof *first);
+        if (!work || !first) {
+            rc = GSB_CUDA_ERR(GSB_ENOMEM, "%s: out of host memory", op);
+            goto done;
+        }
+        int64_t k = 0;
+        for (int64_t b = 0; b < B; b++) {
+            first[b] = (int32_t)k;
+            for (int64_t s0 = hn[3 * b]; s0 < hn[3 * b + 1]; s0 += PART_CHUNK) {
+                const int64_t s1 = s0 + PART_CHUNK < hn[3 * b + 1] ? s0 + PART_CHUNK
+                                                                   : hn[3 * b + 1];
+                work[k++] = {(int32_t)b, (int32_t)s0, (int32_t)s1, 0};
+            }
+        }
+        first[B] = (int32_t)k;
+        GSB_CUDA_CHECK(device_view(be, nodes, sizeof(int32_t), &dn, &dtn));
+        GSB_CUDA_CHECK(device_view(be, splits, sizeof(int32_t), &ds, &dts));
+        GSB_CUDA_CHECK(scratch(be, n_work, sizeof(PartWork), &dwork));
+        GSB_CUDA_CHECK(scratch(be, B + 1, sizeof(int32_t), &dfirst));
+        int32_t *nl = NULL;
+        if (on_host(n_left)) {
+            GSB_CUDA_CHECK(scratch(be, B, sizeof(int32_t), &dleft));
+            nl = (int32_t *)dleft;
+        } else {
+            nl = (int32_t *)n_left->data;
+        }
+        if (n_work > 0)
+            GSB_CUDA_CHECK(gsb__cuda_copy_h2d(be, dwork, work, (size_t)n_work * sizeof *work));
+        GSB_CUDA_CHECK(gsb__cuda_copy_h2d(be, dfirst, first, (size_t)(B + 1) * sizeof *first));
+        cudaStream_t s = gsb__cuda_ctx_of(be)->stream;
+        if (n_work > 0) {
+            part_count<<<(unsigned)n_work, THREADS, 0, s>>>(fd, (const int32_t *)ds,
+                                                            (PartWork *)dwork);
+            CUDA_CHECK(cudaGetLastError());
+        }
+        part_scan<<<(unsigned)((B + THREADS - 1) / THREADS), THREADS, 0, s>>>(
+            (PartWork *)dwork, (const int32_t *)dfirst, B, nl);
+        CUDA_CHECK(cudaGetLastError());
+        if (n_work > 0) {
+            part_scatter<<<(unsigned)n_work, THREADS, 0, s>>>(
+                fd, (const int32_t *)dn, (const int32_t *)ds, (const PartWork *)dwork, nl,
+                (int32_t *)d->scratch_rows->data, (float *)d->scratch_weights->data);
+            CUDA_CHECK(cudaGetLastError());
+            part_copy_back<<<(unsigned)n_work, THREADS, 0, s>>>(
+                (const PartWork *)dwork, (const int32_t *)d->scratch_rows->data,
+                (const float *)d->scratch_weights->data, (int32_t *)d->rows->data,
+                (float *)d->weights->data);
+            CUDA_CHECK(cudaGetLastError());
+        }
+        if (on_host(n_left))
+            GSB_CUDA_CHECK(gsb__cuda_copy_d2h(be, n_left->data, nl, (size_t)B * sizeof(int32_t)));
+    }
+done:
+    free(tn);
+    free(ts);
+    free(work);
+    free(first);
+    gsb__cuda_free(be, dtn);
+    gsb__cuda_free(be, dts);
+    gsb__cuda_free(be, dwork);
+    gsb__cuda_free(be, dfirst);
+    gsb__cuda_free(be, dleft);
+    return rc;
+}
+
+extern "C" int gsb__cuda_forest_predict(const gsb__backend *be, const gsb__tensor *X,
+                                        const gsb__forest_trees *t, gsb__tensor *sum,
+                                        gsb__tensor *leaves)
+{
+    const char *op = "forest_predict";
+    if (!X || (X->dtype != GSB_F32 && X->dtype != GSB_F64) || !t)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: X must be float32 or float64", op);
+    int rc = check(be, X, X->dtype, -1, -1, false, op, "X");
+    const int64_t N = t->split ? t->split->rows * t->split->cols : 0;
+    const int64_t T = t->root ? t->root->rows * t->root->cols : 0;
+    if (rc == GSB_OK)
+        rc = check(be, t->split, GSB_I32, -1, -1, false, op, "split");
+    if (rc == GSB_OK)
+        rc = check(be, t->threshold, GSB_F32, -1, -1, false, op, "threshold");
+    if (rc == GSB_OK)
+        rc = check(be, t->child, GSB_I32, -1, -1, false, op, "child");
+    if (rc == GSB_OK)
+        rc = check(be, t->root, GSB_I32, -1, -1, false, op, "root");
+    if (rc == GSB_OK)
+        rc = check(be, t->value, GSB_F32, -1, -1, false, op, "value");
+    if (rc != GSB_OK)
+        return rc;
+    const int64_t n = X->rows, K = t->value->cols;
+    if (t->threshold->rows * t->threshold->cols != N || t->child->rows * t->child->cols != N)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: node arrays differ in size", op);
+    if (sum && (rc = check(be, sum, GSB_F64, n, K, false, op, "sum")) != GSB_OK)
+        return rc;
+    if (leaves && (rc = check(be, leaves, GSB_I32, n, T, false, op, "leaves")) != GSB_OK)
+        return rc;
+    if (n == 0)
+        return GSB_OK;
+    if (T == 0 || N == 0) {
+        if (sum)
+            CUDA_TRY(cudaMemsetAsync(sum->data, 0, (size_t)(n * K) * sizeof(double),
+                                     gsb__cuda_ctx_of(be)->stream));
+        return GSB_OK;
+    }
+    /* the walk trusts the arrays (the estimator checked them, forest_model.c) */
+    void *packed = NULL;
+    if ((rc = scratch(be, N, sizeof(int4), &packed)) != GSB_OK)
+        return rc;
+    cudaStream_t s = gsb__cuda_ctx_of(be)->stream;
+    pack_nodes<<<grid_for(be, N), THREADS, 0, s>>>((const int32_t *)t->split->data,
+                                                   (const float *)t->threshold->data,
+                                                   (const int32_t *)t->child->data, N,
+                                                   (int4 *)packed);
+    CUDA_CHECK(cudaGetLastError());
+    {
+        const unsigned grid = grid_for(be, n);
+        const int4 *nodes = (const int4 *)packed;
+        const int32_t *root = (const int32_t *)t->root->data;
+        const float *val = (const float *)t->value->data;
+        double *sp = sum ? (double *)sum->data : NULL;
+        int32_t *lp = leaves ? (int32_t *)leaves->data : NULL;
+        const bool regs = K <= PRED_KMAX;
+        if (X->dtype == GSB_F32) {
+            const float *x = (const float *)X->data;
+            if (regs)
+                predict_kernel<float, true><<<grid, THREADS, 0, s>>>(x, n, X->cols, nodes, root,
+                                                                     T, val, K, sp, lp);
+            else
+                predict_kernel<float, false><<<grid, THREADS, 0, s>>>(x, n, X->cols, nodes,
+                                                                      root, T, val, K, sp, lp);
+        } else {
+            const double *x = (const double *)X->data;
+            if (regs)
+                predict_kernel<double, true><<<grid, THREADS, 0, s>>>(x, n, X->cols, nodes,
+                                                                      root, T, val, K, sp, lp);
+            else
+                predict_kernel<double, false><<<grid, THREADS, 0, s>>>(x, n, X->cols, nodes,
+                                                                       root, T, val, K, sp, lp);
+        }
+        CUDA_CHECK(cudaGetLastError());
+    }
+done:
+    gsb__cuda_free(be, packed);
+    return rc;
+}

@@ -1,0 +1,335 @@
+/*
+ * forest.c - RandomForestClassifier and RandomForestRegressor, as
+ * scikit-learn 1.9.1's sklearn.ensemble forests, on histogram trees: the
+ * parameters, the prediction methods and the descriptors.  The fit is in
+ * forest_fit.c, the fitted arrays in forest_model.c, the growth in
+ * tree_grow.c, the bins in forest_bins.c.
+ *
+ * What differs from scikit-learn: the candidate thresholds are the bins'
+ * edges (n_bins, default 128 as cuML; a feature with at most n_bins distinct
+ * values is split exactly), and random streams are gsb's, so quality matches
+ * scikit-learn's, not the trees themselves.  Not supported
+ * (GSB_EUNSUPPORTED): criterion='absolute_error', ccp_alpha > 0,
+ * monotonic_cst, multi-output classification.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/estimator.h"
+#include "core/tensor.h"
+#include "estimators/ensemble/forest_fit.h"
+#include "estimators/ensemble/forest_model.h"
+#include "estimators/ensemble/forest_params.h"
+
+/* ---- parameters ------------------------------------------------------------------- */
+
+static const char *const clf_criteria[] = {"gini", "entropy", "log_loss", NULL};
+static const char *const reg_criteria[] = {"squared_error", "absolute_error", "poisson",
+                                           "~friedman_mse", NULL};
+static const char *const max_features_choices[] = {"log2", "sqrt", NULL};
+static const char *const class_weight_choices[] = {"balanced", "balanced_subsample", NULL};
+
+#define P_TREE_COMMON                                                                        \
+    {"max_depth", GSB__P_INT | GSB__P_NONE, "null", 1, INFINITY, GSB__CLOSED_LEFT, NULL,     \
+     "Maximum depth of the trees; None grows until the other rules stop."},                  \
+    {"min_samples_split", GSB__P_INT | GSB__P_FLOAT, "2", 0, 0, 0, NULL,                     \
+     "Samples a node needs to split: an int >= 2, or a fraction in (0, 1] of n_samples."},   \
+    {"min_samples_leaf", GSB__P_INT | GSB__P_FLOAT, "1", 0, 0, 0, NULL,                      \
+     "Samples each leaf keeps at least: an int >= 1, or a fraction in (0, 1) of n_samples."},\
+    {"min_weight_fraction_leaf", GSB__P_FLOAT, "0.0", 0, 0.5, GSB__CLOSED_BOTH, NULL,        \
+     "Fraction of the total (bootstrap) weight each leaf keeps at least."}
+
+#define P_FOREST_COMMON                                                                      \
+    {"max_leaf_nodes", GSB__P_INT | GSB__P_NONE, "null", 2, INFINITY, GSB__CLOSED_LEFT,      \
+     NULL, "Grow each tree best first to at most this many leaves; None: no limit."},        \
+    {"min_impurity_decrease", GSB__P_FLOAT, "0.0", 0, INFINITY, GSB__CLOSED_LEFT, NULL,      \
+     "A node splits only when the weighted impurity decrease is at least this."},            \
+    {"bootstrap", GSB__P_BOOL, "true", 0, 0, 0, NULL,                                        \
+     "Fit each tree on a bootstrap sample (else on every row)."},                            \
+    {"oob_score", GSB__P_BOOL, "false", 0, 0, 0, NULL,                                       \
+     "Estimate the score on the out-of-bag rows (oob_score_); a callable is not "            \
+     "supported."},                                                                          \
+    {"n_jobs", GSB__P_INT | GSB__P_NONE, "null", 0, 0, 0, NULL,                              \
+     "Accepted for compatibility: the backend uses every core (OpenMP) or the GPU."},        \
+    {"random_state", GSB__P_INT | GSB__P_NONE, "null", 0, 4294967295.0, GSB__CLOSED_BOTH,    \
+     NULL, "Seed of the bootstrap samples and feature draws (gsb's streams: reproducible in " \
+     "gsb, not scikit-learn's trees)."},                                                     \
+    {"verbose", GSB__P_INT | GSB__P_BOOL, "0", 0, INFINITY, GSB__CLOSED_LEFT, NULL,          \
+     "Print progress (tree levels and trees built) when no progress callback is set."},      \
+    {"warm_start", GSB__P_BOOL, "false", 0, 0, 0, NULL,                                      \
+     "Keep the fitted trees and add trees up to n_estimators."}
+
+#define P_FOREST_TAIL                                                                        \
+    {"ccp_alpha", GSB__P_FLOAT, "0.0", 0, INFINITY, GSB__CLOSED_LEFT, NULL,                  \
+     "Cost-complexity pruning: only 0.0 is supported."},                                     \
+    {"max_samples", GSB__P_INT | GSB__P_FLOAT | GSB__P_NONE, "null", 0, 0, 0, NULL,          \
+     "Bootstrap sample size: None (n_samples), an int >= 1, or a fraction > 0 of "           \
+     "n_samples (of the summed sample weights when given)."},                                \
+    {"monotonic_cst", GSB__P_ARRAY | GSB__P_NONE, "null", 0, 0, 0, NULL,                     \
+     "Monotonic constraints: only None is supported."},                                      \
+    {"n_bins", GSB__P_INT, "128", 2, 256, GSB__CLOSED_BOTH, NULL,                            \
+     "Bins per feature (as cuML's n_bins): split thresholds are cut between bins; a "        \
+     "feature with at most n_bins distinct values is split exactly.  With NaN in X at most " \
+     "255 (one code marks missing values)."},                                                \
+    {"split_criterion", GSB__P_INT | GSB__P_STR | GSB__P_NONE, "null", 0, 6,                 \
+     GSB__CLOSED_BOTH, gsb__forest_cuml_criteria,                                            \
+     "cuML's name for the criterion (0 'gini', 1 'entropy', 2 'mse', 4 'poisson'); "         \
+     "overrides criterion when set."}
+
+static const gsb__param_desc clf_params[] = {
+    {"n_estimators", GSB__P_INT, "100", 1, INFINITY, GSB__CLOSED_LEFT, NULL,
+     "Number of trees."},
+    {"criterion", GSB__P_STR, "\"gini\"", 0, 0, 0, clf_criteria,
+     "Split quality: 'gini', or 'entropy' / 'log_loss' (the same)."},
+    P_TREE_COMMON,
+    {"max_features", GSB__P_INT | GSB__P_FLOAT | GSB__P_STR | GSB__P_NONE, "\"sqrt\"", 0, 0,
+     0, max_features_choices,
+     "Features drawn per split: 'sqrt', 'log2', an int, a fraction, or None (all)."},
+    P_FOREST_COMMON,
+    {"class_weight", GSB__P_DICT | GSB__P_STR | GSB__P_NONE, "null", 0, 0, 0,
+     class_weight_choices,
+     "None, 'balanced', 'balanced_subsample' (from each bootstrap sample) or {class: "
+     "weight}; folded into the bootstrap draw as scikit-learn does."},
+    P_FOREST_TAIL,
+    {0}};
+
+static const gsb__param_desc reg_params[] = {
+    {"n_estimators", GSB__P_INT, "100", 1, INFINITY, GSB__CLOSED_LEFT, NULL,
+     "Number of trees."},
+    {"criterion", GSB__P_STR, "\"squared_error\"", 0, 0, 0, reg_criteria,
+     "Split quality: 'squared_error' or 'poisson'; 'absolute_error' is not supported."},
+    P_TREE_COMMON,
+    {"max_features", GSB__P_INT | GSB__P_FLOAT | GSB__P_STR | GSB__P_NONE, "1.0", 0, 0, 0,
+     max_features_choices,
+     "Features drawn per split: 'sqrt', 'log2', an int, a fraction, or None (all)."},
+    P_FOREST_COMMON,
+    P_FOREST_TAIL,
+    {0}};
+
+/* ---- prediction ------------------------------------------------------------------- */
+
+/* forest_predict on be for the model's trees v (host): sum and/or leaves (host). */
+static int predict_on(const gsb__backend *be, const gsb__tensor *X, const gsb__forest_trees *v,
+                      gsb__tensor *sum, gsb__tensor *leaves)
+{
+    if (be == gsb__cpu_backend())
+        return be->ops->forest_predict(be, X, v, sum, leaves);
+    gsb__tensor d[6] = {GSB__TENSOR_NONE, GSB__TENSOR_NONE, GSB__TENSOR_NONE,
+                        GSB__TENSOR_NONE, GSB__TENSOR_NONE, GSB__TENSOR_NONE};
+    gsb__tensor ds = GSB__TENSOR_NONE, dl = GSB__TENSOR_NONE;
+    int rc;
+    GSB_CHECK(gsb__tensor_to(be, v->split, &d[0]));
+    GSB_CHECK(gsb__tensor_to(be, v->threshold, &d[1]));
+    GSB_CHECK(gsb__tensor_to(be, v->child, &d[2]));
+    GSB_CHECK(gsb__tensor_to(be, v->root, &d[3]));
+    GSB_CHECK(gsb__tensor_to(be, v->value, &d[4]));
+    GSB_CHECK(gsb__tensor_to(be, X, &d[5]));
+    gsb__forest_trees dv = {&d[0], &d[1], &d[2], &d[3], &d[4]};
+    if (sum)
+        GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, sum->rows, sum->cols, &ds));
+    if (leaves)
+        GSB_CHECK(gsb__tensor_alloc(be, GSB_I32, leaves->rows, leaves->cols, &dl));
+    GSB_CHECK(be->ops->forest_predict(be, &d[5], &dv, sum ? &ds : NULL, leaves ? &dl : NULL));
+    if (sum)
+        GSB_CHECK(be->ops->download(be, &ds, sum->data));
+    if (leaves)
+        rc = be->ops->download(be, &dl, leaves->data);
+done:
+    for (int i = 0; i < 6; i++)
+        gsb__tensor_free(&d[i]);
+    gsb__tensor_free(&ds);
+    gsb__tensor_free(&dl);
+    return rc;
+}
+
+/* The number of values per leaf: classes, or outputs. */
+static int64_t values_per_leaf(gsb__ctx *c)
+{
+    const gsb__tensor *cls = gsb__attr(c, "classes_"), *no = gsb__attr(c, "n_outputs_");
+    if (c->est->kind == GSB__KIND_CLASSIFIER)
+        return cls ? cls->rows * cls->cols : -1;
+    return no ? (int64_t)gsb__tensor_get(no, 0) : -1;
+}
+
+/* The mean over trees of the leaf values of each row of X (host, n x K), or
+ * the leaves (n x T int32) when leaves is not NULL. */
+static int forest_predict(gsb__ctx *c, gsb__tensor *mean, gsb__tensor *leaves)
+{
+    const gsb__tensor *X = gsb__in(c, "X");
+    int64_t K = values_per_leaf(c), T;
+    gsb__forest_trees v;
+    if (K < 1)
+        return gsb__err(GSB_ECORRUPT, "%s: fitted attribute 'classes_' or 'n_outputs_' is "
+                        "missing or malformed", c->est->name);
+    GSB_TRY(gsb__forest_model_view(c, X->cols, K, &v, &T));
+    const gsb__backend *cpu = gsb__cpu_backend();
+    gsb__tensor *out = mean ? mean : leaves;
+    GSB_TRY(gsb__tensor_alloc(cpu, mean ? GSB_F64 : GSB_I32, X->rows, mean ? K : T, out));
+    int rc = predict_on(c->be, X, &v, mean, leaves);
+    if (rc == GSB_EUNSUPPORTED && c->be != cpu)
+        rc = predict_on(cpu, X, &v, mean, leaves);
+    if (rc != GSB_OK) {
+        gsb__tensor_free(out);
+        return rc;
+    }
+    if (mean)
+        for (int64_t i = 0; i < X->rows * K; i++)
+            ((double *)mean->data)[i] /= (double)T;
+    return GSB_OK;
+}
+
+static int classifier_predict_proba(gsb__ctx *c)
+{
+    gsb__tensor p;
+    GSB_TRY(forest_predict(c, &p, NULL));
+    return gsb__out(c, "proba", &p);
+}
+
+static int classifier_predict_log_proba(gsb__ctx *c)
+{
+    gsb__tensor p;
+    GSB_TRY(forest_predict(c, &p, NULL));
+    for (int64_t i = 0; i < p.rows * p.cols; i++)
+        ((double *)p.data)[i] = log(((double *)p.data)[i]);
+    return gsb__out(c, "log_proba", &p);
+}
+
+static int classifier_predict(gsb__ctx *c)
+{
+    gsb__tensor p, labels;
+    GSB_TRY(forest_predict(c, &p, NULL));
+    const double *cls = gsb__attr(c, "classes_")->data, *pr = p.data;
+    int rc = gsb__tensor_alloc(gsb__cpu_backend(), GSB_F64, p.rows, 1, &labels);
+    if (rc == GSB_OK) {
+        for (int64_t i = 0; i < p.rows; i++) {
+            int64_t best = 0;
+            for (int64_t k = 1; k < p.cols; k++)
+                if (pr[i * p.cols + k] > pr[i * p.cols + best])
+                    best = k;
+            ((double *)labels.data)[i] = cls[best];
+        }
+        gsb__tensor_as_1d(&labels);
+        rc = gsb__out(c, "labels", &labels);
+    }
+    gsb__tensor_free(&p);
+    return rc;
+}
+
+static int regressor_predict(gsb__ctx *c)
+{
+    gsb__tensor y;
+    GSB_TRY(forest_predict(c, &y, NULL));
+    if (y.cols == 1)
+        gsb__tensor_as_1d(&y);
+    return gsb__out(c, "y", &y);
+}
+
+static int forest_apply(gsb__ctx *c)
+{
+    gsb__tensor leaves, out;
+    GSB_TRY(forest_predict(c, NULL, &leaves));
+    int rc = gsb__tensor_alloc(gsb__cpu_backend(), GSB_I64, leaves.rows, leaves.cols, &out);
+    if (rc == GSB_OK) {
+        for (int64_t i = 0; i < leaves.rows * leaves.cols; i++)
+            ((int64_t *)out.data)[i] = ((const int32_t *)leaves.data)[i];
+        rc = gsb__out(c, "leaves", &out);
+    }
+    gsb__tensor_free(&leaves);
+    return rc;
+}
+
+/* Each tree's leaves and depth (int64): what Python's estimators_ views show. */
+static int forest_tree_info(gsb__ctx *c)
+{
+    const gsb__tensor *leaves, *depth;
+    GSB_TRY(gsb__attr_need(c, "_tree_n_leaves", GSB_I32, -1, 1, &leaves));
+    GSB_TRY(gsb__attr_need(c, "_tree_depth", GSB_I32, leaves->rows, 1, &depth));
+    const gsb__tensor *src[2] = {leaves, depth};
+    const char *names[2] = {"n_leaves", "depth"};
+    for (int k = 0; k < 2; k++) {
+        gsb__tensor t;
+        GSB_TRY(gsb__tensor_alloc(gsb__cpu_backend(), GSB_I64, leaves->rows, 1, &t));
+        for (int64_t i = 0; i < leaves->rows; i++)
+            ((int64_t *)t.data)[i] = ((const int32_t *)src[k]->data)[i];
+        gsb__tensor_as_1d(&t);
+        GSB_TRY(gsb__out(c, names[k], &t));
+    }
+    return GSB_OK;
+}
+
+/* ---- descriptors ------------------------------------------------------------------ */
+
+#define IN_X {"X", GSB__IN_X | GSB__IN_ALLOW_NAN}
+#define APPLY_METHOD                                                                             \
+    {"apply", forest_apply, {IN_X}, 0,                                                           \
+     "leaves (n_samples, n_estimators) int64: the leaf each tree sends each row to (node "        \
+     "index within the tree, gsb's breadth-first numbering)"},                                    \
+    {"tree_info", forest_tree_info, {{0}}, 0,                                                    \
+     "n_leaves and depth (int64) of each tree (a tree has 2 n_leaves - 1 nodes)"}
+
+static int classifier_fit(gsb__ctx *c) { return gsb__forest_fit(c, 1); }
+static int regressor_fit(gsb__ctx *c) { return gsb__forest_fit(c, 0); }
+
+static const gsb__method_desc clf_methods[] = {
+    {"fit", classifier_fit,
+     {IN_X, {"y", GSB__IN_LABELS}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}}, 1,
+     "Grow n_estimators trees (y: class labels as float64; NaN in X is a missing value)."},
+    {"predict", classifier_predict, {IN_X}, 0,
+     "labels: the class of the highest mean probability over the trees (float64)."},
+    {"predict_proba", classifier_predict_proba, {IN_X}, 0,
+     "proba (n, n_classes) float64: the mean over the trees of the leaves' class fractions."},
+    {"predict_log_proba", classifier_predict_log_proba, {IN_X}, 0,
+     "log_proba: the log of predict_proba."},
+    APPLY_METHOD,
+    {0}};
+
+static const gsb__method_desc reg_methods[] = {
+    {"fit", regressor_fit,
+     {IN_X, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}}, 1,
+     "Grow n_estimators trees (y: 1-D, or 2-D for several outputs; NaN in X is a missing "
+     "value)."},
+    {"predict", regressor_predict, {IN_X}, 0,
+     "y: the mean over the trees of the leaves' target means (float64; (n,) for one output)."},
+    APPLY_METHOD,
+    {0}};
+
+#define A_MODEL                                                                                  \
+    {"n_outputs_", "Number of outputs (int)."},                                                  \
+    {"feature_importances_", "Impurity-based importances (float64, sum 1 unless every tree is "  \
+                             "a single leaf)."},                                                 \
+    {"oob_score_", "Score on the out-of-bag rows (oob_score=True)."},                           \
+    {"_node_split", "Each node's 2 * feature + (1 if NaN goes left), -1 at leaves (int32); "     \
+                    "all trees concatenated."},                                                  \
+    {"_node_threshold", "Each node's threshold: float32(x) <= threshold goes left (float32)."},  \
+    {"_node_child", "Each split node's left child (right = left + 1), each leaf's row of "       \
+                    "_leaf_value (int32)."},                                                     \
+    {"_tree_root", "Each tree's root node (int32); its nodes run to the next root."},           \
+    {"_tree_depth", "Each tree's depth (int32)."},                                               \
+    {"_tree_seed", "Each tree's seed (int64): its bootstrap sample, for OOB estimates."},       \
+    {"_tree_n_leaves", "Each tree's number of leaves (int32)."},                                 \
+    {"_tree_importance", "Each tree's normalised importances (n_estimators, n_features)."},     \
+    {"_leaf_value", "Each leaf's values (float32): class fractions or target means."}
+
+static const gsb__attr_desc clf_attrs[] = {
+    {"classes_", "Sorted class labels (float64)."},
+    {"n_classes_", "Number of classes (int)."},
+    {"oob_decision_function_", "Mean out-of-bag class probabilities (n_samples, n_classes)."},
+    A_MODEL,
+    {0}};
+
+static const gsb__attr_desc reg_attrs[] = {
+    {"oob_prediction_", "Mean out-of-bag prediction ((n_samples,) or (n_samples, n_outputs))."},
+    A_MODEL,
+    {0}};
+
+const gsb__estimator_desc gsb__est_RandomForestClassifier = {
+    "RandomForestClassifier", "ensemble", GSB__KIND_CLASSIFIER, clf_params, clf_methods,
+    clf_attrs,
+    "A random forest of histogram classification trees, as scikit-learn's "
+    "RandomForestClassifier (cuML's n_bins and split_criterion accepted)."};
+
+const gsb__estimator_desc gsb__est_RandomForestRegressor = {
+    "RandomForestRegressor", "ensemble", GSB__KIND_REGRESSOR, reg_params, reg_methods,
+    reg_attrs,
+    "A random forest of histogram regression trees, as scikit-learn's RandomForestRegressor "
+    "(cuML's n_bins and split_criterion accepted)."};

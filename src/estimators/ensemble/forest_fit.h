@@ -1,0 +1,15 @@
+/*
+ * forest_fit.h - fitting a random forest (RandomForestClassifier and
+ * RandomForestRegressor share it): targets, scikit-learn's sample and class
+ * weights folded into the bootstrap draw, the bins, the trees grown in
+ * groups, the fitted arrays, OOB estimates, warm start.
+ */
+#ifndef GSB_ENSEMBLE_FOREST_FIT_H
+#define GSB_ENSEMBLE_FOREST_FIT_H
+
+#include "core/estimator.h"
+
+/* The fit method of either forest (classify: 1 for the classifier). */
+int gsb__forest_fit(gsb__ctx *c, int classify);
+
+#endif
