@@ -33,6 +33,7 @@ extern "C" { /* the CUDA backend's .cu files include this header */
 #endif
 
 typedef struct gsb__backend gsb__backend;
+struct gsb__umap_sgd; /* umap_sgd_epoch's scalars: backend/umap_sgd.h */
 
 typedef struct gsb__tensor {
     void *data;
@@ -371,6 +372,25 @@ typedef struct gsb__backend_ops {
     int (*forest_predict)(const gsb__backend *be, const gsb__tensor *X,
                           const gsb__forest_trees *trees, gsb__tensor *sum,
                           gsb__tensor *leaves);
+    /* One epoch of UMAP's layout SGD with negative sampling (umap-learn's
+     * optimize_layout_euclidean) in its deterministic form, as
+     * backend/umap_sgd.h specifies it: every gradient of the epoch is taken
+     * at the positions the epoch starts from, and each head row moves once,
+     * at the end, by the sum of its edges' steps in edge order.
+     *   head (n x dim, GSB_F32): the moving points, updated;
+     *   tail (m x dim, GSB_F32): the points edges and negative samples pull
+     *   towards and push from; NULL: head itself (fit);
+     *   indptr (n + 1, GSB_I64) and indices (nnz, GSB_I32, into tail's rows):
+     *   the edges as CSR rows of head;
+     *   epochs_per_sample (nnz, GSB_F64); next_sample and next_negative
+     *   (nnz, GSB_F64): each edge's schedule, advanced by the call.
+     * With p->hogwild a backend may instead apply steps as they are computed
+     * (cuML's lock-free scheme: faster, not reproducible); the CPU backend
+     * always runs the deterministic form. */
+    int (*umap_sgd_epoch)(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
+                          const gsb__tensor *indptr, const gsb__tensor *indices,
+                          const gsb__tensor *epochs_per_sample, gsb__tensor *next_sample,
+                          gsb__tensor *next_negative, const struct gsb__umap_sgd *p);
 
     /* ---- random -------------------------------------------------------- */
     /* fill with N(0, 1) from a counter-based generator: element i depends only
@@ -402,8 +422,8 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 6 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
-                              5: the forest ops; 6: radius_neighbors */
+#define GSB__BACKEND_ABI 7 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+                              5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

@@ -181,6 +181,7 @@ static const gsb__backend_ops cpu_ops = {
     .forest_partition = gsb__cpu_forest_partition,
     .forest_predict = gsb__cpu_forest_predict,
     .radius_neighbors = gsb__cpu_radius_neighbors,
+    .umap_sgd_epoch = gsb__cpu_umap_sgd_epoch,
     .rand_normal = gsb__cpu_rand_normal,
 };
 

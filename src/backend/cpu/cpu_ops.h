@@ -17,6 +17,7 @@
  *   cpu_tsne.c      tsne_attract, tsne_repulse_exact, tsne_update
  *   cpu_tsne_bh.c   tsne_repulse_bh (Barnes-Hut)
  *   cpu_tsne_fft.c  tsne_repulse_fft (FIt-SNE; its FFT is cpu_fft.c)
+ *   cpu_umap.c      umap_sgd_epoch (UMAP's layout SGD)
  */
 #ifndef GSB_CPU_OPS_H
 #define GSB_CPU_OPS_H
@@ -106,6 +107,11 @@ int gsb__cpu_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q, cons
                               const gsb__radius_grid *grid, gsb__metric metric, double p,
                               double eps, gsb__tensor *counts, const gsb__tensor *offsets,
                               gsb__tensor *idx, gsb__tensor *dist);
+struct gsb__umap_sgd;
+int gsb__cpu_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
+                            const gsb__tensor *indptr, const gsb__tensor *indices,
+                            const gsb__tensor *epochs_per_sample, gsb__tensor *next_sample,
+                            gsb__tensor *next_negative, const struct gsb__umap_sgd *p);
 
 int gsb__cpu_rand_normal(const gsb__backend *be, gsb__tensor *t, uint64_t seed);
 

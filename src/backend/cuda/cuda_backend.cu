@@ -611,6 +611,7 @@ static void bind_ops(gsb__backend_ops *o)
     o->forest_partition = guarded<gsb__cuda_forest_partition>::call;
     o->forest_predict = guarded<gsb__cuda_forest_predict>::call;
     o->radius_neighbors = guarded<gsb__cuda_radius_neighbors>::call;
+    o->umap_sgd_epoch = guarded<gsb__cuda_umap_sgd_epoch>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;
     o->host_register = cuda_host_register;
     o->host_unregister = cuda_host_unregister;

@@ -13,6 +13,7 @@
  *   cuda_forest.cu    forest_bin, forest_hist, forest_hist_sub, forest_split,
  *                     forest_partition, forest_predict (random forests)
  *   cuda_radius.cu    radius_neighbors (eps-neighbourhoods as CSR: grid scan, tiles)
+ *   cuda_umap.cu      umap_sgd_epoch (UMAP's layout SGD, one thread per edge)
  * Device errors become gsb statuses through cuda_common.h; no op uses
  * managed memory; float32 stays float32 (no TF32 unless GSB_ALLOW_TF32=1).
  */
@@ -110,6 +111,11 @@ int gsb__cuda_forest_partition(const gsb__backend *be, const gsb__forest_data *d
                                gsb__tensor *n_left);
 int gsb__cuda_forest_predict(const gsb__backend *be, const gsb__tensor *X,
                              const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
+struct gsb__umap_sgd;
+int gsb__cuda_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
+                             const gsb__tensor *indptr, const gsb__tensor *indices,
+                             const gsb__tensor *epochs_per_sample, gsb__tensor *next_sample,
+                             gsb__tensor *next_negative, const struct gsb__umap_sgd *p);
 
 #ifdef __cplusplus
 }
