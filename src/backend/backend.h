@@ -33,6 +33,7 @@ extern "C" { /* the CUDA backend's .cu files include this header */
 #endif
 
 typedef struct gsb__backend gsb__backend;
+struct gsb__umap_sgd; /* umap_sgd_epoch's scalars: backend/umap_sgd.h */
 
 typedef struct gsb__tensor {
     void *data;
@@ -48,7 +49,10 @@ typedef enum gsb__metric {
     GSB__METRIC_SQEUCLIDEAN = 0, /* squared euclidean */
     GSB__METRIC_EUCLIDEAN = 1,
     GSB__METRIC_MANHATTAN = 2,
-    GSB__METRIC_COSINE = 3       /* 1 - cos(x, y); 0-norm rows count as cos = 0 */
+    GSB__METRIC_COSINE = 3,      /* 1 - cos(x, y); 0-norm rows count as cos = 0 */
+    /* radius_neighbors only: */
+    GSB__METRIC_MINKOWSKI = 4,   /* (sum |x - y|^p)^(1/p), p > 0 */
+    GSB__METRIC_CHEBYSHEV = 5    /* max |x - y| */
 } gsb__metric;
 
 /* enet_cd_gram's settings (the solver's, see solvers/coordinate_descent.h) */
@@ -112,6 +116,22 @@ typedef struct gsb__forest_trees {
                                      root .. the next root - 1 */
     const gsb__tensor *value;     /* L x K, GSB_F32: each leaf's values */
 } gsb__forest_trees;
+/*
+ * A grid of cells over the rows of R for radius_neighbors (1 to 3 columns):
+ * the cell of a row x is c_k = floor((x_k - origin[k]) / cell[k]) along each
+ * column k, in [0, ncell[k]) for R's rows, and its key sum_k c_k stride[k]
+ * with stride[dims - 1] = 1 and stride[k] = stride[k + 1] ncell[k + 1] (so
+ * the cells adjacent along the last column have consecutive keys).  R's rows
+ * are sorted by key (keys ascending), and every neighbour of a query lies in
+ * a cell within +-1 of the query's cell along each column (the caller picks
+ * cell[k] > the radius along one column).
+ */
+typedef struct gsb__radius_grid {
+    const gsb__tensor *keys; /* (nr, GSB_I64) on the op's backend, ascending */
+    int dims;                /* = the column count of Q and R, 1..3 */
+    double origin[3], cell[3];
+    int64_t ncell[3], stride[3];
+} gsb__radius_grid;
 /* the staging ring of stage_open (opaque) and one host range a fill copies */
 typedef struct gsb__stage gsb__stage;
 typedef struct gsb__stage_seg {
@@ -302,6 +322,23 @@ typedef struct gsb__backend_ops {
                        const gsb__tensor *R, const gsb__tensor *zsum, double c, double momentum,
                        double learning_rate, double min_gain, gsb__tensor *update,
                        gsb__tensor *gains, double *grad_norm);
+    /* eps-neighbourhoods (DBSCAN, radius_neighbors) as CSR, in two passes:
+     * the neighbours of row i of Q (nq x d) are the rows j of R (nr x d) with
+     * metric(Q[i], R[j]) <= eps, decided on the value computed in double
+     * straight from the inputs (expansions only pick candidates): for
+     * euclidean sum (q - r)^2 <= eps^2, for minkowski sum |q - r|^p <= eps^p;
+     * cosine 1 - q.r / (||q|| ||r||) clipped to [0, 2].  metric: any of
+     * gsb__metric; p is minkowski's power (> 0), else unused.  grid (NULL:
+     * brute force over all of R): R sorted into cells, see gsb__radius_grid.
+     *   count pass (offsets NULL): counts (nq, GSB_I64) = neighbours per row;
+     *   fill pass: offsets (nq, GSB_I64) = where row i's neighbours start in
+     *   idx (nnz, GSB_I64: row numbers of R) and dist (nnz, GSB_F64, may be
+     *   NULL: the metric's value); a row's neighbours in any order (callers
+     *   sort where order matters); writes past idx's end are dropped. */
+    int (*radius_neighbors)(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
+                            const gsb__radius_grid *grid, gsb__metric metric, double p,
+                            double eps, gsb__tensor *counts, const gsb__tensor *offsets,
+                            gsb__tensor *idx, gsb__tensor *dist);
 
     /* ---- random forests (histogram trees; the types above) ------------- */
     /* codes (see gsb__forest_data) of X (n x d, float32 or float64, rounded to
@@ -312,7 +349,8 @@ typedef struct gsb__backend_ops {
                       int nan_code, gsb__tensor *codes);
     /* Histograms: for node b of nodes (B x 3 GSB_I32: start, end, slot >= 0),
      * pool[slot] of the features in row b of feats (B x m GSB_I32, -1 entries
-     * skipped; NULL: every feature) is set to the node's stats (others kept) */
+     * skipped, a feature listed twice set once; NULL: every feature) is set to
+     * the node's stats (others kept) */
     int (*forest_hist)(const gsb__backend *be, const gsb__forest_data *d,
                        const gsb__tensor *nodes, const gsb__tensor *feats);
     /* pool[dst] -= pool[src] for each row of pairs (P x 2 GSB_I32: dst, src),
@@ -348,6 +386,25 @@ typedef struct gsb__backend_ops {
     int (*forest_predict)(const gsb__backend *be, const gsb__tensor *X,
                           const gsb__forest_trees *trees, gsb__tensor *sum,
                           gsb__tensor *leaves);
+    /* One epoch of UMAP's layout SGD with negative sampling (umap-learn's
+     * optimize_layout_euclidean) in its deterministic form, as
+     * backend/umap_sgd.h specifies it: every gradient of the epoch is taken
+     * at the positions the epoch starts from, and each head row moves once,
+     * at the end, by the sum of its edges' steps in edge order.
+     *   head (n x dim, GSB_F32): the moving points, updated;
+     *   tail (m x dim, GSB_F32): the points edges and negative samples pull
+     *   towards and push from; NULL: head itself (fit);
+     *   indptr (n + 1, GSB_I64) and indices (nnz, GSB_I32, into tail's rows):
+     *   the edges as CSR rows of head;
+     *   epochs_per_sample (nnz, GSB_F64); next_sample and next_negative
+     *   (nnz, GSB_F64): each edge's schedule, advanced by the call.
+     * With p->hogwild a backend may instead apply steps as they are computed
+     * (cuML's lock-free scheme: faster, not reproducible); the CPU backend
+     * always runs the deterministic form. */
+    int (*umap_sgd_epoch)(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
+                          const gsb__tensor *indptr, const gsb__tensor *indices,
+                          const gsb__tensor *epochs_per_sample, gsb__tensor *next_sample,
+                          gsb__tensor *next_negative, const struct gsb__umap_sgd *p);
     /* y += alpha * x for float tensors of one shape and dtype: per-batch
      * statistics summed where they are computed (estimators/common/stream.h) */
     int (*axpy)(const gsb__backend *be, double alpha, const gsb__tensor *x, gsb__tensor *y);
@@ -433,9 +490,10 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 6 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
-                              5: the forest ops; 6: axpy, row_scale, stage_*, strided_copy,
-                              device_import/export, copy_stats */
+#define GSB__BACKEND_ABI 8 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+                              5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch;
+                              8: axpy, row_scale, stage_*, strided_copy, device_import/export,
+                              copy_stats */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

@@ -233,7 +233,7 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
         case GSB__IN_WEIGHTS:
             spec.dtype = GSB_F64;
             spec.want_1d = 1;
-            spec.non_negative = 1;
+            spec.non_negative = !(md->inputs[i].flags & GSB__IN_SIGNED);
             break;
         case GSB__IN_MATRIX: spec.dtype = xdtype; spec.want_2d = 1; break;
         case GSB__IN_STATS: spec.dtype = GSB_F64; spec.want_1d = 1; break;

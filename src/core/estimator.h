@@ -50,7 +50,8 @@ enum {
                                   before the method runs, so a mismatch keeps the model */
     GSB__IN_ALLOW_NAN = 128,   /* X may hold NaN (missing values; infinity is still
                                   refused), as scikit-learn's allow_nan estimators */
-    GSB__IN_STREAM = 256       /* the method takes a host X larger than the backend's memory
+    GSB__IN_SIGNED = 256,      /* weights: negative values allowed (DBSCAN) */
+    GSB__IN_STREAM = 512       /* the method takes a host X larger than the backend's memory
                                   (reads it in batches, estimators/common/stream.h, or keeps
                                   it on the host); without it such an X is refused before
                                   the method runs */

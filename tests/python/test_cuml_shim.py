@@ -66,11 +66,6 @@ def test_classes_are_gsb_classes_with_output_type():
     assert isinstance(km, ProxyEstimator)
 
 
-def test_planned_estimators_still_say_so():
-    with pytest.raises(NotImplementedError, match="DBSCAN is not implemented"):
-        cuml.DBSCAN()
-
-
 # ---- 'input': results mirror the call, fitted attributes mirror fit ---------------------
 
 def test_input_numpy_in_numpy_out():

@@ -81,7 +81,7 @@ def _init_for(base):
 def cuml_class(base, module):
     """The cuML flavour of gsb estimator class base, living in module ('cuml.cluster')."""
     desc = getattr(base, "_gsb_desc", None)
-    if desc is None:  # a planned estimator: it raises NotImplementedError, nothing to add
+    if desc is None:  # not an engine class: nothing to add
         return base
     attrs = {"__module__": module, "__qualname__": base.__name__, "__doc__":
              (base.__doc__ or "") + "\n\noutput_type : {'input', 'numpy', 'cupy', 'numba', "

@@ -12,10 +12,12 @@
  *   cpu_enet.c      enet_cd_gram, gather_cols (coordinate descent)
  *   cpu_forest.c    forest_bin, forest_hist, forest_hist_sub, forest_split,
  *                   forest_partition, forest_predict (random forests)
+ *   cpu_radius.c    radius_neighbors (eps-neighbourhoods as CSR)
  *   cpu_random.c    rand_normal
  *   cpu_tsne.c      tsne_attract, tsne_repulse_exact, tsne_update
  *   cpu_tsne_bh.c   tsne_repulse_bh (Barnes-Hut)
  *   cpu_tsne_fft.c  tsne_repulse_fft (FIt-SNE; its FFT is cpu_fft.c)
+ *   cpu_umap.c      umap_sgd_epoch (UMAP's layout SGD)
  *   cpu_stream.c    axpy, row_scale, stage_* (the streaming ring), strided_copy,
  *                   copy_stats
  */
@@ -103,6 +105,15 @@ int gsb__cpu_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
                               gsb__tensor *n_left);
 int gsb__cpu_forest_predict(const gsb__backend *be, const gsb__tensor *X,
                             const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
+int gsb__cpu_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
+                              const gsb__radius_grid *grid, gsb__metric metric, double p,
+                              double eps, gsb__tensor *counts, const gsb__tensor *offsets,
+                              gsb__tensor *idx, gsb__tensor *dist);
+struct gsb__umap_sgd;
+int gsb__cpu_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
+                            const gsb__tensor *indptr, const gsb__tensor *indices,
+                            const gsb__tensor *epochs_per_sample, gsb__tensor *next_sample,
+                            gsb__tensor *next_negative, const struct gsb__umap_sgd *p);
 
 int gsb__cpu_rand_normal(const gsb__backend *be, gsb__tensor *t, uint64_t seed);
 

@@ -610,6 +610,8 @@ static void bind_ops(gsb__backend_ops *o)
     o->forest_split = guarded<gsb__cuda_forest_split>::call;
     o->forest_partition = guarded<gsb__cuda_forest_partition>::call;
     o->forest_predict = guarded<gsb__cuda_forest_predict>::call;
+    o->radius_neighbors = guarded<gsb__cuda_radius_neighbors>::call;
+    o->umap_sgd_epoch = guarded<gsb__cuda_umap_sgd_epoch>::call;
     o->axpy = guarded<gsb__cuda_axpy>::call;
     o->row_scale = guarded<gsb__cuda_row_scale>::call;
     o->stage_open = guarded<gsb__cuda_stage_open>::call;

@@ -12,6 +12,8 @@
  *   cuda_tsne_fft.cu  tsne_repulse_fft (FIt-SNE with cuFFT); no tsne_repulse_bh
  *   cuda_forest.cu    forest_bin, forest_hist, forest_hist_sub, forest_split,
  *                     forest_partition, forest_predict (random forests)
+ *   cuda_radius.cu    radius_neighbors (eps-neighbourhoods as CSR: grid scan, tiles)
+ *   cuda_umap.cu      umap_sgd_epoch (UMAP's layout SGD, one thread per edge)
  *   cuda_stream.cu    axpy, row_scale, stage_* (the streaming ring on a copy stream),
  *                     strided_copy
  *   cuda_devarray.cu  device_import, device_export (callers' device memory)
@@ -70,6 +72,11 @@ int gsb__cuda_kmeanspp(const gsb__backend *be, const gsb__tensor *X, const gsb__
                        int64_t first, const double *u, int64_t steps, int64_t trials,
                        gsb__tensor *closest, double *pot, int64_t *chosen);
 
+int gsb__cuda_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q,
+                               const gsb__tensor *R, const gsb__radius_grid *grid,
+                               gsb__metric metric, double p, double eps, gsb__tensor *counts,
+                               const gsb__tensor *offsets, gsb__tensor *idx, gsb__tensor *dist);
+
 int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
                                  const gsb__tensor *y, const gsb__tensor *w,
                                  const gsb__tensor *coef, int fit_intercept, double *loss,
@@ -108,6 +115,11 @@ int gsb__cuda_forest_partition(const gsb__backend *be, const gsb__forest_data *d
                                gsb__tensor *n_left);
 int gsb__cuda_forest_predict(const gsb__backend *be, const gsb__tensor *X,
                              const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
+struct gsb__umap_sgd;
+int gsb__cuda_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
+                             const gsb__tensor *indptr, const gsb__tensor *indices,
+                             const gsb__tensor *epochs_per_sample, gsb__tensor *next_sample,
+                             gsb__tensor *next_negative, const struct gsb__umap_sgd *p);
 
 int gsb__cuda_axpy(const gsb__backend *be, double alpha, const gsb__tensor *x, gsb__tensor *y);
 int gsb__cuda_row_scale(const gsb__backend *be, gsb__tensor *X, const gsb__tensor *s);
