@@ -4,11 +4,14 @@
  *   bench_gsb ESTIMATOR PARAMS_JSON N D DTYPE(f32|f64) TARGET(none|reg|bin|multi)
  *             NQUERY REPEATS [METHOD]
  *
- * Prints one JSON line: {"fit_ms": median, "predict_ms": median, ...}.
+ * Prints one JSON line: {"fit_ms": median, "predict_ms": median, "peak_rss_mb":
+ * the process's peak resident memory, "gpu_pool_mb": growth of the GPU memory
+ * in use over the run (the CUDA pool keeps what it reserved, so this is its
+ * high-water mark; absent without a GPU)}.
  * METHOD is what is timed after fit ("predict", "transform", "kneighbors";
- * default predict; "none": nothing, for estimators that only fit, TSNE).  Data: with $GSB_BENCH_DATA=DIR, the raw arrays
- * DIR/X.bin (N x D, C order) and DIR/y.bin (N) in DTYPE, as the driver
- * (bench/compare.py) writes them, so scikit-learn and gsb see the same
+ * default predict; "none": nothing, for estimators that only fit, TSNE,
+ * DBSCAN).  Data: with $GSB_BENCH_DATA=DIR, the raw arrays DIR/X.bin (N x D,
+ * C order) and DIR/y.bin (N) in DTYPE, as the driver (bench/compare.py) writes them, so scikit-learn and gsb see the same
  * numbers: iterative solvers (SMO, L-BFGS, Lloyd) take as many steps as
  * their data asks for, so equal shapes alone would compare unequal work.
  * Otherwise X ~ N(0, 1) with a little structure so the estimators have
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "gsb.h"
@@ -54,6 +58,41 @@ static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* This program's peak resident memory in MB: VmHWM (getrusage's ru_maxrss would
+ * include the memory of the process that forked us before exec). */
+static double peak_rss_mb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            kb = atof(line + 6);
+    if (f)
+        fclose(f);
+    if (kb < 0) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        kb = (double)ru.ru_maxrss;
+    }
+    return kb / 1024.0;
+}
+
+/* The GPU's free memory in bytes as the session reports it, or -1 without a GPU. */
+static double gpu_free_bytes(gsb_session *s)
+{
+    char *json = NULL;
+    double v = -1;
+    if (gsb_session_info(s, &json) == GSB_OK && json) {
+        const char *at = strstr(json, "\"gpu_memory\"");
+        at = at ? strstr(at, "\"free\":") : NULL;
+        if (at)
+            v = atof(at + strlen("\"free\":"));
+    }
+    gsb_free(json);
+    return v;
 }
 
 static void die(const char *what, int rc)
@@ -141,6 +180,7 @@ int main(int argc, char **argv)
     if (rc)
         die("open", rc);
     double *fit = malloc(sizeof(double) * repeats), *pred = malloc(sizeof(double) * repeats);
+    double gpu_free0 = gpu_free_bytes(s), gpu_free_min = gpu_free0;
     for (int r = 0; r < repeats; r++) {
         gsb_model *m;
         if ((rc = gsb_model_create(s, est, params, &m)))
@@ -149,6 +189,9 @@ int main(int argc, char **argv)
         if ((rc = gsb_model_fit(m, &Xa, supervised ? &Ya : NULL)))
             die("fit", rc);
         fit[r] = now_ms() - t0;
+        double f = gpu_free_bytes(s);
+        if (f >= 0 && f < gpu_free_min)
+            gpu_free_min = f;
         const gsb_array *in[1] = {&Qa};
         gsb_result *res = NULL;
         t0 = now_ms();
@@ -158,8 +201,11 @@ int main(int argc, char **argv)
         gsb_result_free(res);
         gsb_model_free(m);
     }
-    printf("{\"fit_ms\": %.3f, \"predict_ms\": %.3f}\n", median(fit, repeats),
-           median(pred, repeats));
+    printf("{\"fit_ms\": %.3f, \"predict_ms\": %.3f, \"peak_rss_mb\": %.1f", median(fit, repeats),
+           median(pred, repeats), peak_rss_mb());
+    if (gpu_free0 >= 0)
+        printf(", \"gpu_pool_mb\": %.1f", (gpu_free0 - gpu_free_min) / 1048576.0);
+    printf("}\n");
     gsb_close(s);
     free(X), free(Y), free(centers), free(w), free(fit), free(pred);
     return 0;

@@ -4,7 +4,9 @@
  * device-to-device copy bandwidth are the ceilings; argmin_sqdist (KMeans)
  * and topk (kNN) report their achieved FLOP/s as a fraction of the GEMM rate
  * (counting 2*n*k*d for the distance dot products), the reductions their
- * bytes/s as a fraction of the copy bandwidth.
+ * bytes/s as a fraction of the copy bandwidth.  umap_sgd_epoch (UMAP's
+ * layout SGD) reports the edge and negative-sample steps it takes per
+ * second (random reads of the embedding: no meaningful ceiling).
  *
  *   bench_ops [cuda|cpu]      prints a markdown table
  */
@@ -14,6 +16,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "backend/umap_sgd.h"
 #include "core/tensor.h"
 
 static const gsb__backend *be;
@@ -110,6 +113,83 @@ static int run_moments(void *p)
     return be->ops->col_moments(be, &a->X, NULL, &a->mean, &a->var);
 }
 
+/* UMAP's SGD: a random graph of n points, deg edges each, weights w in
+ * (0.05, 1] (epochs per sample 1 / w), dim 2; one epoch per call. */
+struct umap_args {
+    gsb__tensor head, indptr, indices, eps, next_sample, next_negative;
+    gsb__umap_sgd p;
+};
+static int run_umap(void *p)
+{
+    struct umap_args *a = p;
+    int rc = be->ops->umap_sgd_epoch(be, &a->head, NULL, &a->indptr, &a->indices, &a->eps,
+                                     &a->next_sample, &a->next_negative, &a->p);
+    a->p.epoch++;
+    return rc;
+}
+
+static uint64_t umap_rng = 0x9E3779B97F4A7C15ull;
+static double umap_uniform(void)
+{
+    umap_rng ^= umap_rng << 13;
+    umap_rng ^= umap_rng >> 7;
+    umap_rng ^= umap_rng << 17;
+    return (double)(umap_rng >> 11) * 0x1.0p-53;
+}
+
+/* steps (edges due plus negative samples) of the epochs ahead, counted on the host */
+static double umap_steps_per_epoch(const double *eps, int64_t nnz, int64_t epochs)
+{
+    double total = 0;
+    for (int64_t e = 0; e < nnz; e++)
+        total += (double)epochs / eps[e] * 6.0; /* one edge step and 5 negatives */
+    return total / (double)epochs;
+}
+
+static void bench_umap(int big)
+{
+    int64_t n = big ? 1000000 : 20000, deg = 15, nnz = n * deg, dim = 2;
+    int64_t *ptr = malloc(sizeof *ptr * (size_t)(n + 1));
+    int32_t *idx = malloc(sizeof *idx * (size_t)nnz);
+    double *eps = malloc(sizeof *eps * (size_t)nnz), *nn = malloc(sizeof *nn * (size_t)nnz);
+    float *head = malloc(sizeof *head * (size_t)(n * dim));
+    if (!ptr || !idx || !eps || !nn || !head)
+        die("umap data");
+    for (int64_t i = 0; i <= n; i++)
+        ptr[i] = i * deg;
+    for (int64_t e = 0; e < nnz; e++) {
+        idx[e] = (int32_t)(umap_uniform() * (double)n);
+        eps[e] = 1.0 / (0.05 + 0.95 * umap_uniform());
+        nn[e] = eps[e] / 5.0;
+    }
+    for (int64_t i = 0; i < n * dim; i++)
+        head[i] = (float)(10.0 * umap_uniform());
+    struct umap_args a = {.p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 1, 0}};
+    if (gsb__tensor_alloc(be, GSB_F32, n, dim, &a.head) ||
+        gsb__tensor_alloc(be, GSB_I64, n + 1, 1, &a.indptr) ||
+        gsb__tensor_alloc(be, GSB_I32, nnz, 1, &a.indices) ||
+        gsb__tensor_alloc(be, GSB_F64, nnz, 1, &a.eps) ||
+        gsb__tensor_alloc(be, GSB_F64, nnz, 1, &a.next_sample) ||
+        gsb__tensor_alloc(be, GSB_F64, nnz, 1, &a.next_negative) ||
+        be->ops->upload(be, &a.head, head) || be->ops->upload(be, &a.indptr, ptr) ||
+        be->ops->upload(be, &a.indices, idx) || be->ops->upload(be, &a.eps, eps) ||
+        be->ops->upload(be, &a.next_sample, eps) || be->ops->upload(be, &a.next_negative, nn))
+        die("umap upload");
+    double steps = umap_steps_per_epoch(eps, nnz, 200);
+    for (int hog = 0; hog < (big ? 2 : 1); hog++) {
+        a.p.hogwild = hog;
+        double t = time_it(run_umap, &a, &a.head, 9);
+        printf("| umap_sgd_epoch%s (UMAP) | %lld x %d, %lld edges | %.3f | %.0f M steps/s | - |\n",
+               hog ? " hogwild" : "", (long long)n, (int)dim, (long long)nnz, t * 1e3,
+               steps / t / 1e6);
+    }
+    gsb__tensor *all[] = {&a.head, &a.indptr, &a.indices, &a.eps, &a.next_sample,
+                          &a.next_negative};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        gsb__tensor_free(all[i]);
+    free(ptr), free(idx), free(eps), free(nn), free(head);
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "cuda";
@@ -177,6 +257,8 @@ int main(int argc, char **argv)
     double bw = 2.0 * rn * rd * 4 / t; /* two passes over X */
     printf("| col_moments (scalers) | %lld x %lld | %.3f | %.0f GB/s | %.2f |\n", (long long)rn,
            (long long)rd, t * 1e3, bw / 1e9, bw / copy_bw);
+
+    bench_umap(big);
 
     gsb__tensor *all[] = {&ga.A, &ga.B, &ga.C, &ca.src, &ca.dst, &aa.X, &aa.C, &aa.labels,
                           &aa.mind, &ta.Q, &ta.R, &ta.dist, &ta.idx, &ma.X, &ma.mean, &ma.var};

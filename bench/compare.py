@@ -16,6 +16,10 @@ printed tables too).
 Suites: cpu (sizes for a laptop CPU), gpu (the sizes and targets of the CUDA
 issue: KMeans 1M x 64 k=100, PCA/LinearRegression/Ridge/Lasso 1M x 256, ...),
 small (5000 x 20, where device=auto must stay within 1.2x of scikit-learn).
+A case's params may be a function of the data (DBSCAN's eps); estimators in
+REPORT_MEMORY also report gsb's peak memory (host RSS, GPU pool growth).
+UMAP's reference is umap-learn (not part of scikit-learn; tools/install-python.sh
+installs it).
 """
 import argparse
 import json
@@ -37,7 +41,32 @@ from sklearn.datasets import make_classification
 # the forests' parameters on both sides (scikit-learn on every core)
 FOREST = {"n_estimators": 100, "n_jobs": -1, "random_state": 0}
 
+
+def dbscan_params(X, neighbours=30):
+    """eps for about `neighbours` neighbours a point (median over 500 rows), min_samples=10."""
+    rows = np.random.default_rng(1).choice(len(X), min(500, len(X)), replace=False)
+    dist = neighbors.NearestNeighbors(n_neighbors=neighbours).fit(X).kneighbors(X[rows])[0]
+    return {"eps": float(np.median(dist[:, -1])), "min_samples": 10}
+
+
+# estimators whose rows also report gsb's peak memory
+REPORT_MEMORY = {"DBSCAN"}
+_UMAP_WARM = []
+
+
+def umap_learn(**params):
+    """umap-learn's UMAP, the reference library of gsb's UMAP.  numba compiles its
+    kernels on first use (~20 s): a small fit and transform first, outside any timing."""
+    import umap
+    if not _UMAP_WARM:
+        X = np.random.default_rng(0).standard_normal((5000, 8)).astype(np.float32)
+        umap.UMAP(n_epochs=5).fit(X).transform(X[:100])
+        _UMAP_WARM.append(True)
+    return umap.UMAP(**params)
+
+
 # name, gsb estimator, gsb params, sklearn factory, n, d, target, n_query, method
+# (the factory None: no reference run, gsb's time alone)
 FULL = [
     ("StandardScaler 200k x 64", "StandardScaler", {}, preprocessing.StandardScaler,
      200_000, 64, "none", 0, "transform"),
@@ -74,6 +103,10 @@ FULL = [
     # the forest issue's CPU target: >= 2x scikit-learn with n_jobs=-1
     ("RandomForestClassifier 100k x 32, 100 trees, 10 classes", "RandomForestClassifier",
      FOREST, ensemble.RandomForestClassifier, 100_000, 32, "multi10", 0, "predict"),
+    ("DBSCAN 50k x 2", "DBSCAN", dbscan_params, cluster.DBSCAN, 50_000, 2, "none", 0, "none"),
+    # against umap-learn (its defaults: random_state=None, parallel SGD); transform:
+    # 2000 of the training rows as new points
+    ("UMAP 20k x 64", "UMAP", {}, umap_learn, 20_000, 64, "none", 2000, "transform"),
 ]
 # (name, estimator, params, sklearn factory, n, d, target, n_query, method, target ratio)
 GPU = [
@@ -115,6 +148,13 @@ GPU = [
      neighbors.NearestNeighbors, 200_000, 64, "none", 10_000, "kneighbors", 50),
     ("StandardScaler 1M x 256", "StandardScaler", {}, preprocessing.StandardScaler,
      1_000_000, 256, "none", 0, "transform", 5),
+    # eps for about 30 neighbours a point; fit only (DBSCAN has no predict)
+    ("DBSCAN 50k x 2", "DBSCAN", dbscan_params, cluster.DBSCAN, 50_000, 2, "none", 0, "none",
+     10),
+    ("DBSCAN 1M x 2", "DBSCAN", dbscan_params, cluster.DBSCAN, 1_000_000, 2, "none", 0, "none",
+     None),
+    ("DBSCAN 200k x 32", "DBSCAN", dbscan_params, cluster.DBSCAN, 200_000, 32, "none", 0,
+     "none", None),
     ("MinMaxScaler 1M x 256", "MinMaxScaler", {}, preprocessing.MinMaxScaler,
      1_000_000, 256, "none", 0, "transform", 5),
     # TSNE end to end (kNN graph, affinities, PCA init, 1000 iterations); the GPU runs
@@ -135,6 +175,11 @@ GPU = [
      "multi10", 0, "predict", None),
     ("RandomForestRegressor 100k x 32, 100 trees", "RandomForestRegressor", FOREST,
      ensemble.RandomForestRegressor, 100_000, 32, "reg", 0, "predict", 20),
+    # the UMAP issue: MNIST's shape end to end >= 20x umap-learn; 1M x 64 completes
+    # (umap-learn would take longer than a device session allows: gsb alone)
+    ("UMAP 70k x 784 (MNIST-shaped)", "UMAP", {}, umap_learn, 70_000, 784, "none", 10_000,
+     "transform", 20),
+    ("UMAP 1M x 64", "UMAP", {}, None, 1_000_000, 64, "none", 10_000, "transform", None),
 ]
 
 # Estimators timed only at the small size: their fits grow faster than n
@@ -200,6 +245,10 @@ def time_sklearn(case, X, y, repeats):
     name, est, params, factory, n, d, target, nq, method = case[:9]
     if factory is None:  # not run (see the case)
         return None, None
+    try:
+        factory(**params)
+    except ImportError:  # umap-learn not installed (a machine with no network): gsb alone
+        return None, None
     Q = X[:nq] if nq else X
     fits, preds = [], []
     for _ in range(repeats):
@@ -225,8 +274,7 @@ def time_gsb(case, X, y, repeats, bench):
              "f32" if X.dtype == np.float32 else "f64", target, str(nq), str(repeats), method],
             check=True, capture_output=True, text=True,
             env=dict(os.environ, GSB_BENCH_DATA=tmp)).stdout
-    r = json.loads(out)
-    return r["fit_ms"], r["predict_ms"]
+    return json.loads(out)
 
 
 def main():
@@ -267,10 +315,16 @@ def main():
         dtype = np.dtype(dtype_name).type
         for case in cases:
             X, y = make_data(case[4], case[5], case[6], dtype, rng)
+            if callable(case[2]):
+                case = case[:2] + (case[2](X),) + case[3:]
             sk_fit, sk_pred = time_sklearn(case, X, y, sk_repeats)
-            g_fit, g_pred = time_gsb(case, X, y, args.repeats, args.bench)
+            r = time_gsb(case, X, y, args.repeats, args.bench)
+            g_fit, g_pred = r["fit_ms"], r["predict_ms"]
             del X, y
             rows.append(result_row(case, dtype_name, sk_fit, g_fit, sk_pred, g_pred))
+            if case[1] in REPORT_MEMORY:
+                rows[-1]["gsb_peak_rss_mb"] = r.get("peak_rss_mb")
+                rows[-1]["gsb_gpu_pool_mb"] = r.get("gpu_pool_mb")
             print(table_line(rows[-1]), flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
@@ -313,6 +367,10 @@ def table_line(r):
     if r["target"] is not None:
         goal = r["target"] if isinstance(r["target"], str) else f">= {r['target']}x"
         target = f"{goal}: {'met' if r['target_met'] else 'MISSED'}"
+    if r.get("gsb_peak_rss_mb") is not None:
+        gpu = r.get("gsb_gpu_pool_mb")
+        gpu = f", GPU pool {gpu:.0f} MB" if gpu is not None else ""
+        target += f" (gsb peak RSS {r['gsb_peak_rss_mb']:.0f} MB{gpu})"
     return (f"| {r['case']} | {r['dtype']} | {num(r['sklearn_fit_ms'], '.1f')} | "
             f"{num(r['gsb_fit_ms'], '.1f')} | {num(r['fit_ratio'], '.2f')}x | "
             f"{num(r['sklearn_pred_ms'], '.1f')} | {num(r['gsb_pred_ms'], '.1f')} | "

@@ -81,6 +81,61 @@ GSB_API gsb_array gsb_array_2d(void *data, gsb_dtype dtype, int64_t rows, int64_
 GSB_API size_t gsb_dtype_size(gsb_dtype dtype);
 GSB_API const char *gsb_dtype_name(gsb_dtype dtype);
 
+/* ---- device arrays: GPU memory as input -------------------------------- */
+/*
+ * A gsb_array describes host memory.  Memory of a GPU is described by a
+ * gsb_device_array (the array, plus where it lives and the stream its
+ * producer wrote it on) and passed as the gsb_array that
+ * gsb_array_on_device(&d) returns, anywhere an input array goes
+ * (gsb_model_call, gsb_model_fit, gsb_data_put).  d must stay valid for the
+ * duration of that call; the returned gsb_array refers to it (its data is
+ * &d, strides[1] is GSB_DEVICE_REF_STRIDE: never read through it).
+ *
+ * Local session on that GPU (device=cuda or auto): methods that read X
+ * through the backend's ops (fit, predict, transform of the GPU estimators:
+ * docs/CUDA.md) use the memory in place, with no copy to the host; other
+ * inputs (y, sample weights) and other methods copy what they need from
+ * the device once.  The NaN/inf check runs on the GPU.  A device=cpu
+ * session refuses device arrays (GSB_EUNSUPPORTED); an array on another GPU
+ * than the session's is GSB_EINVAL.  Remote session: the array is copied to
+ * host memory once (device to host at the link's rate) and sent as a host
+ * array would be.
+ *
+ * Ordering: the engine reads the memory after the work already queued on
+ * `stream` (a cudaStream_t of the producer, or one of the GSB_STREAM_*
+ * values) and, before the call returns, orders that stream after its own
+ * reads, so the producer may overwrite the memory with work it queues
+ * next.  Neither waits on the host.
+ */
+typedef enum gsb_device_type {
+    GSB_DEVICE_CUDA = 2,         /* cudaMalloc'ed memory (DLPack's kDLCUDA) */
+    GSB_DEVICE_CUDA_MANAGED = 13 /* cudaMallocManaged memory (kDLCUDAManaged) */
+} gsb_device_type;
+
+#define GSB_STREAM_LEGACY ((void *)1)                 /* the legacy default stream; NULL too */
+#define GSB_STREAM_PER_THREAD ((void *)2)             /* the calling thread's default stream */
+#define GSB_STREAM_NONE ((void *)(intptr_t)-1)        /* no ordering: the data is ready */
+#define GSB_DEVICE_REF_STRIDE (INT64_MIN + 1)         /* strides[1] of a device reference */
+#define GSB_DEVICE_ID_OF_MEMORY (-1)                  /* device_id: ask the driver */
+
+typedef struct gsb_device_array {
+    size_t struct_size; /* sizeof(gsb_device_array): later versions may grow it */
+    gsb_array array;    /* data is a device pointer; dtype, ndim, shape and strides
+                           (bytes; {0, 0}: contiguous C order; negative allowed) as for
+                           host arrays */
+    int device_type;    /* a gsb_device_type */
+    int device_id;      /* the CUDA device ordinal (as cudaSetDevice numbers them), or
+                           GSB_DEVICE_ID_OF_MEMORY: whichever device the memory is on
+                           (CUDA array interface producers do not say) */
+    void *stream;       /* see "Ordering" above */
+} gsb_device_array;
+
+/* A contiguous C-ordered rows x cols device array on CUDA device device_id. */
+GSB_API gsb_device_array gsb_device_array_2d(void *data, gsb_dtype dtype, int64_t rows,
+                                             int64_t cols, int device_id, void *stream);
+/* The input array standing for *d (see above); all zeros when d is NULL. */
+GSB_API gsb_array gsb_array_on_device(const gsb_device_array *d);
+
 /* ---- library ----------------------------------------------------------- */
 GSB_API const char *gsb_version(void);
 GSB_API const char *gsb_errmsg(void);           /* last error of this thread */
@@ -110,7 +165,13 @@ typedef struct gsb_session gsb_session;
 
 /*
  * url: NULL or "local" for the in-process engine ("local?device=cpu|cuda|auto"
- * picks the device; without it, $GSB_DEVICE, else auto), or a gsbd server:
+ * picks the device; without it, $GSB_DEVICE, else auto; "memory_cap=BYTES",
+ * joined with '&', or else $GSB_GPU_MEMORY_CAP, caps the device memory the
+ * engine plans with, as on a smaller GPU: suffixes K, M, G, T (powers of
+ * 1024); a fit whose X does not fit streams X from host memory in batches
+ * where the estimator can (docs/CUDA.md), else fails with GSB_ENOMEM.  On the
+ * CPU backend the cap applies too, so streaming can be tried without a GPU),
+ * or a gsbd server:
  * "tcp://host:port" or "unix:///path/to/socket", optionally with
  * "?token_file=PATH" (else $GSB_TOKEN, else $GSB_TOKEN_FILE) for a server that
  * requires a token, and "max_inline=BYTES" (arrays above it travel in chunks;
@@ -126,7 +187,9 @@ GSB_API int gsb_open(const char *url, gsb_session **out);
  */
 GSB_API void gsb_close(gsb_session *s);
 /*
- * JSON about the session: for "local", the engine (version, backends, device);
+ * JSON about the session: for "local", the engine (version, backends, device,
+ * "memory_cap" when set, and with a GPU its memory and "copies": the counts
+ * and bytes of host-to-device and device-to-host copies since it opened);
  * for a remote session, the server's /health document plus the transport in use
  * ("transport": "tcp"|"unix", "shm": true when the shared-memory arena is on).
  */

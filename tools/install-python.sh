@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install-python.sh - pip-install gsb (scikit-build-core builds libgsb into the
 # package) and the optional cuml shim, plus what the tests use (matplotlib: the
-# bench pictures and the clustering example; polars: set_output="polars").
+# bench pictures and the clustering example; polars: set_output="polars"; umap-learn:
+# the reference of the UMAP tests and benchmarks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PIP="python3 -m pip"
@@ -15,4 +16,6 @@ $PIP install --help 2>/dev/null | grep -q -- --break-system-packages && flags="-
 $PIP install -q $flags "numpy>=1.22" "scikit-learn>=1.3" pytest pandas matplotlib polars
 # gsb.dask and its tests (tests/python/test_dask.py: a LocalCluster of worker processes)
 $PIP install -q $flags "dask[array,dataframe]>=2024.8" "distributed>=2024.8"
+# UMAP's reference library (tests/python/test_parity_umap.py, bench/compare.py)
+$PIP install -q $flags "umap-learn==0.5.12"
 $PIP install -q $flags --force-reinstall --no-deps . ./python/cuml_shim

@@ -4,9 +4,14 @@ Lists, pandas and polars objects become numpy views (no copy for float data);
 the dtypes the engine reads (float32/64, int32/64) pass unchanged, others are
 converted as scikit-learn converts them.  Data handles (gsb.put) pass
 through untouched: anything with a _gsb_ref() is the engine's own reference.
-This module imports nothing of gsb's, so every other module can import it.
+Arrays in GPU memory (CuPy, PyTorch, Numba, JAX) become gsb._devarray.DeviceArray,
+the engine's reference to the memory (no copy); CPU DLPack objects (PyTorch CPU
+tensors) numpy views.  This module imports only gsb's ctypes layer (_lib, through
+_devarray), so every other module can import it.
 """
 import numpy as np
+
+from . import _devarray
 
 NUMERIC_OK = (np.float32, np.float64, np.int32, np.int64)
 
@@ -22,6 +27,15 @@ def as_array(data, name, estimator=None, max_ndim=2):
     estimator (a name or an object) words the errors as scikit-learn's check_array does."""
     if is_engine_ref(data):
         return data
+    if _devarray.is_device_array(data):
+        dev = _devarray.DeviceArray(data)
+        if dev.engine_ready():
+            return dev
+        data = _devarray.to_host(data)  # another dtype or shape: numpy's rules below
+    elif not isinstance(data, np.ndarray):
+        view = _devarray.host_dlpack(data)  # PyTorch CPU tensors ...: no copy
+        if view is not None:
+            data = view
     if hasattr(data, "tocsr") or type(data).__module__.startswith("scipy.sparse"):
         raise TypeError(f"Sparse data was passed for {name}, but dense data is required. Use "
                         f"'.toarray()' to convert to a dense numpy array.")

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from . import _lib
+from . import _devarray, _lib
 from ._convert import as_array
 from ._session import get_session
 
@@ -30,8 +30,9 @@ class DataHandle:
     def __init__(self, data, session=None):
         if isinstance(data, DataHandle):
             raise TypeError("gsb.put: this is already a DataHandle")
-        arr = as_array(data, "X", estimator="gsb.put")
         self.session = session or get_session()
+        # a device array: copied on the session's GPU, or through the host without one
+        arr = _devarray.for_session(as_array(data, "X", estimator="gsb.put"), self.session)
         handle = ctypes.c_void_p()
         g = _lib.as_gsb_array(arr)
         _lib.check(_lib.bridge.gsb_data_put(self.session.handle, ctypes.byref(g),

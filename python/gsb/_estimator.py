@@ -23,7 +23,7 @@ from sklearn.exceptions import DataConversionWarning, NotFittedError
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import _check_feature_names, _get_feature_names
 
-from . import _lib, _warnings
+from . import _devarray, _lib, _output, _warnings
 from ._convert import as_array, is_engine_ref
 from ._data import DataHandle
 from ._session import get_session
@@ -192,6 +192,8 @@ class GsbEstimator(BaseEstimator):
             raise NotFittedError(
                 f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with "
                 f"appropriate arguments before using this estimator.")
+        # device arrays: read in place on an embedded GPU session, else copied to the host
+        inputs = [_devarray.for_session(a, model.session) for a in inputs]
         for a in inputs:
             if isinstance(a, DataHandle) and a.session is not model.session:
                 raise ValueError(
@@ -585,6 +587,8 @@ class _ClassifierLabels:
                 raise TypeError(f"a DataHandle y must hold numeric labels, not {y.dtype}")
             self.__dict__["_gsb_labels"] = (None, y.dtype)
             return y
+        if _devarray.is_device_array(y):  # labels are encoded on the host
+            y = _devarray.to_host(y)
         if hasattr(y, "to_numpy"):
             y = y.to_numpy()
         y = np.asarray(y)
@@ -646,6 +650,8 @@ class _ClassifierLabels:
     def score(self, X, y, sample_weight=None):
         """Mean accuracy on X against the labels y (scikit-learn's ClassifierMixin.score)."""
         if not isinstance(y, DataHandle):
+            if _devarray.is_device_array(y):  # scikit-learn's accuracy reads host labels
+                y = _devarray.to_host(y)
             return ClassifierMixin.score(self, X, y, sample_weight)
         # y lives in the engine: its accuracy there, on the labels as they were put
         classes, _ = self.__dict__.get("_gsb_labels", (None, None))
@@ -747,6 +753,7 @@ def make_class(desc, module):
     if desc["kind"] == "classifier" and "score" in attrs:
         del attrs["score"]  # ClassifierMixin's accuracy on decoded labels
     cls = type(name, bases + (GsbEstimator,), attrs)
+    _output.install(cls, desc.get("attributes", []))  # gsb.set_config(output_type=...)
     if name in _MULTI_OUTPUT:
         def __sklearn_tags__(self):
             tags = super(cls, self).__sklearn_tags__()

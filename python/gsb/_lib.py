@@ -26,6 +26,17 @@ class GsbArray(ctypes.Structure):
                 ("shape", ctypes.c_int64 * 2), ("strides", ctypes.c_int64 * 2)]
 
 
+class GsbDeviceArray(ctypes.Structure):
+    """gsb.h's gsb_device_array: an array in GPU memory."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("array", GsbArray),
+                ("device_type", ctypes.c_int), ("device_id", ctypes.c_int),
+                ("stream", ctypes.c_void_p)]
+
+
+DEVICE_CUDA, DEVICE_CUDA_MANAGED, DEVICE_ID_OF_MEMORY = 2, 13, -1
+STREAM_LEGACY, STREAM_PER_THREAD, STREAM_NONE = 1, 2, ctypes.c_void_p(-1).value
+
+
 PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p,
                                ctypes.c_int64, ctypes.c_double)
 
@@ -133,14 +144,17 @@ _bridge_sigs = {
     "gsb_server_url": (_c.c_char_p, [_c.c_void_p, _c.c_int]),
     "gsb_server_stop": (None, [_c.c_void_p]),
     "gsb_serve": (_c.c_int, [_c.c_char_p]),
+    "gsb_array_on_device": (GsbArray, [_c.POINTER(GsbDeviceArray)]),
+    "gsb_array_from_dlpack": (_c.c_int, [_c.c_void_p, _c.c_void_p, _c.POINTER(GsbDeviceArray),
+                                         _c.POINTER(GsbArray)]),
 }
 
 
 def _missing(name):
     def call(*args):
         raise NotImplementedError(
-            f"gsb: the libgsb in use ({lib._name}) has no {name}(); it predates the server "
-            f"and remote sessions. Rebuild or reinstall gsb.")
+            f"gsb: the libgsb in use ({lib._name}) has no {name}(); it predates this gsb "
+            f"package. Rebuild or reinstall gsb.")
     return call
 
 

@@ -1,24 +1,30 @@
 """The process-wide session: opened lazily, embedded by default.
 
 gsb.set_config(device="auto"|"cpu"|"cuda") or $GSB_DEVICE picks the device of
-the embedded engine; gsb.connect(url) or $GSB_URL points at a gsbd server
-("tcp://host:port" or "unix:///path/to/socket").  Changing either opens a
-fresh session for models created afterwards; existing models (and data
+the embedded engine, gsb.set_config(gpu_memory_cap=...) or $GSB_GPU_MEMORY_CAP
+the memory it may plan with (as on a smaller GPU: larger X stream from host
+memory); gsb.connect(url) or $GSB_URL points at a gsbd server
+("tcp://host:port" or "unix:///path/to/socket").  Changing any of these opens
+a fresh session for models created afterwards; existing models (and data
 handles, arena arrays) keep the session they were made on.
+gsb.set_config(output_type=...) picks the array type of results (gsb._output).
 """
 import ctypes
 import json
 import os
+import re
 import threading
 
-from . import _autostart, _lib
+from . import _autostart, _lib, _output
 
 _DEVICES = ("auto", "cpu", "cuda")
 _REMOTE = ("tcp://", "unix://")
 _lock = threading.RLock()
 # url: None = $GSB_URL if set, else embedded; "" = embedded (gsb.connect(None))
-_config = {"device": None, "url": None}
+_config = {"device": None, "url": None, "gpu_memory_cap": None}
 _current = None
+_UNSET = object()
+_SIZE = re.compile(r"^\s*(\d+(\.\d*)?|\.\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
 
 
 GsbConnectionError = _lib.GsbConnectionError
@@ -112,7 +118,28 @@ def _url():
     url = _config["url"]
     if url is None:
         url = os.environ.get("GSB_URL")
-    return url or f"local?device={_device()}"
+    if url:
+        return url
+    cap = _config["gpu_memory_cap"]
+    return f"local?device={_device()}" + (f"&memory_cap={cap}" if cap else "")
+
+
+def _memory_cap(value):
+    """gpu_memory_cap as the engine's URL parameter: bytes (an int) or a size such as
+    '4G', '512M' (powers of 1024); 0 / False / '' removes the cap."""
+    if value is None or value is False or value == 0 or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"gsb: gpu_memory_cap must be a number of bytes or a size such as "
+                        f"'4G', got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"gsb: gpu_memory_cap must be positive, got {value}")
+        return str(value)
+    if not _SIZE.match(value):
+        raise ValueError(f"gsb: gpu_memory_cap {value!r} is not a size (examples: "
+                         f"1073741824, '512M', '1.5G')")
+    return value.strip().replace(" ", "")
 
 
 def get_session():
@@ -125,19 +152,36 @@ def get_session():
         return _current
 
 
-def set_config(device=None):
-    """Choose the embedded engine's device: "auto" (default), "cpu" or "cuda"."""
+def set_config(device=None, output_type=_UNSET, gpu_memory_cap=_UNSET):
+    """Configure gsb (arguments left out keep their setting):
+
+    device: the embedded engine's device, "auto" (default), "cpu" or "cuda".
+    output_type: the type of results and fitted attributes: "numpy" (the default, also
+        None), "input" (the type of the call's input: CuPy in, CuPy out), "cupy", "torch",
+        "numba" or "pandas".
+    gpu_memory_cap: the device memory the embedded engine plans with, in bytes or as
+        '4G', '512M' (None or 0: no cap beyond the GPU's free memory; default
+        $GSB_GPU_MEMORY_CAP).  A fit whose X exceeds it streams X from host memory where
+        the estimator can (docs/CUDA.md).  For a gsbd, set $GSB_GPU_MEMORY_CAP where it
+        runs."""
     if device is not None:
         if device not in _DEVICES:
             raise ValueError(f"gsb: device must be one of {_DEVICES}, got {device!r}")
         _config["device"] = device
+    if output_type is not _UNSET:
+        _output.set_output_type(output_type)
+    if gpu_memory_cap is not _UNSET:
+        _config["gpu_memory_cap"] = _memory_cap(gpu_memory_cap)
 
 
 def get_config():
     url = _config["url"]
     if url is None:
         url = os.environ.get("GSB_URL")
-    return {"device": _device(), "url": url or None}
+    cap = _config["gpu_memory_cap"]
+    return {"device": _device(), "url": url or None, "output_type": _output.get_output_type(),
+            "gpu_memory_cap": cap if cap is not None else
+            os.environ.get("GSB_GPU_MEMORY_CAP") or None}
 
 
 def with_token_file(url, token_file):

@@ -33,6 +33,7 @@ extern "C" { /* the CUDA backend's .cu files include this header */
 #endif
 
 typedef struct gsb__backend gsb__backend;
+struct gsb__umap_sgd; /* umap_sgd_epoch's scalars: backend/umap_sgd.h */
 
 typedef struct gsb__tensor {
     void *data;
@@ -48,7 +49,10 @@ typedef enum gsb__metric {
     GSB__METRIC_SQEUCLIDEAN = 0, /* squared euclidean */
     GSB__METRIC_EUCLIDEAN = 1,
     GSB__METRIC_MANHATTAN = 2,
-    GSB__METRIC_COSINE = 3       /* 1 - cos(x, y); 0-norm rows count as cos = 0 */
+    GSB__METRIC_COSINE = 3,      /* 1 - cos(x, y); 0-norm rows count as cos = 0 */
+    /* radius_neighbors only: */
+    GSB__METRIC_MINKOWSKI = 4,   /* (sum |x - y|^p)^(1/p), p > 0 */
+    GSB__METRIC_CHEBYSHEV = 5    /* max |x - y| */
 } gsb__metric;
 
 /* enet_cd_gram's settings (the solver's, see solvers/coordinate_descent.h) */
@@ -112,6 +116,36 @@ typedef struct gsb__forest_trees {
                                      root .. the next root - 1 */
     const gsb__tensor *value;     /* L x K, GSB_F32: each leaf's values */
 } gsb__forest_trees;
+/*
+ * A grid of cells over the rows of R for radius_neighbors (1 to 3 columns):
+ * the cell of a row x is c_k = floor((x_k - origin[k]) / cell[k]) along each
+ * column k, in [0, ncell[k]) for R's rows, and its key sum_k c_k stride[k]
+ * with stride[dims - 1] = 1 and stride[k] = stride[k + 1] ncell[k + 1] (so
+ * the cells adjacent along the last column have consecutive keys).  R's rows
+ * are sorted by key (keys ascending), and every neighbour of a query lies in
+ * a cell within +-1 of the query's cell along each column (the caller picks
+ * cell[k] > the radius along one column).
+ */
+typedef struct gsb__radius_grid {
+    const gsb__tensor *keys; /* (nr, GSB_I64) on the op's backend, ascending */
+    int dims;                /* = the column count of Q and R, 1..3 */
+    double origin[3], cell[3];
+    int64_t ncell[3], stride[3];
+} gsb__radius_grid;
+/* the staging ring of stage_open (opaque) and one host range a fill copies */
+typedef struct gsb__stage gsb__stage;
+typedef struct gsb__stage_seg {
+    const void *host;
+    size_t bytes;
+    size_t offset; /* in the buffer */
+} gsb__stage_seg;
+#define GSB__STAGE_MAX_BUFFERS 4
+
+/* copy_stats: host <-> device traffic */
+typedef struct gsb__copy_stats {
+    uint64_t h2d_count, h2d_bytes; /* uploads and stage fills */
+    uint64_t d2h_count, d2h_bytes; /* downloads */
+} gsb__copy_stats;
 
 typedef struct gsb__backend_ops {
     /* ---- memory ------------------------------------------------------- */
@@ -288,6 +322,23 @@ typedef struct gsb__backend_ops {
                        const gsb__tensor *R, const gsb__tensor *zsum, double c, double momentum,
                        double learning_rate, double min_gain, gsb__tensor *update,
                        gsb__tensor *gains, double *grad_norm);
+    /* eps-neighbourhoods (DBSCAN, radius_neighbors) as CSR, in two passes:
+     * the neighbours of row i of Q (nq x d) are the rows j of R (nr x d) with
+     * metric(Q[i], R[j]) <= eps, decided on the value computed in double
+     * straight from the inputs (expansions only pick candidates): for
+     * euclidean sum (q - r)^2 <= eps^2, for minkowski sum |q - r|^p <= eps^p;
+     * cosine 1 - q.r / (||q|| ||r||) clipped to [0, 2].  metric: any of
+     * gsb__metric; p is minkowski's power (> 0), else unused.  grid (NULL:
+     * brute force over all of R): R sorted into cells, see gsb__radius_grid.
+     *   count pass (offsets NULL): counts (nq, GSB_I64) = neighbours per row;
+     *   fill pass: offsets (nq, GSB_I64) = where row i's neighbours start in
+     *   idx (nnz, GSB_I64: row numbers of R) and dist (nnz, GSB_F64, may be
+     *   NULL: the metric's value); a row's neighbours in any order (callers
+     *   sort where order matters); writes past idx's end are dropped. */
+    int (*radius_neighbors)(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
+                            const gsb__radius_grid *grid, gsb__metric metric, double p,
+                            double eps, gsb__tensor *counts, const gsb__tensor *offsets,
+                            gsb__tensor *idx, gsb__tensor *dist);
 
     /* ---- random forests (histogram trees; the types above) ------------- */
     /* codes (see gsb__forest_data) of X (n x d, float32 or float64, rounded to
@@ -298,7 +349,8 @@ typedef struct gsb__backend_ops {
                       int nan_code, gsb__tensor *codes);
     /* Histograms: for node b of nodes (B x 3 GSB_I32: start, end, slot >= 0),
      * pool[slot] of the features in row b of feats (B x m GSB_I32, -1 entries
-     * skipped; NULL: every feature) is set to the node's stats (others kept) */
+     * skipped, a feature listed twice set once; NULL: every feature) is set to
+     * the node's stats (others kept) */
     int (*forest_hist)(const gsb__backend *be, const gsb__forest_data *d,
                        const gsb__tensor *nodes, const gsb__tensor *feats);
     /* pool[dst] -= pool[src] for each row of pairs (P x 2 GSB_I32: dst, src),
@@ -334,6 +386,62 @@ typedef struct gsb__backend_ops {
     int (*forest_predict)(const gsb__backend *be, const gsb__tensor *X,
                           const gsb__forest_trees *trees, gsb__tensor *sum,
                           gsb__tensor *leaves);
+    /* One epoch of UMAP's layout SGD with negative sampling (umap-learn's
+     * optimize_layout_euclidean) in its deterministic form, as
+     * backend/umap_sgd.h specifies it: every gradient of the epoch is taken
+     * at the positions the epoch starts from, and each head row moves once,
+     * at the end, by the sum of its edges' steps in edge order.
+     *   head (n x dim, GSB_F32): the moving points, updated;
+     *   tail (m x dim, GSB_F32): the points edges and negative samples pull
+     *   towards and push from; NULL: head itself (fit);
+     *   indptr (n + 1, GSB_I64) and indices (nnz, GSB_I32, into tail's rows):
+     *   the edges as CSR rows of head;
+     *   epochs_per_sample (nnz, GSB_F64); next_sample and next_negative
+     *   (nnz, GSB_F64): each edge's schedule, advanced by the call.
+     * With p->hogwild a backend may instead apply steps as they are computed
+     * (cuML's lock-free scheme: faster, not reproducible); the CPU backend
+     * always runs the deterministic form. */
+    int (*umap_sgd_epoch)(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
+                          const gsb__tensor *indptr, const gsb__tensor *indices,
+                          const gsb__tensor *epochs_per_sample, gsb__tensor *next_sample,
+                          gsb__tensor *next_negative, const struct gsb__umap_sgd *p);
+    /* y += alpha * x for float tensors of one shape and dtype: per-batch
+     * statistics summed where they are computed (estimators/common/stream.h) */
+    int (*axpy)(const gsb__backend *be, double alpha, const gsb__tensor *x, gsb__tensor *y);
+    /* X[i, j] *= s[i] in place: X (n x d, float), s (n, GSB_F64): the
+     * sqrt(sample_weight) scaling of weighted cross-products */
+    int (*row_scale)(const gsb__backend *be, gsb__tensor *X, const gsb__tensor *s);
+    /*
+     * The staging ring of streamed fits (estimators/common/stream.h): nbuf
+     * (1..GSB__STAGE_MAX_BUFFERS) buffers of `bytes` each in the backend's
+     * memory, filled from host memory while the compute runs.  Buffer k
+     * cycles through:
+     *   fill     queue the copy of segs (host bytes, each to its offset in
+     *            the buffer).  The copy starts once the compute queued before
+     *            k's last release has run; on the GPU it runs on a second
+     *            stream (pageable host memory through pinned staging of the
+     *            stage's own, pinned memory straight from where it is).  Returns
+     *            without waiting for the copy; the host bytes must stay as
+     *            they are until k is acquired.
+     *   acquire  compute queued from now on sees the copied bytes; *dev is
+     *            the buffer (this backend's memory, 256-byte aligned).
+     *   release  after queuing the compute that reads k: the next fill of k
+     *            waits for that compute (on the GPU without a host wait).
+     * close waits for every queued copy and frees the ring.  The CPU twin
+     * copies at fill (memcpy) and has nothing to wait for.
+     */
+    int (*stage_open)(const gsb__backend *be, size_t bytes, int nbuf, gsb__stage **out);
+    int (*stage_fill)(const gsb__backend *be, gsb__stage *st, int k, const gsb__stage_seg *segs,
+                      int nseg);
+    int (*stage_acquire)(const gsb__backend *be, gsb__stage *st, int k, void **dev);
+    int (*stage_release)(const gsb__backend *be, gsb__stage *st, int k);
+    void (*stage_close)(const gsb__backend *be, gsb__stage *st);
+    /* dst (contiguous, dst's dtype, rows x cols) = the array at src in this
+     * backend's memory, of dtype, element (i, j) at src + i * s0 + j * s1
+     * bytes (strides may be negative or 0); values convert as copy does:
+     * callers' strided or non-float device arrays made into tensors */
+    int (*strided_copy)(const gsb__backend *be, const void *src, gsb_dtype dtype, int64_t s0,
+                        int64_t s1, gsb__tensor *dst);
 
     /* ---- random -------------------------------------------------------- */
     /* fill with N(0, 1) from a counter-based generator: element i depends only
@@ -351,6 +459,23 @@ typedef struct gsb__backend_ops {
     int (*nonfinite)(const gsb__backend *be, const gsb__tensor *t, int *out);
     /* the device's free and total memory in bytes */
     int (*mem_info)(const gsb__backend *be, size_t *free_bytes, size_t *total_bytes);
+    /*
+     * Callers' device memory (gsb.h's gsb_device_array).  device_import
+     * checks that [ptr, ptr + bytes) is memory of CUDA device device_id (< 0:
+     * of whichever device holds it) that this backend's device reads (GSB_EINVAL with the reason: another
+     * device, host memory, not CUDA memory) and orders the backend's later
+     * work after what is queued on the caller's `stream` (gsb.h's values);
+     * device_export orders `stream` after the backend's work queued so far.
+     * Neither waits on the host.
+     */
+    int (*device_import)(const gsb__backend *be, const void *ptr, size_t bytes, int device_id,
+                         void *stream);
+    int (*device_export)(const gsb__backend *be, void *stream);
+    /* counters of host <-> device copies since the backend opened (uploads,
+     * downloads and stage fills; the CPU backend counts its ring's copies):
+     * tests check that a device input was not copied and that a fit
+     * streamed, benchmarks the streaming rate */
+    int (*copy_stats)(const gsb__backend *be, gsb__copy_stats *out);
 } gsb__backend_ops;
 
 struct gsb__backend {
@@ -365,8 +490,10 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 5 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
-                              5: the forest ops */
+#define GSB__BACKEND_ABI 8 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+                              5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch;
+                              8: axpy, row_scale, stage_*, strided_copy, device_import/export,
+                              copy_stats */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

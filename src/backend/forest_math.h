@@ -1,7 +1,8 @@
 /*
  * forest_math.h - the split arithmetic of the forest ops, written once for
  * the CPU twin (cpu_forest.c) and the CUDA kernels (cuda_forest.cu), so both
- * score every candidate split with the same formulas in the same order.
+ * score every candidate split with the same formulas in the same order (and
+ * the host-side clean-up of forest_hist's feature lists, written once too).
  *
  * Stats (backend.h, gsb__forest_data): [0] count, then the weight of each
  * class (classification) or [1] weight, [2 + k] sum w y_k, [2 + O + k] sum
@@ -180,6 +181,28 @@ GSB_FOREST_FN void gsb__forest_reduce(const double *recs, const int32_t *feats, 
         out[GSB__FREC_FEATURE] = -1;
     }
     out[GSB__FREC_NONCONST] = nonconst;
+}
+
+/*
+ * Host side of forest_hist, before any histogram is touched: feats (B x m,
+ * entries < n_features already checked) into out with each repeat of a
+ * feature within its row set to -1 (negative entries stay skipped), so a
+ * feature listed twice is zeroed and summed once: the op sets the slot, and
+ * two workers on the same histogram would race (the CPU) or add it twice (the
+ * GPU's atomics).  seen: n_features entries of scratch.
+ */
+static inline void gsb__forest_unique_feats(const int32_t *feats, int64_t B, int64_t m,
+                                            int64_t n_features, int64_t *seen, int32_t *out)
+{
+    for (int64_t f = 0; f < n_features; f++)
+        seen[f] = -1;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < m; j++) {
+            int32_t f = feats[b * m + j];
+            out[b * m + j] = f >= 0 && seen[f] == b ? -1 : f;
+            if (f >= 0)
+                seen[f] = b;
+        }
 }
 
 /* One row of codes: byte f of row i (stride: bytes per row). */

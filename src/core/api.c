@@ -116,18 +116,11 @@ int gsb__model_new(gsb_session *s, const gsb__estimator_desc *est, gsb__model **
     return GSB_OK;
 }
 
-/* Names the original project offered that this engine does not implement yet. */
-static const char *const planned[] = {"DBSCAN", "UMAP", NULL};
-
 int gsb__find_estimator(const char *name, const gsb__estimator_desc **out)
 {
     *out = gsb__registry_find(name);
     if (*out)
         return GSB_OK;
-    for (const char *const *p = planned; *p; p++)
-        if (strcmp(*p, name) == 0)
-            return gsb__err(GSB_EUNSUPPORTED, "estimator '%s' is not implemented in gsb %s yet",
-                            name, GSB_VERSION_STRING);
     return gsb__err(GSB_ENOTFOUND, "unknown estimator '%s' (gsb info lists the estimators)",
                     name);
 }

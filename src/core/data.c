@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/budget.h"
+#include "core/devarray.h"
 #include "core/error.h"
 #include "core/hostmem.h"
 
@@ -60,15 +62,27 @@ static int copy_to_host(const gsb_array *a, void **out)
     return GSB_OK;
 }
 
-/* Local data big enough for the GPU goes there (device=auto's own rule). */
+/* Local data big enough for the GPU goes there (device=auto's own rule),
+ * when it fits the memory the session may use (core/budget.h); else it stays
+ * on the host, where streamed fits read it in batches. */
 static int wants_device(gsb_session *s, const gsb_array *a)
 {
-    return s->gpu && a->ndim == 2 && (a->dtype == GSB_F32 || a->dtype == GSB_F64) &&
-           gsb__session_backend(s, rows_of(a), cols_of(a)) == s->gpu;
+    if (!s->gpu || a->ndim != 2 || (a->dtype != GSB_F32 && a->dtype != GSB_F64) ||
+        gsb__session_backend(s, rows_of(a), cols_of(a)) != s->gpu)
+        return 0;
+    size_t budget;
+    if (gsb__memory_budget(s, s->gpu, &budget) != GSB_OK) {
+        gsb__err_clear();
+        return 0;
+    }
+    return (double)rows_of(a) * (double)cols_of(a) * (double)gsb_dtype_size(a->dtype) <=
+           (double)budget;
 }
 
 int gsb__data_fill_local(gsb_session *s, const gsb_array *a, struct gsb_data *d)
 {
+    if (gsb__is_device_ref(a)) /* the caller's GPU memory: a device copy, or refused */
+        return gsb__device_to_gpu(s, a, &d->dev);
     if (!wants_device(s, a))
         return copy_to_host(a, &d->host);
     void *packed = NULL;

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/budget.h"
 #include "core/data.h"
+#include "core/devarray.h"
 #include "core/model.h"
 #include "core/validate.h"
 
@@ -144,15 +146,31 @@ static int n_declared(const gsb__method_desc *md)
     return k;
 }
 
-/* One declared input: a data handle (core/data.h) or a caller array. */
+/* One declared input: a data handle (core/data.h), a caller's device array
+ * (core/devarray.h) or a caller's host array. */
 static int validate_input(gsb__model *m, const gsb__method_desc *md, int i,
                           const gsb_array *a, const gsb__validate_spec *spec, gsb__tensor *out)
 {
-    if (!gsb__is_data_ref(a))
-        return gsb__validate_array(a, spec, out);
     unsigned flags = md->inputs[i].flags;
     int device_ok = (flags & GSB__IN_DEVICE_OK) && (flags & GSB__IN_KIND_MASK) == GSB__IN_X;
-    return gsb__data_input(m->session, a, spec, device_ok, out);
+    if (gsb__is_device_ref(a))
+        return gsb__device_input(m->session, a, spec, device_ok, out);
+    if (gsb__is_data_ref(a))
+        return gsb__data_input(m->session, a, spec, device_ok, out);
+    return gsb__validate_array(a, spec, out);
+}
+
+/* After a call: the callers' streams of its device arrays wait for the
+ * engine's reads.  Keeps the call's own error when it failed. */
+static int release_device_inputs(gsb__model *m, const gsb_array *const *inputs, int n, int rc)
+{
+    for (int i = 0; i < n && i < GSB__MAX_INPUTS; i++)
+        if (gsb__is_device_ref(inputs[i])) {
+            int r = gsb__device_release(m->session, inputs[i]);
+            if (rc == GSB_OK)
+                rc = r;
+        }
+    return rc;
 }
 
 void gsb__inputs_free(gsb__tensor *in)
@@ -214,7 +232,7 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
         case GSB__IN_WEIGHTS:
             spec.dtype = GSB_F64;
             spec.want_1d = 1;
-            spec.non_negative = 1;
+            spec.non_negative = !(md->inputs[i].flags & GSB__IN_SIGNED);
             break;
         case GSB__IN_MATRIX: spec.dtype = xdtype; spec.want_2d = 1; break;
         case GSB__IN_STATS: spec.dtype = GSB_F64; spec.want_1d = 1; break;
@@ -281,6 +299,38 @@ const gsb__backend *gsb__session_backend(const gsb_session *s, int64_t rows, int
 
 static int run_fn(gsb__ctx *cp, const gsb__method_desc *md, gsb__tensor *in);
 
+/*
+ * A host X larger than the memory the chosen backend has for it (core/budget.h:
+ * the GPU's free memory, the session's memory cap) is refused here, with a
+ * message saying why, unless the method streams its X in batches
+ * (GSB__IN_STREAM): uploading it would fail half-way, or on a capped CPU
+ * backend exceed what the caller allowed.
+ */
+static int check_fits(gsb__model *m, const gsb__method_desc *md, int xi, const gsb__tensor *X,
+                      const gsb__backend *be)
+{
+    if (xi < 0 || !X->data || X->be != gsb__cpu_backend() ||
+        (md->inputs[xi].flags & GSB__IN_STREAM))
+        return GSB_OK;
+    size_t need = gsb__tensor_nbytes(X);
+    if (be == gsb__cpu_backend() && !m->session->memory_cap)
+        return GSB_OK;
+    size_t budget;
+    GSB_TRY(gsb__memory_budget(m->session, be, &budget));
+    if (need <= budget)
+        return GSB_OK;
+    char nb[32], bb[32];
+    return gsb__err(GSB_ENOMEM, "%s.%s: X (%s) does not fit in the %s memory gsb may use (%s%s) "
+                    "and %s.%s cannot stream its input from host memory in batches: use a "
+                    "smaller X (or batches of it), %s", m->est->name, md->name,
+                    gsb__format_bytes(need, nb, sizeof nb), be->name,
+                    gsb__format_bytes(budget, bb, sizeof bb),
+                    m->session->memory_cap ? ", capped by memory_cap / GSB_GPU_MEMORY_CAP" : "",
+                    m->est->name, md->name,
+                    be == gsb__cpu_backend() ? "or raise the memory cap"
+                                             : "device=cpu, or a larger memory cap");
+}
+
 /* Run a declared method on already-validated inputs. */
 static int run_validated(gsb__model *m, const gsb__method_desc *md, gsb__tensor *in,
                          const json_t *options, gsb__nlist *out)
@@ -295,9 +345,13 @@ static int run_validated(gsb__model *m, const gsb__method_desc *md, gsb__tensor 
     memcpy(c.in, in, sizeof c.in);
     int xi_ = find_x(md);
     const gsb__tensor *X = xi_ >= 0 && in[xi_].data ? &in[xi_] : &in[0];
+    /* X already on a device (a data handle, the caller's device array) computes there */
+    c.be = X->data && X->be && X->be != gsb__cpu_backend()
+               ? X->be
+               : gsb__session_backend(m->session, X->rows, X->cols);
+    GSB_TRY(check_fits(m, md, xi_, X, c.be));
     /* small work on the CPU: each small BLAS or LAPACK call runs single-threaded
-     * by itself (cpu_threads.c) */
-    c.be = gsb__session_backend(m->session, X->rows, X->cols);
+     * by itself (backend/cpu/cpu_threads.c) */
     return run_fn(&c, md, in);
 }
 
@@ -333,10 +387,12 @@ static int run_method(gsb__model *m, const gsb__method_desc *md, const gsb_array
     if (!md->is_fit && !m->fitted)
         return not_fitted(m);
     gsb__tensor in[GSB__MAX_INPUTS];
-    GSB_TRY(gsb__inputs_validate(m, md, inputs, n_inputs, in));
-    int rc = run_validated(m, md, in, options, out);
-    gsb__inputs_free(in);
-    return rc;
+    int rc = gsb__inputs_validate(m, md, inputs, n_inputs, in);
+    if (rc == GSB_OK) {
+        rc = run_validated(m, md, in, options, out);
+        gsb__inputs_free(in);
+    }
+    return release_device_inputs(m, inputs, n_inputs, rc);
 }
 
 /* fit then transform/predict on the same X (inputs as fit declares them). */
@@ -371,10 +427,12 @@ static int default_score(gsb__model *m, const gsb_array *const *inputs, int n_in
                                {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
                               0, NULL};
     gsb__tensor in[GSB__MAX_INPUTS];
-    GSB_TRY(gsb__inputs_validate(m, &score, inputs, n_inputs, in));
+    int rc = gsb__inputs_validate(m, &score, inputs, n_inputs, in);
+    if (rc != GSB_OK)
+        return release_device_inputs(m, inputs, n_inputs, rc);
     gsb__nlist pred = {0};
     gsb__tensor pin[GSB__MAX_INPUTS] = {in[0]};
-    int rc = run_validated(m, predict, pin, options, &pred);
+    rc = run_validated(m, predict, pin, options, &pred);
     double value = 0;
     if (rc == GSB_OK) {
         const gsb__tensor *yp = pred.n > 0 ? &pred.items[0] : NULL;
@@ -397,7 +455,7 @@ static int default_score(gsb__model *m, const gsb_array *const *inputs, int n_in
     }
     gsb__nlist_clear(&pred);
     gsb__inputs_free(in);
-    return rc;
+    return release_device_inputs(m, inputs, n_inputs, rc);
 }
 
 int gsb__dispatch(gsb__model *m, const char *method, const gsb_array *const *inputs,

@@ -11,7 +11,9 @@
  *   - GSB__IN_X inputs are 2-D float32/float64 (ints become float64), finite
  *     (or NaN where the input says GSB__IN_ALLOW_NAN), with >= 1 row and
  *     column, and for non-fit methods the feature count seen at fit;
- *   - every other input has as many rows as X (when X is given).
+ *   - every other input has as many rows as X (when X is given);
+ *   - X may also be a device tensor (GSB__IN_DEVICE_OK: a data handle on the
+ *     GPU or the caller's device array), and then c->be is that device's.
  * A fit method writes fitted attributes with gsb__fit_set(); they replace the
  * model's attributes only when the fit succeeds.  Other methods read them
  * with gsb__attr() and append results with gsb__out().
@@ -41,12 +43,18 @@ enum {
     GSB__IN_ANY_FEATURES = 16, /* X may have any feature count (not checked against fit) */
     GSB__IN_DEVICE_OK = 32,    /* the method reads this input only through ops and
                                   gsb__tensor_to, so a data handle already on the GPU
-                                  is passed as a device tensor (core/data.h) */
+                                  (core/data.h) or the caller's device array
+                                  (core/devarray.h) is passed as a device tensor */
     GSB__IN_SAME_FEATURES = 64, /* a fit method that updates a fitted model (partial_fit):
                                   X must have the feature count seen before, checked
                                   before the method runs, so a mismatch keeps the model */
-    GSB__IN_ALLOW_NAN = 128    /* X may hold NaN (missing values; infinity is still
+    GSB__IN_ALLOW_NAN = 128,   /* X may hold NaN (missing values; infinity is still
                                   refused), as scikit-learn's allow_nan estimators */
+    GSB__IN_SIGNED = 256,      /* weights: negative values allowed (DBSCAN) */
+    GSB__IN_STREAM = 512       /* the method takes a host X larger than the backend's memory
+                                  (reads it in batches, estimators/common/stream.h, or keeps
+                                  it on the host); without it such an X is refused before
+                                  the method runs */
 };
 
 typedef struct gsb__input_desc {

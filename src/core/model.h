@@ -35,6 +35,8 @@ struct gsb_session {
     const gsb__backend *be;      /* the CPU backend */
     const gsb__backend *gpu;     /* the CUDA backend, or NULL */
     int device;                  /* GSB__DEVICE_*: where calls run */
+    size_t memory_cap;           /* bytes of backend memory calls plan with, 0: no cap
+                                    (core/budget.h) */
     char *data_dir;              /* model store location */
     struct gsb__store *store;    /* opened on first use */
     pthread_mutex_t store_lock;

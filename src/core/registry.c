@@ -9,7 +9,7 @@ extern const gsb__estimator_desc gsb__est_StandardScaler, gsb__est_MinMaxScaler,
     gsb__est_NearestNeighbors, gsb__est_KNeighborsClassifier, gsb__est_KNeighborsRegressor,
     gsb__est_SVC, gsb__est_SVR, gsb__est_Lasso, gsb__est_ElasticNet,
     gsb__est_LassoCV, gsb__est_ElasticNetCV, gsb__est_TSNE, gsb__est_RandomForestClassifier,
-    gsb__est_RandomForestRegressor;
+    gsb__est_RandomForestRegressor, gsb__est_DBSCAN, gsb__est_UMAP;
 
 static const gsb__estimator_desc *const registry[] = {
     &gsb__est_StandardScaler,   &gsb__est_MinMaxScaler,    &gsb__est_LabelEncoder,
@@ -21,6 +21,8 @@ static const gsb__estimator_desc *const registry[] = {
     &gsb__est_ElasticNetCV,
     &gsb__est_TSNE,
     &gsb__est_RandomForestClassifier, &gsb__est_RandomForestRegressor,
+    &gsb__est_DBSCAN,
+    &gsb__est_UMAP,
 };
 
 const gsb__estimator_desc *gsb__registry_find(const char *name)

@@ -11,15 +11,51 @@
 #include <string.h>
 
 #include "core/blob.h"
+#include "core/budget.h"
 #include "core/dispatch.h"
 #include "core/store.h"
 
 /* ---- the session ------------------------------------------------------------ */
 
-/* The URL's device=, else $GSB_DEVICE, else auto. */
+/* The value of `key` in the URL's query ("local?device=cuda&memory_cap=1G")
+ * into buf; 0 when absent (or too long for buf). */
+static int query_value(const char *url, const char *key, char *buf, size_t len)
+{
+    const char *q = url ? strchr(url, '?') : NULL;
+    size_t klen = strlen(key);
+    while (q && *q) {
+        q++; /* past '?' or '&' */
+        const char *end = strchr(q, '&');
+        size_t n = end ? (size_t)(end - q) : strlen(q);
+        if (n > klen && strncmp(q, key, klen) == 0 && q[klen] == '=') {
+            if (n - klen - 1 >= len)
+                return 0;
+            memcpy(buf, q + klen + 1, n - klen - 1);
+            buf[n - klen - 1] = '\0';
+            return 1;
+        }
+        q = end;
+    }
+    return 0;
+}
+
+/* The URL's memory_cap=, else $GSB_GPU_MEMORY_CAP, else none. */
+static int open_memory_cap(gsb_session *s, const char *url)
+{
+    char buf[64];
+    if (query_value(url, "memory_cap", buf, sizeof buf))
+        return gsb__parse_bytes(buf, "memory_cap", &s->memory_cap);
+    const char *env = getenv("GSB_GPU_MEMORY_CAP");
+    if (env && *env)
+        return gsb__parse_bytes(env, "GSB_GPU_MEMORY_CAP", &s->memory_cap);
+    return GSB_OK;
+}
+
+/* The URL's device=, else $GSB_DEVICE, else auto; the memory cap. */
 static int local_open(gsb_session *s, const char *url)
 {
     const char *device = getenv("GSB_DEVICE");
+    char dbuf[16];
     if (!device || !*device)
         device = "auto";
     if (url && *url) {
@@ -29,10 +65,12 @@ static int local_open(gsb_session *s, const char *url)
                             "\"local?device=cpu|cuda|auto\", \"tcp://host:port\" or "
                             "\"unix:///path\"",
                             url);
-        const char *q = strstr(url, "device=");
-        if (q)
-            device = q + 7;
+        if (query_value(url, "device", dbuf, sizeof dbuf))
+            device = dbuf;
+        else if (strstr(url, "device="))
+            device = strstr(url, "device=") + 7; /* too long: named in the error below */
     }
+    GSB_TRY(open_memory_cap(s, url));
     int mode = strcmp(device, "cpu") == 0    ? GSB__DEVICE_CPU
                : strcmp(device, "cuda") == 0 ? GSB__DEVICE_CUDA
                : strcmp(device, "auto") == 0 ? GSB__DEVICE_AUTO
@@ -65,6 +103,16 @@ static int local_info(gsb_session *s, char **out_json)
         json_object_set_new(o, "gpu_memory", json_pack("{s:I, s:I}", "total",
                                                        (json_int_t)total_b, "free",
                                                        (json_int_t)free_b));
+    if (s->memory_cap)
+        json_object_set_new(o, "memory_cap", json_integer((json_int_t)s->memory_cap));
+    gsb__copy_stats cs;
+    if (g && g->ops->copy_stats && g->ops->copy_stats(g, &cs) == GSB_OK)
+        json_object_set_new(o, "copies",
+                            json_pack("{s:I, s:I, s:I, s:I}", "h2d_count",
+                                      (json_int_t)cs.h2d_count, "h2d_bytes",
+                                      (json_int_t)cs.h2d_bytes, "d2h_count",
+                                      (json_int_t)cs.d2h_count, "d2h_bytes",
+                                      (json_int_t)cs.d2h_bytes));
     gsb__err_clear();
     int rc = gsb__json_dump(o, out_json);
     json_decref(o);

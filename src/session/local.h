@@ -1,8 +1,9 @@
 /*
  * local.h - the engine in this process as a session (session.h): a session
  * URL of "local", "local?device=cpu|cuda|auto" or none (device from
- * $GSB_DEVICE, else auto).  Not in the client-only build (GSB_CLIENT_ONLY),
- * which has no engine.
+ * $GSB_DEVICE, else auto), with "memory_cap=BYTES" after '?' or '&' (else
+ * $GSB_GPU_MEMORY_CAP; core/budget.h).  Not in the client-only build
+ * (GSB_CLIENT_ONLY), which has no engine.
  */
 #ifndef GSB_SESSION_LOCAL_H
 #define GSB_SESSION_LOCAL_H

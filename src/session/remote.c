@@ -14,7 +14,10 @@
  * Input arrays travel by the cheapest way open to them: a data handle by
  * reference, an array inside the shared arena by (segment, offset), a large
  * contiguous array on a Unix session copied once into a scratch block of
- * the arena by several threads, anything else inline or in chunks.
+ * the arena by several threads, anything else inline or in chunks.  A
+ * caller's device array (gsb_device_array) is first copied to host memory
+ * once, through the CUDA backend of this process (core/devarray.h), and
+ * then travels as that host array would.
  *
  * Error messages from the server are passed on unchanged (the engine's
  * words); transport failures are GSB_EIO naming the URL and what to check.
@@ -36,6 +39,7 @@
 #include <unistd.h>
 
 #include "core/data.h"
+#include "core/devarray.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "core/warn.h"
@@ -50,6 +54,7 @@
 #define COPY_PART_MIN ((size_t)4 << 20)
 #define COPY_THREADS_MAX 8
 #define MAX_SCRATCH 16
+#define GSB__MAX_DEV_COPIES 8 /* device inputs of one request (a call has at most 4) */
 #define ERRCOPY 1024
 
 typedef struct gsb__remote gsb__remote;
@@ -386,6 +391,8 @@ typedef struct rpc {
     int fitted_seen;         /* the answer (REPLY or ERROR) carried "fitted" */
     void *scratch[MAX_SCRATCH]; /* arena blocks holding copies of inputs */
     int n_scratch;
+    gsb__tensor dev_copies[GSB__MAX_DEV_COPIES]; /* host copies of device inputs */
+    int n_dev_copies;
 } rpc;
 
 static void rpc_init(rpc *c, gsb__remote *r, const char *op)
@@ -404,6 +411,9 @@ static void rpc_end(rpc *c, int healthy)
     for (int i = 0; i < c->n_scratch; i++)
         gsb__rarena_free(c->r->arena, c->scratch[i]);
     c->n_scratch = 0;
+    for (int i = 0; i < c->n_dev_copies; i++)
+        gsb__tensor_free(&c->dev_copies[i]);
+    c->n_dev_copies = 0;
     gsb__frame_clear(&c->reply);
     conn_put(c->r, c->fd, healthy && !c->chunks_pending);
     c->fd = -1;
@@ -653,12 +663,31 @@ static void describe(gsb__wire_array *w, gsb__at at, const gsb_array *a)
     w->shape[1] = a->ndim == 2 ? a->shape[1] : 0;
 }
 
+static int add_input(rpc *c, gsb_session *s, gsb__outmsg *msg, const gsb_array *a);
+
+/* A device array goes as its host copy, kept until the request ends. */
+static int add_device_input(rpc *c, gsb_session *s, gsb__outmsg *msg, const gsb_array *a)
+{
+    if (c->n_dev_copies >= GSB__MAX_DEV_COPIES)
+        return gsb__err(GSB_EINVAL, "too many device arrays in one request");
+    gsb__tensor *t = &c->dev_copies[c->n_dev_copies];
+    GSB_TRY(gsb__device_to_host(a, t));
+    c->n_dev_copies++;
+    const gsb_device_array *d = a->data;
+    gsb_array h = d->array;
+    h.data = t->data;
+    h.strides[0] = h.strides[1] = 0; /* the copy is contiguous C order */
+    return add_input(c, s, msg, &h);
+}
+
 /* Add one input to msg by the cheapest route (see the top of the file). */
 static int add_input(rpc *c, gsb_session *s, gsb__outmsg *msg, const gsb_array *a)
 {
     gsb__remote *r = c->r;
     if (!a || (!a->data && a->ndim == 0))
         return gsb__outmsg_add(msg, NULL);
+    if (gsb__is_device_ref(a))
+        return add_device_input(c, s, msg, a);
     gsb__wire_array w;
     if (gsb__is_data_ref(a)) {
         struct gsb_data *d;

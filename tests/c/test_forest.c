@@ -253,6 +253,22 @@ static void test_op_hist(void)
                 }
         CHECK(bad == 0);
         free(before);
+        /* a feature listed many times (the call large enough to run on every thread):
+         * its histogram is the node's, computed once */
+        int32_t all[3] = {0, (int32_t)p.S, (int32_t)p.B}, many[120];
+        for (int j = 0; j < 120; j++)
+            many[j] = j % 3 == 2 ? -1 : (int32_t)(j % 3);
+        gsb__tensor an = gsb__tensor_host_view(all, GSB_I32, 1, 3);
+        gsb__tensor mt = gsb__tensor_host_view(many, GSB_I32, 1, 120);
+        CHECK_OK(be->ops->forest_hist(be, &p.d, &an, &mt));
+        bad = 0;
+        for (int64_t f = 0; f < 2; f++) {
+            naive_hist(&p, 0, p.S, f, h);
+            const double *got = (const double *)p.pool.data + p.B * p.pool.cols + f * per;
+            for (int64_t k = 0; k < per; k++)
+                bad += !close_rel(got[k], h[k], 1e-12);
+        }
+        CHECK(bad == 0);
         /* subtraction: (all samples) - (the first segments) = the rest, empty bins exactly 0 */
         int32_t whole[3] = {0, (int32_t)p.S, (int32_t)p.B}, part[3] = {0, p.nodes[4],
                                                                         (int32_t)p.B + 1};

@@ -75,14 +75,18 @@ static void fit_embedding(const char *params, double *E, int k)
 /* Every method.  The 2-D FFT fit is left to test_parity_manifold.py and the op
  * tests (test_cpu_tsne, test_cuda_tsne): its grid costs the same for any n, and
  * seconds an iteration in the sanitizer build.  On the GPU, 'barnes_hut' runs the
- * 2-D FFT here anyway. */
+ * 2-D FFT here anyway.  The 1-D fit from a random start runs past the 250
+ * exaggerated iterations: at 250 the blobs on a line are still partly
+ * interleaved, by the luck of the start (agreement 0.88-0.98 over random_state
+ * 0-19 on these blobs, scikit-learn's own 1-D fits 0.875-0.958); at 500 they
+ * have separated (0.975-1.0, scikit-learn 0.983-1.0). */
 static void test_methods_separate_blobs(void)
 {
     static const char *const params[] = {
         "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 250}",
         "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 250, \"method\": \"exact\"}",
         "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 250, \"n_components\": 3}",
-        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 250, \"n_components\": 1, "
+        "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 500, \"n_components\": 1, "
         "\"method\": \"fft\", \"init\": \"random\"}",
         "{\"perplexity\": 15, \"random_state\": 0, \"max_iter\": 250, \"metric\": \"cosine\"}",
     };

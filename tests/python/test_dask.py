@@ -266,27 +266,34 @@ def test_cuml_dask_names(client, data):
 
 # ---- a worker killed during a fit ------------------------------------------------------------------------
 
-def test_worker_killed_mid_fit(client, blobs):
+def test_worker_killed_mid_fit(client):
     """SIGKILL one worker process while KMeans iterates: the scheduler reruns the lost
     (pure) tasks on the other worker and the nanny restarts the dead one; the fit ends
     with the single-process model, or fails with dask's KilledWorker, never a wrong one."""
-    X = blobs[0]
-    # 8 clusters on 4 blobs: about 14 Lloyd iterations (several seconds) to converge
-    params = dict(n_clusters=8, init=X[:8].copy(), n_init=1, tol=0, max_iter=100)
+    # uniform points: Lloyd needs dozens of iterations (one dask round per iteration)
+    X = np.random.default_rng(11).uniform(size=(3000, 2))
+    params = dict(n_clusters=12, init=X[:12].copy(), n_init=1, tol=0, max_iter=300)
     ref = gsb.cluster.KMeans(**params).fit(X)
+    assert ref.n_iter_ >= 10
     pids = list(client.run(os.getpid).values())
     fitted, errors = [], []
 
     def fit():
         try:
-            fitted.append(gd.KMeans(**params).fit(darr(X, 60)))
+            fitted.append(gd.KMeans(**params).fit(darr(X, 300)))
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
     t = threading.Thread(target=fit)
     t.start()
-    time.sleep(2.5)
-    assert t.is_alive(), "the fit ended before the worker could be killed"
+    # kill as soon as the workers hold the fit's tasks (not after a fixed sleep: fast
+    # machines finish the whole fit in a second or two)
+    deadline = time.monotonic() + 60
+    while t.is_alive() and time.monotonic() < deadline:
+        if any(client.processing().values()):
+            break
+        time.sleep(0.005)
+    assert t.is_alive(), f"the fit ended before the worker could be killed: {errors}"
     os.kill(pids[0], signal.SIGKILL)
     t.join(timeout=240)
     assert not t.is_alive()

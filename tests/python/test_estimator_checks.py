@@ -19,7 +19,21 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from gsb._registry import ALL
 
 # gsb-specific expected failures: {estimator: {check: reason}}
-GSB_EXPECTED_FAILURES = {}
+_UMAP_TRANSFORM = ("transform of the training data is embedding_ (umap-learn's shortcut) and "
+                   "other batches are optimised together (negative samples per edge of the "
+                   "batch), as umap-learn's")
+_UMAP_SMALL = ("n_neighbors=15 > the check's 10 samples is an error (umap-learn warns and "
+               "truncates; the UMAP issue asks for an error)")
+GSB_EXPECTED_FAILURES = {
+    "UMAP": {
+        "check_estimators_nan_inf": _UMAP_SMALL,
+        "check_fit2d_1feature": _UMAP_SMALL,
+        "check_transformer_preserve_dtypes": "the embedding is float32 whatever X's dtype, "
+                                             "as umap-learn's",
+        "check_methods_sample_order_invariance": _UMAP_TRANSFORM,
+        "check_methods_subset_invariance": _UMAP_TRANSFORM,
+    },
+}
 
 
 def _sklearn_xfails(name):
@@ -80,6 +94,8 @@ def test_pandas_column_name_consistency(estimator):
 
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_get_feature_names_out_where_sklearn_has_it(name):
+    if name not in dict(all_estimators()):
+        pytest.skip(f"scikit-learn has no {name} (UMAP: umap-learn's, test_parity_umap.py)")
     assert hasattr(ALL[name], "get_feature_names_out") == \
         hasattr(_sklearn_class(name), "get_feature_names_out")
     assert hasattr(ALL[name](), "set_output") == hasattr(_sklearn_class(name)(), "set_output")

@@ -14,7 +14,8 @@ def _fresh_python(code):
     return r.stdout
 
 
-HEAVY = ("sklearn", "scipy", "pandas", "gsb._estimator", "gsb._registry", "gsb.cluster")
+HEAVY = ("sklearn", "scipy", "pandas", "gsb._estimator", "gsb._registry", "gsb.cluster",
+         "cupy", "torch", "numba", "jax")  # GPU arrays are recognised by attributes only
 
 
 def test_import_gsb_is_fast_and_loads_no_estimators():

@@ -11,49 +11,22 @@ import functools
 import importlib
 import inspect
 
+from gsb import _output as _gsb_output
 from sklearn.utils._available_if import _AvailableIfDescriptor, available_if
 
 from . import _output
 
-# methods whose results are arrays (or tuples of them), converted on the way out
-_CONVERTED = ("predict", "predict_proba", "predict_log_proba", "decision_function",
-              "transform", "inverse_transform", "fit_transform", "fit_predict",
-              "score_samples", "kneighbors", "kneighbors_graph", "radius_neighbors",
-              "radius_neighbors_graph", "get_covariance", "get_precision")
-# methods that fit: they record the input type that fitted attributes mirror
-_FITS = ("fit", "partial_fit", "fit_transform", "fit_predict")
-_PASSED_THROUGH = ("score",)  # scalars, but gsb's inner calls must see numpy
+_CONVERTED = _gsb_output.CONVERTED
+_FITS = _gsb_output.FITS
+_PASSED_THROUGH = _gsb_output.PASSED_THROUGH
 
 
-class _FittedArray:
-    """A fitted attribute (coef_, cluster_centers_ ...) read in the output type; stored,
-    as scikit-learn expects, in the instance's __dict__ (check_is_fitted, pickle)."""
+class _FittedArray(_gsb_output.FittedArray):
+    """A fitted attribute (coef_, cluster_centers_ ...) read in cuML's output type."""
 
-    def __init__(self, name):
-        self.name = name
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        try:
-            value = obj.__dict__[self.name]
-        except KeyError:
-            raise AttributeError(f"{type(obj).__name__!r} object has no attribute "
-                                 f"{self.name!r}") from None
-        if _output.internal():
-            return value
-        kind = _output.resolve(obj.__dict__.get("output_type"),
+    def kind_for(self, obj):
+        return _output.resolve(obj.__dict__.get("output_type"),
                                obj.__dict__.get("_cuml_input_type"))
-        return _output.convert(value, kind)
-
-    def __set__(self, obj, value):
-        obj.__dict__[self.name] = value
-
-    def __delete__(self, obj):
-        try:
-            del obj.__dict__[self.name]
-        except KeyError:
-            raise AttributeError(self.name) from None
 
 
 def _first_array(args, kwargs, name):
@@ -81,7 +54,8 @@ def _wrap(name, fn):
         mirror = self.__dict__.get("_cuml_input_type") if X is None else \
             _output.input_kind(X)
         kind = _output.resolve(self.output_type, mirror)
-        return _output.convert(result, kind, getattr(X, "index", None))
+        return result if kind[0] == "numpy" else \
+            _output.convert(result, kind, getattr(X, "index", None))
     return method
 
 
@@ -107,13 +81,13 @@ def _init_for(base):
 def cuml_class(base, module):
     """The cuML flavour of gsb estimator class base, living in module ('cuml.cluster')."""
     desc = getattr(base, "_gsb_desc", None)
-    if desc is None:  # a planned estimator: it raises NotImplementedError, nothing to add
+    if desc is None:  # not an engine class: nothing to add
         return base
     attrs = {"__module__": module, "__qualname__": base.__name__, "__doc__":
-             (base.__doc__ or "") + "\n\noutput_type : {'input', 'numpy', 'pandas', "
-             "'cudf', 'array', 'dataframe', 'series', 'df_obj'} or None, default=None\n"
-             "    Type of results and fitted attributes (cuML's; None: the global setting, "
-             "else 'input').", "__init__": _init_for(base)}
+             (base.__doc__ or "") + "\n\noutput_type : {'input', 'numpy', 'cupy', 'numba', "
+             "'pandas', 'cudf', 'array', 'dataframe', 'series', 'df_obj'} or None, "
+             "default=None\n    Type of results and fitted attributes (cuML's; None: the "
+             "global setting, else 'input').", "__init__": _init_for(base)}
     for name in set(desc.get("attributes", [])) | {"classes_"}:
         attrs[name] = _FittedArray(name)
     cls = type(base.__name__, (base,), attrs)

@@ -143,7 +143,18 @@ static const gsb__backend_ops cpu_ops = {
     .forest_split = gsb__cpu_forest_split,
     .forest_partition = gsb__cpu_forest_partition,
     .forest_predict = gsb__cpu_forest_predict,
+    .radius_neighbors = gsb__cpu_radius_neighbors,
+    .umap_sgd_epoch = gsb__cpu_umap_sgd_epoch,
+    .axpy = gsb__cpu_axpy,
+    .row_scale = gsb__cpu_row_scale,
+    .stage_open = gsb__cpu_stage_open,
+    .stage_fill = gsb__cpu_stage_fill,
+    .stage_acquire = gsb__cpu_stage_acquire,
+    .stage_release = gsb__cpu_stage_release,
+    .stage_close = gsb__cpu_stage_close,
+    .strided_copy = gsb__cpu_strided_copy,
     .rand_normal = gsb__cpu_rand_normal,
+    .copy_stats = gsb__cpu_copy_stats,
 };
 
 static const gsb__backend cpu_backend = {"cpu", &cpu_ops, NULL, NULL};

@@ -222,10 +222,22 @@ int gsb__cpu_forest_hist(const gsb__backend *be, const gsb__forest_data *d,
     if (feats)
         GSB_TRY(check_feats(d, feats, nodes->rows, op));
     sample_src src = source_of(d);
-    const int32_t *nd = nodes->data, *fl = feats ? feats->data : NULL;
+    const int32_t *nd = nodes->data;
     int64_t B = nodes->rows, m = feats ? feats->cols : d->n_features;
     int64_t per_feature = (int64_t)d->n_bins * src.V1, slot_len = hist_len(d);
     double *pool = d->pool->data;
+    int32_t *fl = NULL; /* feats without repeats: each (slot, feature) one iteration's */
+    if (feats) {
+        int64_t *seen = cpu_alloc(d->n_features, sizeof *seen);
+        fl = cpu_alloc(B * m, sizeof *fl);
+        if (seen && fl)
+            gsb__forest_unique_feats(feats->data, B, m, d->n_features, seen, fl);
+        free(seen);
+        if (!seen || !fl) {
+            free(fl);
+            return gsb__err(GSB_ENOMEM, "%s: out of memory", op);
+        }
+    }
     int64_t work = 0;
     for (int64_t b = 0; b < B; b++)
         work += (nd[3 * b + 1] - nd[3 * b]) * m;
@@ -239,6 +251,7 @@ int gsb__cpu_forest_hist(const gsb__backend *be, const gsb__forest_data *d,
             memset(h, 0, (size_t)per_feature * sizeof *h);
             accumulate(&src, nd[3 * b], nd[3 * b + 1], f, h);
         }
+    free(fl);
     return GSB_OK;
 }
 

@@ -13,10 +13,14 @@
  *   cpu_enet.c      enet_cd_gram, gather_cols (coordinate descent)
  *   cpu_forest.c    forest_bin, forest_hist, forest_hist_sub, forest_split,
  *                   forest_partition, forest_predict (random forests)
+ *   cpu_radius.c    radius_neighbors (eps-neighbourhoods as CSR)
  *   cpu_random.c    rand_normal
  *   cpu_tsne.c      tsne_attract, tsne_repulse_exact, tsne_update
  *   cpu_tsne_bh.c   tsne_repulse_bh (Barnes-Hut)
  *   cpu_tsne_fft.c  tsne_repulse_fft (FIt-SNE; its FFT is cpu_fft.c)
+ *   cpu_umap.c      umap_sgd_epoch (UMAP's layout SGD)
+ *   cpu_stream.c    axpy, row_scale, stage_* (the streaming ring), strided_copy,
+ *                   copy_stats
  */
 #ifndef GSB_CPU_OPS_H
 #define GSB_CPU_OPS_H
@@ -110,7 +114,28 @@ int gsb__cpu_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
                               gsb__tensor *n_left);
 int gsb__cpu_forest_predict(const gsb__backend *be, const gsb__tensor *X,
                             const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
+int gsb__cpu_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
+                              const gsb__radius_grid *grid, gsb__metric metric, double p,
+                              double eps, gsb__tensor *counts, const gsb__tensor *offsets,
+                              gsb__tensor *idx, gsb__tensor *dist);
+struct gsb__umap_sgd;
+int gsb__cpu_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
+                            const gsb__tensor *indptr, const gsb__tensor *indices,
+                            const gsb__tensor *epochs_per_sample, gsb__tensor *next_sample,
+                            gsb__tensor *next_negative, const struct gsb__umap_sgd *p);
 
 int gsb__cpu_rand_normal(const gsb__backend *be, gsb__tensor *t, uint64_t seed);
+
+int gsb__cpu_axpy(const gsb__backend *be, double alpha, const gsb__tensor *x, gsb__tensor *y);
+int gsb__cpu_row_scale(const gsb__backend *be, gsb__tensor *X, const gsb__tensor *s);
+int gsb__cpu_stage_open(const gsb__backend *be, size_t bytes, int nbuf, gsb__stage **out);
+int gsb__cpu_stage_fill(const gsb__backend *be, gsb__stage *st, int k, const gsb__stage_seg *segs,
+                        int nseg);
+int gsb__cpu_stage_acquire(const gsb__backend *be, gsb__stage *st, int k, void **dev);
+int gsb__cpu_stage_release(const gsb__backend *be, gsb__stage *st, int k);
+void gsb__cpu_stage_close(const gsb__backend *be, gsb__stage *st);
+int gsb__cpu_copy_stats(const gsb__backend *be, gsb__copy_stats *out);
+int gsb__cpu_strided_copy(const gsb__backend *be, const void *src, gsb_dtype dtype, int64_t s0,
+                          int64_t s1, gsb__tensor *dst);
 
 #endif

@@ -20,8 +20,10 @@
  *     K2 + i K1);
  *  4. the potentials interpolated back to each point: phi_c(y_i);
  *  5. R_i = y_i phi_0 - (phi_1 .. phi_d) (w^2-weighted sums of y_i - y_j) and
- *     Z_i = phi_Z(y_i) - 1 (the point's own w = 1 removed); Z is the sum of
- *     the Z_i in index order.
+ *     Z_i = phi_Z(y_i) less the point's own share of it, as interpolated
+ *     (gsb__tsne_grid_self; FIt-SNE removes 1, the exact w_ii, and so keeps
+ *     the interpolation's error on it); Z is the sum of the Z_i in index
+ *     order.
  * Everything is in double; results do not depend on the thread count.
  */
 #include <math.h>
@@ -264,7 +266,7 @@ static void gather(const fft_work *w, const float *y, float *out, double *zrow)
         charges_of(w, y, i, q);
         for (int64_t a = 0; a < d; a++)
             out[i * d + a] = (float)(scale * (q[1 + a] * phi[0] - phi[1 + a]));
-        zrow[i] = scale * phi[d + 1] - 1.0;
+        zrow[i] = scale * phi[d + 1] - gsb__tsne_grid_self(g, w->wts + i * d * g->p);
     }
 }
 

@@ -610,11 +610,24 @@ static void bind_ops(gsb__backend_ops *o)
     o->forest_split = guarded<gsb__cuda_forest_split>::call;
     o->forest_partition = guarded<gsb__cuda_forest_partition>::call;
     o->forest_predict = guarded<gsb__cuda_forest_predict>::call;
+    o->radius_neighbors = guarded<gsb__cuda_radius_neighbors>::call;
+    o->umap_sgd_epoch = guarded<gsb__cuda_umap_sgd_epoch>::call;
+    o->axpy = guarded<gsb__cuda_axpy>::call;
+    o->row_scale = guarded<gsb__cuda_row_scale>::call;
+    o->stage_open = guarded<gsb__cuda_stage_open>::call;
+    o->stage_fill = guarded<gsb__cuda_stage_fill>::call;
+    o->stage_acquire = guarded<gsb__cuda_stage_acquire>::call;
+    o->stage_release = guarded<gsb__cuda_stage_release>::call;
+    o->stage_close = guarded<gsb__cuda_stage_close>::call;
+    o->strided_copy = guarded<gsb__cuda_strided_copy>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;
     o->host_register = cuda_host_register;
     o->host_unregister = cuda_host_unregister;
     o->nonfinite = guarded<gsb__cuda_nonfinite>::call;
     o->mem_info = gsb__cuda_mem_info; /* no stream work: needs no op lock */
+    o->device_import = guarded<gsb__cuda_device_import>::call;
+    o->device_export = guarded<gsb__cuda_device_export>::call;
+    o->copy_stats = gsb__cuda_copy_stats; /* atomic counters: no op lock */
 }
 
 extern "C" __attribute__((visibility("default"))) int

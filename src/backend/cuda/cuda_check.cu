@@ -1,8 +1,8 @@
 /*
  * cuda_check.cu - nonfinite (NaN/inf scan of data already on the GPU: the
- * engine validates data handles there instead of scanning on the host) and
- * mem_info.  Twins: gsb__host_nonfinite in core/validate.c; mem_info has
- * no CPU meaning.
+ * engine validates data handles and callers' device arrays there instead of
+ * scanning on the host) and mem_info.  Twins: gsb__host_nonfinite in
+ * core/validate.c; mem_info has no CPU meaning.
  */
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_ops.h"
@@ -62,9 +62,20 @@ done:
     return rc;
 }
 
+/* The driver's free memory plus what the backend's pool holds unused (it keeps
+ * freed blocks for reuse, so they count as used for the driver but are ours to
+ * allocate): what a fit can plan with (estimators/common/stream.c). */
 extern "C" int gsb__cuda_mem_info(const gsb__backend *be, size_t *free_bytes, size_t *total_bytes)
 {
-    (void)be;
     CUDA_TRY(cudaMemGetInfo(free_bytes, total_bytes));
+    cudaMemPool_t pool = gsb__cuda_ctx_of(be)->pool;
+    uint64_t reserved = 0, used = 0;
+    if (pool &&
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) ==
+            cudaSuccess &&
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess &&
+        reserved > used)
+        *free_bytes += (size_t)(reserved - used);
+    (void)cudaGetLastError();
     return GSB_OK;
 }

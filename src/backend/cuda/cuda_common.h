@@ -63,6 +63,12 @@ int gsb__cuda_copy_h2d(const gsb__backend *be, void *dst, const void *src, size_
 int gsb__cuda_copy_d2h(const gsb__backend *be, void *dst, const void *src, size_t bytes);
 int gsb__cuda_pin(void *p, size_t n);
 void gsb__cuda_unpin(void *p);
+/* [p, p + n) is page-locked (registered with host_register, or the driver says so
+ * for n >= 1 MiB); a memcpy on the copy threads; the traffic counters of copy_stats
+ * (uploads and downloads count themselves; cuda_stream.cu's fills call it) */
+int gsb__cuda_host_pinned(const void *p, size_t n);
+void gsb__cuda_parallel_copy(void *dst, const void *src, size_t n);
+void gsb__cuda_count_copy(int to_device, size_t bytes);
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,8 @@
  */
 #include <pthread.h>
 #include <stdint.h>
+
+#include <atomic>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,7 +294,42 @@ bool host_pinned(const void *p, size_t n)
     return n >= PROBE_MIN && driver_pinned(p) && driver_pinned((const char *)p + (n - 1));
 }
 
+/* ---- traffic counters (the copy_stats op) ---------------------------------------------- */
+
+struct copy_counters {
+    std::atomic<uint64_t> h2d_count{0}, h2d_bytes{0}, d2h_count{0}, d2h_bytes{0};
+};
+copy_counters counters;
+
 } // namespace
+
+extern "C" void gsb__cuda_count_copy(int to_device, size_t bytes)
+{
+    if (to_device) {
+        counters.h2d_count.fetch_add(1, std::memory_order_relaxed);
+        counters.h2d_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    } else {
+        counters.d2h_count.fetch_add(1, std::memory_order_relaxed);
+        counters.d2h_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    }
+}
+
+extern "C" int gsb__cuda_copy_stats(const gsb__backend *be, gsb__copy_stats *out)
+{
+    (void)be;
+    out->h2d_count = counters.h2d_count.load(std::memory_order_relaxed);
+    out->h2d_bytes = counters.h2d_bytes.load(std::memory_order_relaxed);
+    out->d2h_count = counters.d2h_count.load(std::memory_order_relaxed);
+    out->d2h_bytes = counters.d2h_bytes.load(std::memory_order_relaxed);
+    return GSB_OK;
+}
+
+extern "C" int gsb__cuda_host_pinned(const void *p, size_t n) { return n > 0 && host_pinned(p, n); }
+
+extern "C" void gsb__cuda_parallel_copy(void *dst, const void *src, size_t n)
+{
+    parallel_copy((char *)dst, (const char *)src, n);
+}
 
 /* ---- opening ------------------------------------------------------------------------ */
 
@@ -342,6 +379,7 @@ extern "C" int gsb__cuda_copy_h2d(const gsb__backend *be, void *dst, const void 
 {
     if (bytes == 0)
         return GSB_OK;
+    gsb__cuda_count_copy(1, bytes);
     cudaStream_t stream = gsb__cuda_ctx_of(be)->stream;
     char *d = (char *)dst;
     const char *h = (const char *)src;
@@ -369,6 +407,7 @@ extern "C" int gsb__cuda_copy_d2h(const gsb__backend *be, void *dst, const void 
 {
     if (bytes == 0)
         return GSB_OK;
+    gsb__cuda_count_copy(0, bytes);
     cudaStream_t stream = gsb__cuda_ctx_of(be)->stream;
     char *h = (char *)dst;
     const char *d = (const char *)src;

@@ -774,8 +774,10 @@ extern "C" int gsb__cuda_forest_hist(const gsb__backend *be, const gsb__forest_d
     const char *op = "forest_hist";
     FData fd;
     const int32_t *hn = NULL, *hf = NULL;
-    const void *dn = NULL, *df = NULL;
-    void *tn = NULL, *tf = NULL, *dtn = NULL, *dtf = NULL, *dwork = NULL;
+    const void *dn = NULL;
+    void *tn = NULL, *tf = NULL, *dtn = NULL, *df = NULL, *dwork = NULL;
+    int32_t *uf = NULL; /* feats without repeats (forest_math.h): no histogram summed twice */
+    int64_t *seen = NULL;
     HistWork *work = NULL;
     int rc;
     GSB_CUDA_CHECK(data_of(be, d, true, op, &fd));
@@ -816,8 +818,17 @@ extern "C" int gsb__cuda_forest_hist(const gsb__backend *be, const gsb__forest_d
                     work[k++] = {(int32_t)b, (int32_t)j0, (int32_t)s0, (int32_t)s1};
                 }
         GSB_CUDA_CHECK(device_view(be, nodes, sizeof(int32_t), &dn, &dtn));
-        if (feats)
-            GSB_CUDA_CHECK(device_view(be, feats, sizeof(int32_t), &df, &dtf));
+        if (feats) {
+            uf = (int32_t *)malloc((size_t)(B * m) * sizeof *uf);
+            seen = (int64_t *)malloc((size_t)d->n_features * sizeof *seen);
+            if (!uf || !seen) {
+                rc = GSB_CUDA_ERR(GSB_ENOMEM, "%s: out of host memory", op);
+                goto done;
+            }
+            gsb__forest_unique_feats(hf, B, m, d->n_features, seen, uf);
+            GSB_CUDA_CHECK(scratch(be, B * m, sizeof(int32_t), &df));
+            GSB_CUDA_CHECK(gsb__cuda_copy_h2d(be, df, uf, (size_t)(B * m) * sizeof *uf));
+        }
         cudaStream_t s = gsb__cuda_ctx_of(be)->stream;
         if (B * m > INT_MAX) {
             rc = GSB_CUDA_ERR(GSB_EUNSUPPORTED, "%s: too many histograms in one call", op);
@@ -849,9 +860,11 @@ extern "C" int gsb__cuda_forest_hist(const gsb__backend *be, const gsb__forest_d
 done:
     free(tn);
     free(tf);
+    free(uf);
+    free(seen);
     free(work);
     gsb__cuda_free(be, dtn);
-    gsb__cuda_free(be, dtf);
+    gsb__cuda_free(be, df);
     gsb__cuda_free(be, dwork);
     return rc;
 }

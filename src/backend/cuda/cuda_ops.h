@@ -12,6 +12,12 @@
  *   cuda_tsne_fft.cu  tsne_repulse_fft (FIt-SNE with cuFFT); no tsne_repulse_bh
  *   cuda_forest.cu    forest_bin, forest_hist, forest_hist_sub, forest_split,
  *                     forest_partition, forest_predict (random forests)
+ *   cuda_radius.cu    radius_neighbors (eps-neighbourhoods as CSR: grid scan, tiles)
+ *   cuda_umap.cu      umap_sgd_epoch (UMAP's layout SGD, one thread per edge)
+ *   cuda_stream.cu    axpy, row_scale, stage_* (the streaming ring on a copy stream),
+ *                     strided_copy
+ *   cuda_devarray.cu  device_import, device_export (callers' device memory)
+ *   cuda_copy.cu      (upload/download's engine) copy_stats
  * Device errors become gsb statuses through cuda_common.h; no op uses
  * managed memory; float32 stays float32 (no TF32 unless GSB_ALLOW_TF32=1).
  */
@@ -66,6 +72,11 @@ int gsb__cuda_kmeanspp(const gsb__backend *be, const gsb__tensor *X, const gsb__
                        int64_t first, const double *u, int64_t steps, int64_t trials,
                        gsb__tensor *closest, double *pot, int64_t *chosen);
 
+int gsb__cuda_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q,
+                               const gsb__tensor *R, const gsb__radius_grid *grid,
+                               gsb__metric metric, double p, double eps, gsb__tensor *counts,
+                               const gsb__tensor *offsets, gsb__tensor *idx, gsb__tensor *dist);
+
 int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
                                  const gsb__tensor *y, const gsb__tensor *w,
                                  const gsb__tensor *coef, int fit_intercept, double *loss,
@@ -104,6 +115,26 @@ int gsb__cuda_forest_partition(const gsb__backend *be, const gsb__forest_data *d
                                gsb__tensor *n_left);
 int gsb__cuda_forest_predict(const gsb__backend *be, const gsb__tensor *X,
                              const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
+struct gsb__umap_sgd;
+int gsb__cuda_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
+                             const gsb__tensor *indptr, const gsb__tensor *indices,
+                             const gsb__tensor *epochs_per_sample, gsb__tensor *next_sample,
+                             gsb__tensor *next_negative, const struct gsb__umap_sgd *p);
+
+int gsb__cuda_axpy(const gsb__backend *be, double alpha, const gsb__tensor *x, gsb__tensor *y);
+int gsb__cuda_row_scale(const gsb__backend *be, gsb__tensor *X, const gsb__tensor *s);
+int gsb__cuda_stage_open(const gsb__backend *be, size_t bytes, int nbuf, gsb__stage **out);
+int gsb__cuda_stage_fill(const gsb__backend *be, gsb__stage *st, int k, const gsb__stage_seg *segs,
+                         int nseg);
+int gsb__cuda_stage_acquire(const gsb__backend *be, gsb__stage *st, int k, void **dev);
+int gsb__cuda_stage_release(const gsb__backend *be, gsb__stage *st, int k);
+void gsb__cuda_stage_close(const gsb__backend *be, gsb__stage *st);
+int gsb__cuda_strided_copy(const gsb__backend *be, const void *src, gsb_dtype dtype, int64_t s0,
+                           int64_t s1, gsb__tensor *dst);
+int gsb__cuda_device_import(const gsb__backend *be, const void *ptr, size_t bytes, int device_id,
+                            void *stream);
+int gsb__cuda_device_export(const gsb__backend *be, void *stream);
+int gsb__cuda_copy_stats(const gsb__backend *be, gsb__copy_stats *out);
 
 #ifdef __cplusplus
 }

@@ -11,8 +11,11 @@
  *   and are summed deterministically.
  * tsne_repulse_exact: one thread per point i; the block stages BLOCK points
  *   j at a time in shared memory (the n-body tile pattern); each tile's sum
- *   of w is taken in float, added to a double total.  Rows' Z shares
- *   (total - 1 for the pair (i, i)) are summed deterministically into zsum.
+ *   of w over j != i is taken in float, added to a double total.  The pair
+ *   (i, i) stays out of the float sum: its w = 1 would round every other
+ *   w_ij to float's resolution at 1 (1.2e-7), which for a point far from
+ *   the rest is most of its Z share.  Rows' Z shares are summed
+ *   deterministically into zsum.
  * tsne_update: one thread per element, scikit-learn's float32 steps; g^2
  *   goes to scratch for the norm only when asked.
  * Dimensions 1 to 3 are compiled in; more go through a generic path that
@@ -161,6 +164,7 @@ __global__ void exact_k(const float *__restrict__ Y, int64_t n, int dof, float *
         }
         __syncthreads();
         const int count = n - j0 < BLOCK ? (int)(n - j0) : BLOCK;
+        const int64_t self = i - j0; /* the tile's place of i, if it holds i */
         float zt = 0.0f;
         for (int t = 0; t < count; t++) {
             float diff[D], d2 = 0.0f;
@@ -170,7 +174,7 @@ __global__ void exact_k(const float *__restrict__ Y, int64_t n, int dof, float *
                 d2 += diff[a] * diff[a];
             }
             float w = student_w(d2, dof);
-            zt += w;
+            zt += t != self ? w : 0.0f;
 #pragma unroll
             for (int a = 0; a < D; a++)
                 f[a] += w * w * diff[a];
@@ -181,7 +185,7 @@ __global__ void exact_k(const float *__restrict__ Y, int64_t n, int dof, float *
 #pragma unroll
         for (int a = 0; a < D; a++)
             R[i * D + a] = f[a];
-        zrow[i] = z - 1.0; /* the pair (i, i): w = 1 exactly */
+        zrow[i] = z;
     }
 }
 

@@ -1,28 +1,34 @@
 /*
  * cuda_tsne_fft.cu - tsne_repulse_fft on the GPU: FIt-SNE's interpolation
  * and FFT convolution with cuFFT.  Twin: cpu_tsne_fft.c, which lays the
- * same grid (backend/tsne_grid.h) and computes the same potentials in
- * double; here the grids are float32 (as cuML's FIt-SNE), the point-wise
- * Lagrange weights double.
+ * same grid (backend/tsne_grid.h) and computes the same potentials; both in
+ * double.  Not float32 grids (cuML's choice): R_i = y_i phi_0 - phi_1 takes
+ * the difference of two potentials of the size of |y_i| (up to half the
+ * embedding's width) where R_i itself can be 1e-5 of that or less (a point
+ * far from the others), and float32 rounding in the FFT, ~1e-7 of the largest
+ * potential, then swamps R_i: float32 grids differed from the CPU twin by
+ * 31% of the largest |R| on 7 points some 20 apart and by 0.5% on 50000
+ * (H100).  In double the grids take twice the memory (at most ~400 MB, at
+ * the largest 2-D grid) and the FFTs, memory-bound, about twice the time.
  *
  * Per call:
  *  1. the coordinates' min and max (a two-stage reduction; the one host wait
  *     of the call: the grid's size depends on them);
- *  2. the real grids, d + 4 channels of m^d floats: the kernels w^2 and w
+ *  2. the real grids, d + 4 channels of m^d doubles: the kernels w^2 and w
  *     (filled by a kernel) and the charge channels 1, y (d of them) and 1
  *     for Z (zeroed, then one thread per point adds its charges times its
  *     p^d weights with atomicAdd: the order of the additions varies, so
  *     results vary in the last bits from run to run);
- *  3. one batched R2C transform of all d + 4 channels; each charge
+ *  3. one batched D2Z transform of all d + 4 channels; each charge
  *     channel's spectrum multiplied by its kernel's (and by 1 / m^d); one
- *     batched C2R transform back;
+ *     batched Z2D transform back;
  *  4. one thread per point interpolates its potentials and writes R_i and
- *     its Z share; the shares are summed deterministically into zsum.
- * Coordinates are relative to the grid's centre (float32 products stay
- * small).  cuFFT plans are made once per (m, d) and kept in a small cache
- * (at most CACHE_PLANS pairs, least recently used evicted; the backend's op
- * lock serialises access); they live until the process exits, like the
- * backend.
+ *     its Z share (less its own interpolated w, gsb__tsne_grid_self); the
+ *     shares are summed deterministically into zsum.
+ * Coordinates are relative to the grid's centre.  cuFFT plans are made once
+ * per (m, d) and kept in a small cache (at most CACHE_PLANS pairs, least
+ * recently used evicted; the backend's op lock serialises access); they live
+ * until the process exits, like the backend.
  */
 #include <cufft.h>
 #include <float.h>
@@ -59,7 +65,7 @@ int fft_fail(cufftResult r, const char *what)
 struct Plans {
     int64_t m;
     int d;
-    cufftHandle fwd, inv; /* R2C of d + 4 channels, C2R of d + 2 */
+    cufftHandle fwd, inv; /* D2Z of d + 4 channels, Z2D of d + 2 */
     uint64_t used;        /* last use, for eviction; 0: empty slot */
 };
 
@@ -76,11 +82,11 @@ int make_plans(cudaStream_t s, int64_t m, int d, Plans *p)
     bool have_fwd = false, have_inv = false;
     int rc = GSB_OK;
     /* NULL embeds: the basic layout, batches contiguous (dist arguments unused) */
-    CUFFT_CHECK(cufftPlanMany(&fwd, d, dims, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, d + 4),
-                "cufftPlanMany (R2C)");
+    CUFFT_CHECK(cufftPlanMany(&fwd, d, dims, NULL, 1, 0, NULL, 1, 0, CUFFT_D2Z, d + 4),
+                "cufftPlanMany (D2Z)");
     have_fwd = true;
-    CUFFT_CHECK(cufftPlanMany(&inv, d, dims, NULL, 1, 0, NULL, 1, 0, CUFFT_C2R, d + 2),
-                "cufftPlanMany (C2R)");
+    CUFFT_CHECK(cufftPlanMany(&inv, d, dims, NULL, 1, 0, NULL, 1, 0, CUFFT_Z2D, d + 2),
+                "cufftPlanMany (Z2D)");
     have_inv = true;
     CUFFT_CHECK(cufftSetStream(fwd, s), "cufftSetStream");
     CUFFT_CHECK(cufftSetStream(inv, s), "cufftSetStream");
@@ -165,7 +171,7 @@ __global__ void minmax_final_k(float2 *part, int m)
 }
 
 /* the kernels w^2 (channel 0) and w (channel 1) on the circular grid */
-__global__ void kernels_k(gsb__tsne_grid g, int64_t cells, float *grid)
+__global__ void kernels_k(gsb__tsne_grid g, int64_t cells, double *grid)
 {
     for (int64_t e = (int64_t)blockIdx.x * BLOCK + threadIdx.x; e < cells;
          e += (int64_t)gridDim.x * BLOCK) {
@@ -174,8 +180,8 @@ __global__ void kernels_k(gsb__tsne_grid g, int64_t cells, float *grid)
         int64_t o1 = gsb__tsne_grid_offset(&g, g.d == 1 ? e : e % g.m, &ok1);
         double r2 = g.h * g.h * (double)(o0 * o0 + o1 * o1), k1 = 1.0 / (1.0 + r2);
         bool ok = ok0 && ok1;
-        grid[e] = ok ? (float)(k1 * k1) : 0.0f;
-        grid[cells + e] = ok ? (float)k1 : 0.0f;
+        grid[e] = ok ? k1 * k1 : 0.0;
+        grid[cells + e] = ok ? k1 : 0.0;
     }
 }
 
@@ -211,7 +217,7 @@ __device__ void charges(const gsb__tsne_grid &g, const float *yi, double *q)
 }
 
 __global__ void spread_k(gsb__tsne_grid g, const float *__restrict__ Y, int64_t n,
-                         int64_t cells, float *__restrict__ charge_grids)
+                         int64_t cells, double *__restrict__ charge_grids)
 {
     const int pd = g.d == 1 ? g.p : g.p * g.p, channels = g.d + 2;
     for (int64_t i = (int64_t)blockIdx.x * BLOCK + threadIdx.x; i < n;
@@ -224,28 +230,28 @@ __global__ void spread_k(gsb__tsne_grid g, const float *__restrict__ Y, int64_t 
             double wk;
             int64_t node = node_of(g, b, k, w, &wk);
             for (int c = 0; c < channels; c++)
-                atomicAdd(&charge_grids[c * cells + node], (float)(wk * q[c]));
+                atomicAdd(&charge_grids[c * cells + node], wk * q[c]);
         }
     }
 }
 
 /* spectra of the charge channels times their kernel's, scaled by 1 / m^d */
-__global__ void multiply_k(cufftComplex *spec, int64_t scells, int d, float scale)
+__global__ void multiply_k(cufftDoubleComplex *spec, int64_t scells, int d, double scale)
 {
     const int64_t total = (int64_t)(d + 2) * scells;
     for (int64_t e = (int64_t)blockIdx.x * BLOCK + threadIdx.x; e < total;
          e += (int64_t)gridDim.x * BLOCK) {
         const int64_t c = e / scells, k = e % scells;
-        const cufftComplex ker = spec[(c <= d ? 0 : 1) * scells + k];
-        cufftComplex &x = spec[2 * scells + e];
-        const float re = x.x * ker.x - x.y * ker.y, im = x.x * ker.y + x.y * ker.x;
+        const cufftDoubleComplex ker = spec[(c <= d ? 0 : 1) * scells + k];
+        cufftDoubleComplex &x = spec[2 * scells + e];
+        const double re = x.x * ker.x - x.y * ker.y, im = x.x * ker.y + x.y * ker.x;
         x.x = re * scale;
         x.y = im * scale;
     }
 }
 
 __global__ void gather_k(gsb__tsne_grid g, const float *__restrict__ Y, int64_t n, int64_t cells,
-                         const float *__restrict__ pot, float *__restrict__ R,
+                         const double *__restrict__ pot, float *__restrict__ R,
                          double *__restrict__ zrow)
 {
     const int pd = g.d == 1 ? g.p : g.p * g.p, channels = g.d + 2;
@@ -259,11 +265,11 @@ __global__ void gather_k(gsb__tsne_grid g, const float *__restrict__ Y, int64_t 
             double wk;
             int64_t node = node_of(g, b, k, w, &wk);
             for (int c = 0; c < channels; c++)
-                phi[c] += wk * (double)pot[c * cells + node];
+                phi[c] += wk * pot[c * cells + node];
         }
         for (int a = 0; a < g.d; a++)
             R[i * g.d + a] = (float)(q[1 + a] * phi[0] - phi[1 + a]);
-        zrow[i] = phi[g.d + 1] - 1.0;
+        zrow[i] = phi[g.d + 1] - gsb__tsne_grid_self(&g, w);
     }
 }
 
@@ -295,29 +301,29 @@ int convolve(const gsb__backend *be, const gsb__tensor *Y, const gsb__tsne_grid 
     const int64_t n = Y->rows;
     const int d = g.d;
     const int64_t cells = d == 1 ? g.m : g.m * g.m, scells = spectrum_cells(g.m, d);
-    const size_t real_bytes = (size_t)(d + 4) * (size_t)cells * sizeof(float);
-    const size_t spec_bytes = (size_t)(d + 4) * (size_t)scells * sizeof(cufftComplex);
+    const size_t real_bytes = (size_t)(d + 4) * (size_t)cells * sizeof(double);
+    const size_t spec_bytes = (size_t)(d + 4) * (size_t)scells * sizeof(cufftDoubleComplex);
     const float *y = (const float *)Y->data;
     const Plans *plans = NULL;
-    float *grid = NULL;
-    cufftComplex *spec = NULL;
+    double *grid = NULL;
+    cufftDoubleComplex *spec = NULL;
     double *zrow = NULL;
     int rc;
     GSB_CUDA_CHECK(get_plans(s, g.m, d, &plans));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, real_bytes, (void **)&grid));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, spec_bytes, (void **)&spec));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)n * sizeof(double), (void **)&zrow));
-    CUDA_CHECK(cudaMemsetAsync(grid + 2 * cells, 0, (size_t)(d + 2) * (size_t)cells * sizeof(float),
-                               s));
+    CUDA_CHECK(cudaMemsetAsync(grid + 2 * cells, 0,
+                               (size_t)(d + 2) * (size_t)cells * sizeof(double), s));
     kernels_k<<<blocks_for(cells), BLOCK, 0, s>>>(g, cells, grid);
     CUDA_CHECK(cudaGetLastError());
     spread_k<<<blocks_for(n), BLOCK, 0, s>>>(g, y, n, cells, grid + 2 * cells);
     CUDA_CHECK(cudaGetLastError());
-    CUFFT_CHECK(cufftExecR2C(plans->fwd, grid, spec), "cufftExecR2C");
+    CUFFT_CHECK(cufftExecD2Z(plans->fwd, grid, spec), "cufftExecD2Z");
     multiply_k<<<blocks_for((d + 2) * scells), BLOCK, 0, s>>>(spec, scells, d,
-                                                              (float)(1.0 / (double)cells));
+                                                              1.0 / (double)cells);
     CUDA_CHECK(cudaGetLastError());
-    CUFFT_CHECK(cufftExecC2R(plans->inv, spec + 2 * scells, grid + 2 * cells), "cufftExecC2R");
+    CUFFT_CHECK(cufftExecZ2D(plans->inv, spec + 2 * scells, grid + 2 * cells), "cufftExecZ2D");
     gather_k<<<blocks_for(n), BLOCK, 0, s>>>(g, y, n, cells, grid + 2 * cells, (float *)R->data,
                                               zrow);
     CUDA_CHECK(cudaGetLastError());

@@ -33,6 +33,8 @@
 #include "core/warn.h"
 #include "estimators/cluster/kmeans_stats.h"
 #include "estimators/common/partial_stats.h"
+#include "estimators/cluster/kmeans_stream.h"
+#include "estimators/common/stream.h"
 
 /* ---- descriptor: parameters -------------------------------------------- */
 
@@ -141,6 +143,9 @@ typedef struct km_data {
     gsb__tensor wmean;    /* (1) float64: weighted mean of mind (the inertia / wsum) */
     void *stage;          /* host staging for mind (n elements of X's dtype), on demand */
     double *mindh;        /* host copy of mind in double (n), on demand */
+    gsb__km_stream *ks;   /* X streamed in batches (kmeans_stream.h): then X, w,
+                             labels and mind above are unused, and every pass
+                             leaves the labels and mindh on the host */
 } km_data;
 
 static void km_free(km_data *km)
@@ -154,6 +159,7 @@ static void km_free(km_data *km)
     free(km->mean);
     free(km->stage);
     free(km->mindh);
+    gsb__km_stream_close(km->ks);
     memset(km, 0, sizeof *km);
 }
 
@@ -199,6 +205,8 @@ static gsb__tensor row_view(const gsb__tensor *t, int64_t r0, int64_t m)
 /* Rows idx[0..m) of the centred X into out (m x d doubles). */
 static int fetch_rows(const km_data *km, const int64_t *idx, int64_t m, double *out)
 {
+    if (km->ks)
+        return gsb__km_stream_rows(km->ks, idx, m, out);
     for (int64_t j = 0; j < m; j++) {
         gsb__tensor v = row_view(&km->X, idx[j], 1);
         GSB_TRY(download_doubles(km->be, &v, out + j * km->d));
@@ -232,10 +240,14 @@ static int km_setup(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw, in
         rc = gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
         goto done;
     }
-    GSB_CHECK(gsb__tensor_to(km->be, X, &xb));
     /* mean and variance in X's dtype, as numpy computes them for scikit-learn;
      * the variance only scales tol, so tol == 0 skips its pass over X */
     double tol = gsb__param_float(c->params, "tol"), mean_var = 0;
+    /* an X larger than the backend's memory stays on the host, read in batches */
+    GSB_CHECK(gsb__km_stream_open(c, X, sw, k, tol, km->mean, &km->tol, &km->ks));
+    if (km->ks)
+        goto weights;
+    GSB_CHECK(gsb__tensor_to(km->be, X, &xb));
     GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, d, 1, &mean_t));
     if (tol != 0)
         GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, d, 1, &var_t));
@@ -252,8 +264,10 @@ static int km_setup(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw, in
             mean_var += var[j];
     km->tol = tol == 0 ? 0 : tol * (mean_var / (double)d);
 
+weights:
     if (sw) {
-        GSB_CHECK(gsb__tensor_to(km->be, sw, &km->w));
+        if (!km->ks)
+            GSB_CHECK(gsb__tensor_to(km->be, sw, &km->w));
         km->wh = sw->data;
     } else {
         km->ones = alloc_array((size_t)n, sizeof(double));
@@ -268,6 +282,11 @@ static int km_setup(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw, in
     km->wsum = 0;
     for (int64_t i = 0; i < n; i++)
         km->wsum += km->wh[i];
+    if (km->ks) { /* each pass leaves the distances on the host */
+        if (!(km->mindh = alloc_array((size_t)n, sizeof(double))))
+            rc = gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
+        goto done;
+    }
     GSB_CHECK(gsb__tensor_alloc(km->be, GSB_I32, n, 1, &km->labels));
     GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, n, 1, &km->mind));
     GSB_CHECK(gsb__tensor_alloc(km->be, GSB_F64, 1, 1, &km->wmean));
@@ -334,7 +353,11 @@ static int km_fetch_estep(km_data *km, int32_t *labels)
  */
 static int init_kmeanspp(gsb__ctx *c, km_data *km, gsb__rng *rng, double *C)
 {
-    const gsb__backend *be = km->be;
+    /* streamed: every step needs every row, so the steps run on the host's
+     * copy (the CPU backend), on X as given: the distances are summed in
+     * double either way, so centring changes no draw beyond rounding */
+    const gsb__backend *be = km->ks ? gsb__cpu_backend() : km->be;
+    const gsb__tensor *Xs = km->ks ? gsb__km_stream_host_X(km->ks) : &km->X;
     int64_t n = km->n, d = km->d, k = km->k;
     int64_t trials = 2 + (int64_t)log((double)k);
     int64_t per_call = KPP_CALL_WORK / (n * (d > 0 ? d : 1) * trials);
@@ -357,16 +380,15 @@ static int init_kmeanspp(gsb__ctx *c, km_data *km, gsb__rng *rng, double *C)
     chosen[0] = search_sorted(cum, n, gsb__rng_uniform(rng) * acc, 1);
     if (chosen[0] >= n)
         chosen[0] = n - 1;
-    const gsb__tensor *w = km->w.data ? &km->w : NULL;
+    const gsb__tensor *w = km->ks ? gsb__km_stream_host_w(km->ks) : km->w.data ? &km->w : NULL;
     double pot = 0;
-    GSB_CHECK(be->ops->kmeanspp(be, &km->X, w, chosen[0], NULL, 0, trials, &closest, &pot,
-                                NULL));
+    GSB_CHECK(be->ops->kmeanspp(be, Xs, w, chosen[0], NULL, 0, trials, &closest, &pot, NULL));
     for (int64_t c_id = 1; c_id < k;) {
         GSB_CHECK(gsb__progress(c, "init", c_id, pot));
         int64_t steps = k - c_id < per_call ? k - c_id : per_call;
         for (int64_t q = 0; q < steps * trials; q++)
             u[q] = gsb__rng_uniform(rng);
-        GSB_CHECK(be->ops->kmeanspp(be, &km->X, w, -1, u, steps, trials, &closest, &pot,
+        GSB_CHECK(be->ops->kmeanspp(be, Xs, w, -1, u, steps, trials, &closest, &pot,
                                     chosen + c_id));
         c_id += steps;
     }
@@ -561,19 +583,27 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
     int64_t it;
     for (it = 0; it < max_iter; it++) {
         double inertia;
-        GSB_CHECK(km_estep(km, &ct, &inertia));
+        if (km->ks) { /* E- and M-step in one pass over the batches */
+            GSB_CHECK(gsb__km_stream_pass(km->ks, &ct, &inertia, sums, counts, run->labels,
+                                          km->mindh));
+        } else {
+            GSB_CHECK(km_estep(km, &ct, &inertia));
+        }
         run->inertia = inertia;
         GSB_CHECK(gsb__progress(c, "iteration", it, inertia));
-        GSB_CHECK(be->ops->segment_sum(be, &km->X, &km->labels, km->w.data ? &km->w : NULL,
-                                       &sums_t, &counts_t));
-        GSB_CHECK(be->ops->download(be, &sums_t, sums));
-        GSB_CHECK(be->ops->download(be, &counts_t, counts));
+        if (!km->ks) {
+            GSB_CHECK(be->ops->segment_sum(be, &km->X, &km->labels,
+                                           km->w.data ? &km->w : NULL, &sums_t, &counts_t));
+            GSB_CHECK(be->ops->download(be, &sums_t, sums));
+            GSB_CHECK(be->ops->download(be, &counts_t, counts));
+        }
         int64_t n_empty = 0;
         for (int64_t j = 0; j < k; j++)
             n_empty += counts[j] == 0;
         int strict = 0;
         if (n_empty > 0) {
-            GSB_CHECK(km_fetch_estep(km, run->labels));
+            if (!km->ks)
+                GSB_CHECK(km_fetch_estep(km, run->labels));
             if (!labels_old && !(labels_old = alloc_array((size_t)n, sizeof(int32_t)))) {
                 rc = gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
                 goto done;
@@ -606,6 +636,12 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
             break;
     }
     run->n_iter = it < max_iter ? it + 1 : max_iter;
+    if (km->ks) { /* the last pass left the labels on the host */
+        if (!current)
+            GSB_CHECK(gsb__km_stream_pass(km->ks, &ct, &run->inertia, sums, counts,
+                                          run->labels, km->mindh));
+        goto done;
+    }
     if (!current)
         GSB_CHECK(km_estep(km, &ct, &run->inertia));
     /* the labels of the final centres, once per run */
@@ -818,11 +854,70 @@ done:
     return rc;
 }
 
+/* What a method computes of each row against the fitted centres. */
+enum { ROW_LABEL, ROW_DIST2, ROW_DISTANCES };
+
+/* One batch's rows (Xb on c->be) against the centres (arg): the label, the
+ * squared distance to the nearest centre, or the distance to each. */
+static int centres_batch(gsb__ctx *c, const gsb__tensor *Xb, void *arg, gsb__tensor *res)
+{
+    const int *what = arg;
+    const gsb__tensor *C = gsb__attr(c, "cluster_centers_");
+    gsb__tensor cb = GSB__TENSOR_NONE, other = GSB__TENSOR_NONE;
+    int rc;
+    *res = GSB__TENSOR_NONE;
+    GSB_CHECK(gsb__tensor_to_dtype(c->be, C, Xb->dtype, &cb));
+    if (*what == ROW_DISTANCES) {
+        GSB_CHECK(gsb__tensor_alloc(c->be, Xb->dtype, Xb->rows, C->rows, res));
+        GSB_CHECK(c->be->ops->pairwise(c->be, Xb, &cb, GSB__METRIC_EUCLIDEAN, res));
+    } else {
+        gsb__tensor *lab = *what == ROW_LABEL ? res : &other;
+        gsb__tensor *md = *what == ROW_LABEL ? &other : res;
+        GSB_CHECK(gsb__tensor_alloc(c->be, GSB_I32, Xb->rows, 1, lab));
+        GSB_CHECK(gsb__tensor_alloc(c->be, Xb->dtype, Xb->rows, 1, md));
+        GSB_CHECK(c->be->ops->argmin_sqdist(c->be, Xb, &cb, lab, md));
+    }
+done:
+    gsb__tensor_free(&cb);
+    gsb__tensor_free(&other);
+    if (rc != GSB_OK)
+        gsb__tensor_free(res);
+    return rc;
+}
+
+/*
+ * The method's per-row result for an X larger than the backend's memory, in
+ * batches (estimators/common/stream.h): *out a host tensor, *streamed = 1.
+ * Otherwise *streamed = 0 and the in-memory path runs.
+ */
+static int centres_streamed(gsb__ctx *c, int what, gsb__tensor *out, int *streamed)
+{
+    const gsb__tensor *X = gsb__in(c, "X");
+    const gsb__tensor *C = gsb__attr(c, "cluster_centers_");
+    *streamed = 0;
+    if (!C)
+        return gsb__err(GSB_ENOTFITTED, "KMeans: cluster_centers_ is missing");
+    int64_t cols = what == ROW_DISTANCES ? C->rows : 1;
+    size_t esize = gsb_dtype_size(X->dtype);
+    gsb__stream_plan plan;
+    GSB_TRY(gsb__stream_plan_for(c, X, 1.0, (size_t)gsb__tensor_numel(C) * esize,
+                                 (size_t)cols * esize + 4 + esize, &plan));
+    if (!plan.streamed)
+        return GSB_OK;
+    *streamed = 1;
+    return gsb__stream_map(c, &plan, X, centres_batch, &what,
+                           what == ROW_LABEL ? GSB_I32 : X->dtype, cols, out);
+}
+
 static int kmeans_predict(gsb__ctx *c)
 {
     gsb__tensor labels, mind;
-    GSB_TRY(nearest_centres(c, &labels, &mind));
-    gsb__tensor_free(&mind);
+    int streamed;
+    GSB_TRY(centres_streamed(c, ROW_LABEL, &labels, &streamed));
+    if (!streamed) {
+        GSB_TRY(nearest_centres(c, &labels, &mind));
+        gsb__tensor_free(&mind);
+    }
     gsb__tensor_as_1d(&labels);
     return gsb__out(c, "labels", &labels);
 }
@@ -835,7 +930,12 @@ static int kmeans_transform(gsb__ctx *c)
     if (!C)
         return gsb__err(GSB_ENOTFITTED, "KMeans: cluster_centers_ is missing");
     gsb__tensor xb = GSB__TENSOR_NONE, cb = GSB__TENSOR_NONE, D = GSB__TENSOR_NONE;
-    int rc;
+    int rc, streamed;
+    GSB_CHECK(centres_streamed(c, ROW_DISTANCES, &D, &streamed));
+    if (streamed) {
+        rc = gsb__out(c, "X", &D);
+        goto done;
+    }
     GSB_CHECK(gsb__tensor_to(c->be, X, &xb));
     GSB_CHECK(gsb__tensor_to_dtype(c->be, C, X->dtype, &cb));
     GSB_CHECK(gsb__tensor_alloc(c->be, X->dtype, X->rows, C->rows, &D));
@@ -853,9 +953,11 @@ static int kmeans_score(gsb__ctx *c)
 {
     const gsb__tensor *sw = gsb__in(c, "sample_weight");
     GSB_TRY(check_weights_nonzero(sw));
-    gsb__tensor labels, mind, host = GSB__TENSOR_NONE;
-    GSB_TRY(nearest_centres(c, &labels, &mind));
-    int rc;
+    gsb__tensor labels = GSB__TENSOR_NONE, mind, host = GSB__TENSOR_NONE;
+    int rc, streamed;
+    GSB_TRY(centres_streamed(c, ROW_DIST2, &mind, &streamed));
+    if (!streamed)
+        GSB_TRY(nearest_centres(c, &labels, &mind));
     GSB_CHECK(gsb__tensor_to_dtype(gsb__cpu_backend(), &mind, GSB_F64, &host));
     double inertia = 0;
     const double *v = host.data;
@@ -889,7 +991,8 @@ static int kmeans_fit_transform(gsb__ctx *c)
 
 #define KMEANS_FIT_INPUTS                                                               \
     {                                                                                   \
-        {"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},                   \
+        {"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM},                          \
+            {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},                                 \
             {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL},                      \
             {"init", GSB__IN_MATRIX | GSB__IN_OPTIONAL},                                \
     }
@@ -901,12 +1004,12 @@ static const gsb__method_desc kmeans_methods[] = {
      "Fit, then return labels_ as 'labels'."},
     {"fit_transform", kmeans_fit_transform, KMEANS_FIT_INPUTS, 1,
      "Fit, then return the distances of X to the centres as 'X'."},
-    {"predict", kmeans_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
+    {"predict", kmeans_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}}, 0,
      "Index of the closest centre of each sample, as 'labels' (int32)."},
-    {"transform", kmeans_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
+    {"transform", kmeans_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}}, 0,
      "Euclidean distance of each sample to each centre, as 'X' (n_samples, n_clusters)."},
     {"score", kmeans_score,
-     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM},
       {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      0, "Opposite of the (weighted) inertia of X under the centres, as 'score'."},

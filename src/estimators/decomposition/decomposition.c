@@ -27,6 +27,7 @@
 
 #include "core/rng.h"
 #include "estimators/common/partial_stats.h"
+#include "estimators/common/stream.h"
 #include "estimators/common/pyrepr.h"
 #include "solvers/randomized_svd.h"
 
@@ -216,6 +217,94 @@ done:
     gsb__tensor_free(&w);
     gsb__tensor_free(&V);
     return rc;
+}
+
+/*
+ * A host X larger than the backend's memory (estimators/common/stream.h): one
+ * pass for the centred cross-products C = sum (x - mean)(x - mean)^T in
+ * float64, then eigh on the host, whatever the solver (the exact spectrum, as
+ * 'covariance_eigh' computes it): of C for PCA (ev = l / (n - 1)), of the
+ * uncentred C + n mean mean^T for TruncatedSVD.  *mean (d), *var (d: the
+ * column variances, ddof 0) and, when Cc is given, C itself (d x d) as host
+ * doubles.
+ */
+static int spectrum_streamed(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tensor *X,
+                             int uncentred, spectrum *sp, double **mean, double **var,
+                             double **Cc)
+{
+    int64_t n = X->rows, d = X->cols;
+    gsb__gram g;
+    gsb__stream st;
+    double *my = NULL, *Cxy = NULL, *C = NULL, *A = NULL;
+    gsb__tensor tA = GSB__TENSOR_NONE, w = GSB__TENSOR_NONE;
+    int rc;
+    *mean = *var = NULL;
+    GSB_TRY(gsb__gram_init(c, &g, d, 0, 1));
+    rc = gsb__stream_open(c, plan, X, NULL, 0, 1, &st);
+    for (int more = 1; rc == GSB_OK && more;) {
+        gsb__batch b;
+        rc = gsb__stream_next(&st, &b, &more);
+        if (rc == GSB_OK && more)
+            rc = gsb__gram_add(c, &g, &b.X, NULL, NULL, (double)b.rows);
+    }
+    gsb__stream_close(&st);
+    GSB_CHECK(rc);
+    GSB_CHECK(gsb__gram_finish(&g, mean, &my, &C, &Cxy));
+    GSB_CHECK(host_doubles(d, 0, var));
+    GSB_CHECK(host_doubles(d * d, 0, &A));
+    for (int64_t i = 0; i < d; i++) {
+        (*var)[i] = C[i * d + i] / (double)n;
+        for (int64_t j = 0; j < d; j++)
+            A[i * d + j] = uncentred ? C[i * d + j] + (double)n * (*mean)[i] * (*mean)[j]
+                                     : C[i * d + j];
+    }
+    tA = gsb__tensor_host_view(A, GSB_F64, d, d);
+    const gsb__backend *cpu = gsb__cpu_backend();
+    sp->src = SRC_EIGH;
+    sp->ns = d;
+    GSB_CHECK(gsb__tensor_alloc(cpu, GSB_F64, d, 1, &w));
+    GSB_CHECK(gsb__tensor_alloc(cpu, GSB_F64, d, d, &sp->vt));
+    GSB_CHECK(cpu->ops->eigh(cpu, &tA, &w, &sp->vt));
+    GSB_CHECK(host_doubles(d, 0, &sp->s));
+    GSB_CHECK(host_doubles(d, 0, &sp->ev));
+    for (int64_t j = 0; j < d; j++) {
+        double l = fmax(((const double *)w.data)[d - 1 - j], 0.0);
+        sp->s[j] = sqrt(l);
+        sp->ev[j] = l / (double)(n - 1);
+    }
+    if (Cc) {
+        *Cc = C;
+        C = NULL;
+    }
+done:
+    gsb__gram_free(&g);
+    gsb__tensor_free(&w);
+    free(my);
+    free(Cxy);
+    free(C);
+    free(A);
+    if (rc != GSB_OK) {
+        free(*mean);
+        free(*var);
+        *mean = *var = NULL;
+    }
+    return rc;
+}
+
+/* fit_transform's projection of a streamed X, one batch at a time */
+typedef struct project_args {
+    const gsb__tensor *comp, *mean, *ev;
+    int whiten;
+} project_args;
+
+static int pca_project(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *comp,
+                       const gsb__tensor *mean, const gsb__tensor *ev, int whiten,
+                       gsb__tensor *out);
+
+static int project_batch(gsb__ctx *c, const gsb__tensor *Xb, void *arg, gsb__tensor *res)
+{
+    const project_args *a = arg;
+    return pca_project(c, Xb, a->comp, a->mean, a->ev, a->whiten, res);
 }
 
 /* power_iteration_normalizer: 'auto' is 'none' up to two iterations, else LU */
@@ -569,20 +658,28 @@ static int pca_fit_impl(gsb__ctx *c, int want_out)
     spectrum sp = {0};
     double *mean = NULL, *var = NULL, *ratio = NULL, *sign = NULL, *w = NULL;
     int rc;
-    GSB_CHECK(gsb__tensor_to(be, X, &Xb));
-    GSB_CHECK(col_stats(be, &Xb, &mean_be, &mean, truncated ? &var : NULL));
-    if (strcmp(solver, "covariance_eigh") == 0) {
-        GSB_CHECK(spectrum_eigh(be, &Xb, &mean_be, &sp));
+    gsb__stream_plan plan;
+    /* in memory: X and its centred copy; streamed: the d x d sums and a float64 batch */
+    GSB_TRY(gsb__stream_plan_for(c, X, 2.0, (size_t)(3 * d * d) * sizeof(double),
+                                 (size_t)d * sizeof(double), &plan));
+    if (plan.streamed) {
+        GSB_CHECK(spectrum_streamed(c, &plan, X, 0, &sp, &mean, &var, NULL));
     } else {
-        GSB_CHECK(gsb__tensor_alloc(be, dt, n, d, &Xc));
-        GSB_CHECK(be->ops->col_affine(be, &Xb, &mean_be, NULL, NULL, &Xc));
-        if (strcmp(solver, "randomized") == 0) {
-            json_t *ip = json_object_get(c->params, "iterated_power");
-            int64_t n_iter = json_is_integer(ip) ? (int64_t)json_integer_value(ip)
-                           : (double)kk < 0.1 * (double)r ? 7 : 4;
-            GSB_CHECK(spectrum_rsvd(c, &Xc, kk, n_iter, n, &sp));
+        GSB_CHECK(gsb__tensor_to(be, X, &Xb));
+        GSB_CHECK(col_stats(be, &Xb, &mean_be, &mean, truncated ? &var : NULL));
+        if (strcmp(solver, "covariance_eigh") == 0) {
+            GSB_CHECK(spectrum_eigh(be, &Xb, &mean_be, &sp));
         } else {
-            GSB_CHECK(spectrum_svd(be, &Xc, want_out, n, &sp));
+            GSB_CHECK(gsb__tensor_alloc(be, dt, n, d, &Xc));
+            GSB_CHECK(be->ops->col_affine(be, &Xb, &mean_be, NULL, NULL, &Xc));
+            if (strcmp(solver, "randomized") == 0) {
+                json_t *ip = json_object_get(c->params, "iterated_power");
+                int64_t n_iter = json_is_integer(ip) ? (int64_t)json_integer_value(ip)
+                               : (double)kk < 0.1 * (double)r ? 7 : 4;
+                GSB_CHECK(spectrum_rsvd(c, &Xc, kk, n_iter, n, &sp));
+            } else {
+                GSB_CHECK(spectrum_svd(be, &Xc, want_out, n, &sp));
+            }
         }
     }
 
@@ -618,7 +715,13 @@ static int pca_fit_impl(gsb__ctx *c, int want_out)
         /* covariance_eigh never forms U: project X like transform does */
         pca_state st;
         GSB_CHECK(pca_state_get(c, &st));
-        GSB_CHECK(pca_project(c, X, st.comp, st.mean, st.ev, whiten, &Xnew));
+        if (plan.streamed) {
+            project_args pa = {st.comp, st.mean, st.ev, whiten};
+            GSB_CHECK(gsb__stream_map(c, &plan, X, project_batch, &pa,
+                                      promote(X->dtype, st.comp->dtype), st.k, &Xnew));
+        } else {
+            GSB_CHECK(pca_project(c, X, st.comp, st.mean, st.ev, whiten, &Xnew));
+        }
     }
     if (want_out)
         GSB_CHECK(gsb__out(c, "X_new", &Xnew));
@@ -889,6 +992,76 @@ static int pca_score(gsb__ctx *c)
 
 /* ---- TruncatedSVD ---------------------------------------------------------- */
 
+static int tsvd_project_batch(gsb__ctx *c, const gsb__tensor *Xb, void *arg, gsb__tensor *res)
+{
+    const gsb__tensor *comp = arg;
+    gsb__tensor Cb = GSB__TENSOR_NONE;
+    int rc = gsb__tensor_to(c->be, comp, &Cb);
+    if (rc == GSB_OK)
+        rc = gsb__tensor_alloc(c->be, Xb->dtype, Xb->rows, comp->rows, res);
+    if (rc == GSB_OK)
+        rc = matmul(c->be, 0, 1, Xb, &Cb, res);
+    gsb__tensor_free(&Cb);
+    return rc;
+}
+
+/*
+ * The fit of an X larger than the backend's memory: the exact top-k right
+ * singular vectors from the eigendecomposition of X^T X (spectrum_streamed),
+ * explained_variance_ = v^T C v / n (the variance of X v, C the centred
+ * cross-products), the ratios over the total variance trace(C) / n.
+ */
+static int tsvd_fit_streamed(gsb__ctx *c, const gsb__stream_plan *plan, int64_t k, int want_out)
+{
+    const gsb__tensor *X = gsb__in(c, "X");
+    int64_t n = X->rows, d = X->cols;
+    gsb_dtype dt = X->dtype;
+    spectrum sp = {0};
+    gsb__tensor comp = GSB__TENSOR_NONE, T = GSB__TENSOR_NONE;
+    double *mean = NULL, *var = NULL, *C = NULL, *sign = NULL, *ev = NULL, *ratio = NULL;
+    int rc;
+    GSB_CHECK(spectrum_streamed(c, plan, X, 1, &sp, &mean, &var, &C));
+    k = min64(k, sp.ns);
+    GSB_CHECK(host_doubles(k, 0, &sign));
+    GSB_CHECK(host_doubles(k, 0, &ev));
+    GSB_CHECK(host_doubles(k, 0, &ratio));
+    GSB_CHECK(spectrum_components(c->be, &sp, k, d, dt, &comp));
+    flip_rows(&comp, sign);
+    double full_var = 0.0;
+    for (int64_t j = 0; j < d; j++)
+        full_var += var[j];
+    for (int64_t j = 0; j < k; j++) {
+        double q = 0.0;
+        for (int64_t a = 0; a < d; a++) {
+            double va = gsb__tensor_get(&comp, j * d + a), row = 0.0;
+            for (int64_t b = 0; b < d; b++)
+                row += C[a * d + b] * gsb__tensor_get(&comp, j * d + b);
+            q += va * row;
+        }
+        ev[j] = q / (double)n;
+        ratio[j] = ev[j] / full_var;
+    }
+    if (want_out)
+        GSB_CHECK(gsb__stream_map(c, plan, X, tsvd_project_batch, &comp, dt, k, &T));
+    GSB_CHECK(set_vec(c, "explained_variance_", dt, ev, k));
+    GSB_CHECK(set_vec(c, "explained_variance_ratio_", dt, ratio, k));
+    GSB_CHECK(set_vec(c, "singular_values_", dt, sp.s, k));
+    GSB_CHECK(gsb__fit_set(c, "components_", &comp));
+    if (want_out)
+        GSB_CHECK(gsb__out(c, "X_new", &T));
+done:
+    free(mean);
+    free(var);
+    free(C);
+    free(sign);
+    free(ev);
+    free(ratio);
+    spectrum_free(&sp);
+    gsb__tensor_free(&comp);
+    gsb__tensor_free(&T);
+    return rc;
+}
+
 static int tsvd_fit_impl(gsb__ctx *c, int want_out)
 {
     const gsb__backend *be = c->be;
@@ -906,6 +1079,13 @@ static int tsvd_fit_impl(gsb__ctx *c, int want_out)
     if (!arpack && k > d)
         return gsb__err(GSB_EINVAL, "n_components(%lld) must be <= n_features(%lld).",
                         (long long)k, (long long)d);
+
+    gsb__stream_plan plan;
+    /* in memory: X and the randomized SVD's workspace; streamed: the d x d sums */
+    GSB_TRY(gsb__stream_plan_for(c, X, 2.0, (size_t)(3 * d * d) * sizeof(double),
+                                 (size_t)d * sizeof(double), &plan));
+    if (plan.streamed)
+        return tsvd_fit_streamed(c, &plan, k, want_out);
 
     gsb__tensor Xb = GSB__TENSOR_NONE, comp = GSB__TENSOR_NONE, Cb = GSB__TENSOR_NONE,
                 T = GSB__TENSOR_NONE, mt = GSB__TENSOR_NONE;
@@ -1194,7 +1374,7 @@ static const char *const tsvd_algorithms[] = {"randomized", "arpack", NULL};
     {"random_state", GSB__P_INT | GSB__P_NONE, "null", 0, 4294967295.0, GSB__CLOSED_BOTH,   \
      NULL, "seed of the randomized solver (gsb's own stream, not numpy's)"}
 #define FIT_METHOD(fn)                                                                      \
-    {"fit", fn, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,          \
+    {"fit", fn, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,          \
      "fit the model (y is ignored)"}
 
 static const gsb__param_desc pca_params[] = {
@@ -1219,7 +1399,7 @@ static const gsb__param_desc pca_params[] = {
 static const gsb__method_desc pca_methods[] = {
     FIT_METHOD(pca_fit),
     {"fit_transform", pca_fit_transform,
-     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
      "fit, then return the projection X_new (U * S, or U * sqrt(n_samples - 1) whitened)"},
     {"transform", pca_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "project X: X_new"},
     {"inverse_transform", pca_inverse_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_ANY_FEATURES}}, 0,
@@ -1264,7 +1444,7 @@ static const gsb__param_desc tsvd_params[] = {
 static const gsb__method_desc tsvd_methods[] = {
     FIT_METHOD(tsvd_fit),
     {"fit_transform", tsvd_fit_transform,
-     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
      "fit, then return X_new = X @ components_.T"},
     {"transform", tsvd_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X_new = X @ components_.T"},
     {"inverse_transform", tsvd_inverse_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_ANY_FEATURES}}, 0,

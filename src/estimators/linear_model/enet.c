@@ -221,7 +221,7 @@ static const gsb__method_desc enet_methods[] = {
       {"y", GSB__IN_Y_LIKE_X},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "coordinate descent (y: 1-D, or 2-D for several targets fitted independently)"},
-    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
+    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}}, 0,
      "X @ coef_.T + intercept_ (result \"y\")"},
     {0}};
 

@@ -567,7 +567,7 @@ static const gsb__method_desc cv_methods[] = {
      1, "cross-validated path, then a refit with the best penalty (y: 1-D; cv_folds, "
         "n_samples x n_folds, 1 training / 2 test / 0 unused, gives the folds of any "
         "splitter, which the Python class derives from cv)"},
-    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
+    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}}, 0,
      "X @ coef_ + intercept_ (result \"y\")"},
     {0}};
 

@@ -107,7 +107,7 @@ static int chol_solve_sub(const double *G, int64_t p, const int64_t *idx, int64_
  * on it, and step back to the boundary when a free variable would go
  * negative.
  */
-static int nnls(gsb__ctx *c, const double *G, const double *b, int64_t p, double *x)
+int gsb__lin_nnls(gsb__ctx *c, const double *G, const double *b, int64_t p, double *x)
 {
     int64_t *idx = malloc((size_t)p * sizeof *idx);
     char *passive = calloc((size_t)p, 1), *excluded = calloc((size_t)p, 1);
@@ -237,7 +237,7 @@ static int positive_coef(gsb__ctx *c, const gsb__lin_data *d, const double *alph
             G[i * p + i] += a - prev; /* diagonal moves from the last target's alpha */
             bt[i] = B[i * k + t];
         }
-        GSB_CHECK(nnls(c, G, bt, p, x + t * p));
+        GSB_CHECK(gsb__lin_nnls(c, G, bt, p, x + t * p));
     }
     *coef = x;
     x = NULL;
@@ -311,7 +311,10 @@ static int lr_fit(gsb__ctx *c)
     int positive = gsb__param_bool(c->params, "positive");
     gsb__lin_data d;
     double *coef = NULL;
-    int rc;
+    int rc, streamed;
+    GSB_TRY(gsb__lin_fit_streamed(c, 0, &streamed)); /* X larger than the backend's memory */
+    if (streamed)
+        return GSB_OK;
     GSB_TRY(gsb__lin_prepare(c->be, gsb__in(c, "X"), gsb__in(c, "y"), gsb__in(c, "sample_weight"),
                              fit_intercept, 0, &d));
     gsb_dtype coef_dtype = d.dtype;
@@ -333,9 +336,9 @@ done:
 
 static const gsb__method_desc lr_methods[] = {
     {"fit", lr_fit,
-     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "ordinary least squares (non-negative with positive=True)"},
-    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
+    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
     GSB__STATS_GRAM_ROW, GSB__STATS_MERGE_ROW,
     GSB__FIT_FROM_STATS_ROW(gsb__linreg_fit_from_stats, "gram"),
     {0}};
@@ -381,7 +384,7 @@ static const gsb__param_desc ridge_params[] = {
     {0}};
 
 /* One alpha per target (k of them), from a number or a list of numbers. */
-static int ridge_alphas(gsb__ctx *c, int64_t k, double **out, int *one_alpha)
+int gsb__lin_ridge_alphas(gsb__ctx *c, int64_t k, double **out, int *one_alpha)
 {
     const json_t *a = json_object_get(c->params, "alpha");
     size_t na = json_is_array(a) ? json_array_size(a) : 1;
@@ -628,10 +631,13 @@ static int ridge_fit(gsb__ctx *c)
     GSB_TRY(ridge_check_solver(solver, positive));
     gsb__lin_data d;
     double *alpha = NULL, *coef = NULL;
-    int one_alpha = 1, rc;
+    int one_alpha = 1, rc, streamed;
+    GSB_TRY(gsb__lin_fit_streamed(c, 1, &streamed)); /* X larger than the backend's memory */
+    if (streamed)
+        return GSB_OK;
     GSB_TRY(gsb__lin_prepare(c->be, gsb__in(c, "X"), gsb__in(c, "y"), gsb__in(c, "sample_weight"),
                              fit_intercept, 0, &d));
-    GSB_CHECK(ridge_alphas(c, d.k, &alpha, &one_alpha));
+    GSB_CHECK(gsb__lin_ridge_alphas(c, d.k, &alpha, &one_alpha));
     if (positive) {
         GSB_CHECK(positive_coef(c, &d, alpha, &coef));
     } else if (strcmp(solver, "svd") == 0) {
@@ -657,9 +663,9 @@ done:
 
 static const gsb__method_desc ridge_methods[] = {
     {"fit", ridge_fit,
-     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "L2-regularised least squares"},
-    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
+    {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
     GSB__STATS_GRAM_ROW, GSB__STATS_MERGE_ROW,
     GSB__FIT_FROM_STATS_ROW(gsb__ridge_fit_from_stats, "gram"),
     {0}};

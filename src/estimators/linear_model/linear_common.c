@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "estimators/common/stream.h"
+
 /* ======================================================================
  * Host <-> backend helpers
  * ==================================================================== */
@@ -248,11 +250,14 @@ int gsb__lin_store(gsb__ctx *c, const gsb__lin_data *d, const double *coef, gsb_
  * Prediction
  * ==================================================================== */
 
-int gsb__lin_predict(gsb__ctx *c)
+/* X @ coef_.T + intercept_ for X on any backend: a new (n x k) tensor on c->be. */
+static int predict_rows(gsb__ctx *c, const gsb__tensor *X, void *arg, gsb__tensor *out)
 {
+    (void)arg;
     const gsb__backend *be = c->be;
-    const gsb__tensor *X = gsb__in(c, "X"), *coef, *icpt;
+    const gsb__tensor *coef, *icpt;
     int64_t n = X->rows, p = X->cols;
+    *out = GSB__TENSOR_NONE;
     GSB_TRY(gsb__attr_need(c, "coef_", 0, -1, -1, &coef));
     int coef_1d = coef->ndim < 2;
     int64_t k = coef_1d ? 1 : coef->rows;
@@ -263,14 +268,12 @@ int gsb__lin_predict(gsb__ctx *c)
     if (ni != 1 && ni != k)
         return gsb__attr_need(c, "intercept_", 0, k, 1, &icpt);
 
-    /* numpy promotes: float32 X with float64 coef_ predicts in float64 */
-    gsb_dtype odt = X->dtype == GSB_F64 || coef->dtype == GSB_F64 ? GSB_F64 : GSB_F32;
+    gsb_dtype odt = gsb__lin_predict_dtype(X->dtype, coef->dtype);
     gsb__tensor cview = *coef;
     cview.rows = k;
     cview.cols = p;
     cview.ndim = 2;
     gsb__tensor Xb = GSB__TENSOR_NONE, Cb = GSB__TENSOR_NONE, Ib = GSB__TENSOR_NONE;
-    gsb__tensor out = GSB__TENSOR_NONE;
     double *b = malloc((size_t)k * sizeof *b);
     int rc, any = 0;
     if (!b)
@@ -281,20 +284,43 @@ int gsb__lin_predict(gsb__ctx *c)
     }
     GSB_CHECK(gsb__tensor_to_dtype(be, X, odt, &Xb));
     GSB_CHECK(gsb__tensor_to_dtype(be, &cview, odt, &Cb));
-    GSB_CHECK(gsb__tensor_alloc(be, odt, n, k, &out));
-    GSB_CHECK(be->ops->gemm(be, 0, 1, 1.0, &Xb, &Cb, 0.0, &out));
+    GSB_CHECK(gsb__tensor_alloc(be, odt, n, k, out));
+    GSB_CHECK(be->ops->gemm(be, 0, 1, 1.0, &Xb, &Cb, 0.0, out));
     if (any) {
         GSB_CHECK(gsb__lin_upload_f64(be, GSB_F64, k, 1, b, &Ib));
-        GSB_CHECK(be->ops->col_affine(be, &out, NULL, NULL, &Ib, &out));
+        GSB_CHECK(be->ops->col_affine(be, out, NULL, NULL, &Ib, out));
     }
-    if (coef_1d)
-        gsb__tensor_as_1d(&out);
-    rc = gsb__out(c, "y", &out);
 done:
     free(b);
     gsb__tensor_free(&Xb);
     gsb__tensor_free(&Cb);
     gsb__tensor_free(&Ib);
+    if (rc != GSB_OK)
+        gsb__tensor_free(out);
+    return rc;
+}
+
+int gsb__lin_predict(gsb__ctx *c)
+{
+    const gsb__tensor *X = gsb__in(c, "X"), *coef;
+    GSB_TRY(gsb__attr_need(c, "coef_", 0, -1, -1, &coef));
+    int coef_1d = coef->ndim < 2;
+    int64_t k = coef_1d ? 1 : coef->rows;
+    gsb_dtype odt = gsb__lin_predict_dtype(X->dtype, coef->dtype);
+    gsb__tensor out = GSB__TENSOR_NONE;
+    gsb__stream_plan plan;
+    /* an X larger than the backend's memory is predicted batch by batch */
+    GSB_TRY(gsb__stream_plan_for(c, X, 1.0, (size_t)gsb__tensor_numel(coef) * 8,
+                                 (size_t)k * gsb_dtype_size(odt) +
+                                     (odt != X->dtype ? (size_t)X->cols * 8 : 0),
+                                 &plan));
+    if (plan.streamed)
+        GSB_TRY(gsb__stream_map(c, &plan, X, predict_rows, NULL, odt, k, &out));
+    else
+        GSB_TRY(predict_rows(c, X, NULL, &out));
+    if (coef_1d)
+        gsb__tensor_as_1d(&out);
+    int rc = gsb__out(c, "y", &out);
     gsb__tensor_free(&out);
     return rc;
 }

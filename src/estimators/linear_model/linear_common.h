@@ -46,8 +46,27 @@ void gsb__lin_free(gsb__lin_data *d);
 int gsb__lin_store(gsb__ctx *c, const gsb__lin_data *d, const double *coef,
                    gsb_dtype coef_dtype, int fit_intercept, int coef_1d);
 
-/* predict: X @ coef_.T + intercept_ as result "y" (any coef_ layout above). */
+/* predict: X @ coef_.T + intercept_ as result "y" (any coef_ layout above); an
+ * X larger than the backend's memory in batches (GSB__IN_STREAM). */
 int gsb__lin_predict(gsb__ctx *c);
+/* numpy's promotion: float32 X with float64 coef_ predicts in float64 */
+static inline gsb_dtype gsb__lin_predict_dtype(gsb_dtype x, gsb_dtype coef)
+{
+    return x == GSB_F64 || coef == GSB_F64 ? GSB_F64 : GSB_F32;
+}
+
+/* min 0.5 x^T G x - b^T x subject to x >= 0 for symmetric positive
+ * semi-definite G (p x p, host): Lawson-Hanson (linear.c). */
+int gsb__lin_nnls(gsb__ctx *c, const double *G, const double *b, int64_t p, double *x);
+/* Ridge's alpha, one per target (k), from a number or a list (linear.c). */
+int gsb__lin_ridge_alphas(gsb__ctx *c, int64_t k, double **out, int *one_alpha);
+
+/*
+ * The fit of LinearRegression (ridge == 0) or Ridge (ridge == 1) streamed
+ * when X does not fit the backend (estimators/common/stream.h), else
+ * *streamed = 0 and nothing is done (linear_stream.c).
+ */
+int gsb__lin_fit_streamed(gsb__ctx *c, int ridge, int *streamed);
 
 /* ---- host <-> backend helpers ------------------------------------------------ */
 

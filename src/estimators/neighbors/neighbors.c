@@ -33,6 +33,8 @@
 #include "core/estimator.h"
 #include "estimators/common/classes.h"
 #include "estimators/common/partial_stats.h"
+#include "estimators/neighbors/neighbors_radius.h"
+#include "estimators/neighbors/neighbors_stream.h"
 
 /* ---- parameters ---------------------------------------------------------- */
 
@@ -72,7 +74,7 @@ static const char *const metric_choices[] = {
 static const gsb__param_desc nn_params[] = {
     P_N_NEIGHBORS,
     {"radius", GSB__P_FLOAT | GSB__P_NONE, "1.0", 0, INFINITY, GSB__CLOSED_BOTH, NULL,
-     "accepted for compatibility: radius_neighbors is not provided"},
+     "range of parameter space to use by default for radius_neighbors queries"},
     P_COMMON,
     {0}};
 
@@ -110,7 +112,7 @@ static int check_algorithm_metric(const char *algorithm, const char *metric)
 
 /* The metric the parameters ask for, as the op computes it (scikit-learn's
  * effective_metric_: minkowski with p=2 is euclidean, with p=1 manhattan). */
-static int resolve_metric(const gsb__ctx *c, gsb__metric *out)
+int gsb__neighbors_metric(const gsb__ctx *c, gsb__metric *out)
 {
     const json_t *mp = json_object_get(c->params, "metric_params");
     if (mp && !json_is_null(mp) && (!json_is_object(mp) || json_object_size(mp) > 0))
@@ -203,7 +205,7 @@ static int knn_search(gsb__ctx *c, const gsb__tensor *X, int64_t k, gsb__tensor 
 {
     *dist = *idx = GSB__TENSOR_NONE;
     gsb__metric metric;
-    GSB_TRY(resolve_metric(c, &metric));
+    GSB_TRY(gsb__neighbors_metric(c, &metric));
     const gsb__tensor *fit_X = fit_X_of(c);
     if (!fit_X)
         return gsb__err(GSB_ENOTFITTED, "This %s instance is not fitted yet.", c->est->name);
@@ -219,7 +221,11 @@ static int knn_search(gsb__ctx *c, const gsb__tensor *X, int64_t k, gsb__tensor 
     gsb_dtype cdt = !X || X->dtype == fit_X->dtype ? fit_X->dtype : GSB_F64;
     gsb__tensor R = GSB__TENSOR_NONE, Q = GSB__TENSOR_NONE;
     gsb__tensor d = GSB__TENSOR_NONE, ix = GSB__TENSOR_NONE;
-    int rc;
+    int rc, streamed;
+    /* index and queries larger than the backend's memory: in blocks and batches */
+    GSB_TRY(gsb__knn_search_streamed(c, X, fit_X, k, metric, cdt, dist, idx, &streamed));
+    if (streamed)
+        return GSB_OK;
     GSB_CHECK(gsb__tensor_to_dtype(c->be, fit_X, cdt, &R));
     if (X)
         GSB_CHECK(gsb__tensor_to_dtype(c->be, X, cdt, &Q));
@@ -268,7 +274,7 @@ static int uses_distance_weights(gsb__ctx *c)
 static int fit_common(gsb__ctx *c)
 {
     gsb__metric metric;
-    GSB_TRY(resolve_metric(c, &metric)); /* scikit-learn rejects bad metrics at fit */
+    GSB_TRY(gsb__neighbors_metric(c, &metric)); /* scikit-learn rejects bad metrics at fit */
     const gsb__tensor *X = gsb__in(c, "X");
     gsb__tensor copy;
     GSB_TRY(gsb__tensor_to_host(X, &copy));
@@ -647,7 +653,7 @@ static int regressor_score(gsb__ctx *c)
 
 /* ---- descriptors --------------------------------------------------------- */
 
-#define IN_QUERY {"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_OPTIONAL}
+#define IN_QUERY {"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_OPTIONAL | GSB__IN_STREAM}
 #define KNEIGHBORS_METHOD                                                                  \
     {"kneighbors", neighbors_kneighbors, {IN_QUERY}, 0,                                    \
      "distances (X's dtype) and indices (int64) of the n_neighbors nearest training rows, "\
@@ -655,14 +661,19 @@ static int regressor_score(gsb__ctx *c)
      "return_distance"}
 
 static const gsb__method_desc nn_methods[] = {
-    {"fit", neighbors_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
+    {"fit", neighbors_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
      "store the training rows (y is ignored)"},
     KNEIGHBORS_METHOD,
     STATS_KNEIGHBORS_ROW, GSB__STATS_MERGE_ROW,
+    {"radius_neighbors", gsb__neighbors_radius, {{"X", GSB__IN_X | GSB__IN_OPTIONAL}}, 0,
+     "the training rows within radius of each row of X as CSR: indptr (n + 1), indices and "
+     "distances (float64), each row ascending by index (by distance with sort_results); X "
+     "absent: of each training row, itself excluded.  Options: radius, return_distance, "
+     "sort_results, working_memory (MiB per piece of neighbour lists)"},
     {0}};
 
 static const gsb__method_desc classifier_methods[] = {
-    {"fit", classifier_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_LABELS}}, 1,
+    {"fit", classifier_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_LABELS}}, 1,
      "store the training rows and their class labels (1-D)"},
     KNEIGHBORS_METHOD,
     {"predict", classifier_predict, {IN_QUERY}, 0,
@@ -676,7 +687,7 @@ static const gsb__method_desc classifier_methods[] = {
     {0}};
 
 static const gsb__method_desc regressor_methods[] = {
-    {"fit", regressor_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X}}, 1,
+    {"fit", regressor_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X}}, 1,
      "store the training rows and targets (1-D or 2-D)"},
     KNEIGHBORS_METHOD,
     {"predict", regressor_predict, {IN_QUERY}, 0,

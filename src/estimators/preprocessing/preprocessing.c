@@ -31,6 +31,7 @@
 
 #include "core/estimator.h"
 #include "estimators/common/partial_stats.h"
+#include "estimators/common/stream.h"
 
 /* ======================================================================
  * Small helpers
@@ -184,6 +185,26 @@ static int ss_weights(const gsb__tensor *w, gsb_dtype xdtype, gsb__tensor *out, 
     return GSB_OK;
 }
 
+/* The streamed moments as ss_moments' mean and population variance (sm freed). */
+static int ss_streamed_moments(gsb__moments *sm, gsb__tensor *mean, gsb__tensor *var)
+{
+    int64_t d = sm->d;
+    int rc = host_vec(d, mean);
+    if (rc == GSB_OK)
+        rc = host_vec(d, var);
+    if (rc == GSB_OK)
+        for (int64_t j = 0; j < d; j++) {
+            ((double *)mean->data)[j] = sm->mean[j];
+            ((double *)var->data)[j] = sm->m2[j] / sm->wsum;
+        }
+    if (rc != GSB_OK) {
+        gsb__tensor_free(mean);
+        gsb__tensor_free(var);
+    }
+    gsb__moments_free(sm);
+    return rc;
+}
+
 /*
  * Mean and population variance per column in float64 whatever X's dtype:
  * scikit-learn accumulates these in float64 and stores float64 mean_/var_.
@@ -196,8 +217,12 @@ static int ss_moments(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *w,
     const gsb__backend *be = c->be;
     gsb__tensor Xb = GSB__TENSOR_NONE, wb = GSB__TENSOR_NONE;
     gsb__tensor mb = GSB__TENSOR_NONE, vb = GSB__TENSOR_NONE;
-    int rc;
+    int rc, streamed;
     *mean = *var = GSB__TENSOR_NONE;
+    gsb__moments sm;
+    GSB_TRY(gsb__stream_col_moments(c, X, w, 0, &sm, &streamed));
+    if (streamed) /* X larger than the backend's memory: read in batches */
+        return ss_streamed_moments(&sm, mean, var);
     GSB_CHECK(gsb__tensor_to(be, X, &Xb));
     if (w)
         GSB_CHECK(gsb__tensor_to(be, w, &wb));
@@ -427,11 +452,11 @@ static int ss_inverse_transform(gsb__ctx *c) { return ss_apply(c, 1); }
 static const gsb__method_desc ss_methods[] = {
     /* y is accepted and ignored, so fit(X, y, sample_weight) lines up as in scikit-learn */
     {"fit", ss_fit,
-     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "compute the per-feature mean and standard deviation (y is ignored)"},
     {"partial_fit", ss_partial_fit,
-     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_SAME_FEATURES},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_SAME_FEATURES | GSB__IN_STREAM},
       {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "update the mean and variance with a batch (incremental, as scikit-learn; y is "
@@ -496,8 +521,21 @@ static int mm_batch(gsb__ctx *c, const gsb__tensor *X, gsb__tensor *mn, gsb__ten
 {
     const gsb__backend *be = c->be;
     gsb__tensor Xb = GSB__TENSOR_NONE, mnb = GSB__TENSOR_NONE, mxb = GSB__TENSOR_NONE;
-    int rc;
+    int rc, streamed;
     *mn = *mx = GSB__TENSOR_NONE;
+    gsb__moments sm;
+    GSB_TRY(gsb__stream_col_moments(c, X, NULL, 1, &sm, &streamed));
+    if (streamed) { /* X larger than the backend's memory: read in batches */
+        rc = gsb__tensor_alloc(gsb__cpu_backend(), X->dtype, X->cols, 1, mn);
+        if (rc == GSB_OK)
+            rc = gsb__tensor_alloc(gsb__cpu_backend(), X->dtype, X->cols, 1, mx);
+        for (int64_t j = 0; rc == GSB_OK && j < X->cols; j++) {
+            gsb__tensor_set(mn, j, sm.min[j]);
+            gsb__tensor_set(mx, j, sm.max[j]);
+        }
+        gsb__moments_free(&sm);
+        goto done;
+    }
     GSB_CHECK(gsb__tensor_to(be, X, &Xb));
     GSB_CHECK(gsb__tensor_alloc(be, X->dtype, X->cols, 1, &mnb));
     GSB_CHECK(gsb__tensor_alloc(be, X->dtype, X->cols, 1, &mxb));
@@ -639,10 +677,10 @@ static int mm_inverse_transform(gsb__ctx *c)
 }
 
 static const gsb__method_desc mm_methods[] = {
-    {"fit", mm_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
+    {"fit", mm_fit, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}}, 1,
      "compute the per-feature minimum and maximum (y is ignored)"},
     {"partial_fit", mm_partial_fit,
-     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_SAME_FEATURES},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_SAME_FEATURES | GSB__IN_STREAM},
       {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL}},
      1, "update the per-feature minimum and maximum with a batch (y is ignored)"},
     {"transform", mm_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,

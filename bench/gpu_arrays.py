@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""gpu_arrays.py - GPU arrays and out-of-core fits on the device (issue 17).
+
+    python3 bench/gpu_arrays.py [--cases RE] [--scale S] [--repeats R] [--json FILE]
+    python3 bench/gpu_arrays.py --device cpu --scale 0.05   (no GPU: the out-of-core cases
+                                                           on the CPU backend, times only)
+
+Needs a GPU and CuPy; gsb as the tests find it (GSB_LIBRARY, PYTHONPATH).  The cases
+(--cases selects by regular expression, as bench/compare.py's):
+
+  GPUArrays KMeans(100) 1M x 64 ...   KMeans fitted on a CuPy array and on the same data
+                                      in numpy: the fit's time and the bytes the engine
+                                      uploaded (X from CuPy: none, the model's centres only)
+  OutOfCore <estimator> ...           a fit whose X (float32) is 1.5x the memory cap
+                                      (gsb.set_config(gpu_memory_cap=...)), so X streams
+                                      from host memory in batches: the achieved rate (bytes
+                                      the engine copied / fit time) against the pinned
+                                      host-to-device bandwidth measured with CuPy; X in
+                                      pageable memory (numpy) and page-locked (gsb.empty)
+
+Goal: out-of-core from page-locked memory at >= 80% of the pinned bandwidth.  Pageable
+X goes through a memcpy into pinned staging first, bounded by host memory bandwidth;
+KMeans page-locks X for its many passes (cudaHostRegister), so its later passes are DMAs.
+--scale multiplies the row counts (0.1 for a quick run).
+"""
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import gsb
+from gsb.cluster import KMeans
+from gsb.decomposition import PCA
+from gsb.linear_model import LinearRegression
+
+GIB = float(1 << 30)
+
+
+def cupy_or_exit():
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise RuntimeError("no CUDA device")
+        return cupy
+    except Exception as e:  # noqa: BLE001 - any reason means: not here
+        sys.exit(f"gpu_arrays.py needs CuPy and a GPU ({e})")
+
+
+def h2d_bandwidth(cupy, nbytes=256 << 20, repeats=10, pinned=True):
+    """Host-to-device bytes/s of one cudaMemcpyAsync (median of repeats)."""
+    if pinned:
+        mem = cupy.cuda.alloc_pinned_memory(nbytes)
+        host = np.frombuffer(mem, dtype=np.uint8, count=nbytes)
+    else:
+        host = np.empty(nbytes, dtype=np.uint8)
+    host[:] = 1
+    dev = cupy.empty(nbytes, dtype=cupy.uint8)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    times = []
+    for _ in range(repeats + 1):
+        start.record(stream)
+        cupy.cuda.runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, nbytes,
+                                      cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+        end.record(stream)
+        end.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+    return nbytes / statistics.median(times[1:])
+
+
+def copies():
+    """The engine's host-to-device counters (a GPU session; zeros on the CPU backend)."""
+    return gsb.session_info().get("copies", {"h2d_bytes": 0, "h2d_count": 0})
+
+
+def timed_fit(make, X, y, repeats):
+    """Median fit time and the bytes / copies uploaded per fit."""
+    times, moved, count = [], [], []
+    for _ in range(repeats):
+        before = copies()
+        t = time.perf_counter()
+        make().fit(X, y)
+        times.append(time.perf_counter() - t)
+        after = copies()
+        moved.append(after["h2d_bytes"] - before["h2d_bytes"])
+        count.append(after["h2d_count"] - before["h2d_count"])
+    return statistics.median(times), statistics.median(moved), statistics.median(count)
+
+
+def data(n, d, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d), dtype=np.float32)
+    X[:, 0] += 3 * (np.arange(n) % 4)
+    y = (X @ np.linspace(-1, 1, d, dtype=np.float32)).astype(np.float32)
+    return X, y
+
+
+def case_cupy_kmeans(cupy, args, rows):
+    n, d = int(1_000_000 * args.scale), 64
+    X, _ = data(n, d)
+    Xd = cupy.asarray(X)
+    make = lambda: KMeans(n_clusters=100, n_init=1, max_iter=20, tol=0.0,  # noqa: E731
+                          init="random", random_state=0)
+    name = f"GPUArrays KMeans(100) {n // 1000}k x {d}, 20 it"
+    for label, Xin in (("numpy", X), ("cupy", Xd)):
+        t, moved, _ = timed_fit(make, Xin, None, args.repeats)
+        rows.append({"case": name, "input": label, "time_s": t, "x_gib": X.nbytes / GIB,
+                     "uploaded_gib": moved / GIB})
+
+
+def case_out_of_core(args, rows, pinned_bw):
+    gsb.set_config(device=args.device)
+    specs = [
+        ("LinearRegression", int(8_000_000 * args.scale), 64,
+         lambda: LinearRegression(), True),
+        ("PCA(8)", int(8_000_000 * args.scale), 64, lambda: PCA(n_components=8), False),
+        ("KMeans(16) init=random, 10 it", int(4_000_000 * args.scale), 64,
+         lambda: KMeans(n_clusters=16, n_init=1, max_iter=10, tol=0.0, init="random",
+                        random_state=0), False),
+    ]
+    for est, n, d, make, with_y in specs:
+        name = f"OutOfCore {est} {n // 1000}k x {d}"
+        if args.cases and not re.search(args.cases, name):
+            continue
+        X, y = data(n, d)
+        target = y if with_y else None
+        gsb.set_config(gpu_memory_cap=None)
+        t_mem, _, _ = timed_fit(make, X, target, 1)  # the same fit in memory, for reference
+        cap = int(X.nbytes / 1.5)
+        gsb.set_config(gpu_memory_cap=cap)
+        Xp = gsb.empty(X.shape, X.dtype)  # page-locked: the session's arena
+        np.copyto(Xp, X)
+        for label, Xin in (("pageable", X), ("page-locked", Xp)):
+            t, moved, count = timed_fit(make, Xin, target, args.repeats)
+            rate = moved / t if pinned_bw else float("nan")
+            rows.append({"case": name, "input": label, "time_s": t, "in_memory_s": t_mem,
+                         "x_gib": X.nbytes / GIB, "cap_gib": cap / GIB,
+                         "uploaded_gib": moved / GIB, "copies": count,
+                         "rate_gbs": rate / 1e9,
+                         "pinned_gbs": pinned_bw / 1e9 if pinned_bw else float("nan"),
+                         "of_pinned": rate / pinned_bw if pinned_bw else float("nan")})
+        del Xp
+        gsb.set_config(gpu_memory_cap=None)
+
+
+def print_table(rows, pinned_bw, pageable_bw):
+    if pinned_bw:
+        print(f"\npinned host-to-device: {pinned_bw / 1e9:.1f} GB/s; pageable: "
+              f"{pageable_bw / 1e9:.1f} GB/s ({gsb.session_info().get('gpu')})\n")
+    else:
+        print("\nCPU backend (streamed under the cap, compared with the fit in memory)\n")
+    print("| case | X in | fit s | in memory s | X GiB | cap GiB | copied GiB | rate GB/s | "
+          "% of pinned |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['case']} | {r['input']} | {r['time_s']:.3f} | "
+              f"{r.get('in_memory_s', float('nan')):.3f} | {r['x_gib']:.2f} | "
+              f"{r.get('cap_gib', float('nan')):.2f} | {r['uploaded_gib']:.3f} | "
+              f"{r.get('rate_gbs', float('nan')):.1f} | "
+              f"{100 * r.get('of_pinned', float('nan')):.0f} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", default="", help="regular expression over case names")
+    ap.add_argument("--scale", type=float, default=1.0, help="row-count multiplier")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", help="also write the rows as JSON")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    args = ap.parse_args()
+    rows, pinned_bw, pageable_bw = [], None, None
+    if args.device == "cuda":
+        cupy = cupy_or_exit()
+        gsb.set_config(device="cuda")
+        pinned_bw, pageable_bw = h2d_bandwidth(cupy), h2d_bandwidth(cupy, pinned=False)
+        if not args.cases or re.search(args.cases, "GPUArrays KMeans"):
+            case_cupy_kmeans(cupy, args, rows)
+    if not args.cases or re.search(args.cases, "OutOfCore LinearRegression PCA KMeans"):
+        case_out_of_core(args, rows, pinned_bw)
+    print_table(rows, pinned_bw, pageable_bw)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"pinned_gbs": pinned_bw / 1e9, "pageable_gbs": pageable_bw / 1e9,
+                       "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,397 @@
+/*
+ * cuda_stream.cu - what streamed (out-of-core) fits and callers' device
+ * arrays need of the GPU: axpy, row_scale, the staging ring (stage_open, stage_fill,
+ * stage_acquire, stage_release, stage_close) and strided_copy.  Twins:
+ * cpu_stream.c.
+ *
+ * The ring.  Buffer k of nbuf is device memory (from the pool, ordered on
+ * the compute stream) with two events:
+ *   copied[k]    recorded on the copy stream after the DMA that filled it;
+ *   consumed[k]  recorded on the compute stream at release (and at open,
+ *                after the allocation, so the first DMA follows it).
+ * fill: the copy stream waits for consumed[k] (on the GPU: the host goes
+ * on), then each segment is DMAed on the copy stream, a second stream
+ * created once (non-blocking, so neither stream waits for the legacy one):
+ *   - straight from the caller's memory when it is page-locked (a range
+ *     registered with host_register, gsb_arena_alloc's blocks, CuPy's or
+ *     PyTorch's pinned buffers: cuda_copy.cu's test);
+ *   - otherwise through pinned[k], a page-locked twin of the buffer: the
+ *     host first waits for copied[k] (the DMA that last read pinned[k]),
+ *     then copies the segment in with the copy threads.  pinned[k] is made
+ *     on the first pageable fill and kept in a small cache for the next
+ *     ring, since pinning costs ~0.3 ms per MiB.  When pinning is refused,
+ *     the DMA goes from pageable memory and the host waits for it.
+ * acquire makes the compute stream wait for copied[k]; release records
+ * consumed[k] after the compute queued on the buffer.  So with two buffers
+ * the DMA of batch i + 1 runs while the kernels of batch i do, and with
+ * pageable memory the host's copy of batch i + 2 too.
+ *
+ * Every entry runs under the backend's op lock (cuda_backend.cu), like any
+ * op; a ring lives between its open and close across many ops, so the ring
+ * owns its buffers and events and the lock only guards the shared copy
+ * stream and the cache.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_common.h"
+
+struct gsb__stage {
+    size_t bytes;
+    int nbuf;
+    void *dev[GSB__STAGE_MAX_BUFFERS];
+    char *pinned[GSB__STAGE_MAX_BUFFERS]; /* NULL until a pageable fill needs it */
+    size_t pinned_cap[GSB__STAGE_MAX_BUFFERS];
+    int pin_refused;                       /* cudaHostAlloc failed: pageable DMAs */
+    cudaEvent_t copied[GSB__STAGE_MAX_BUFFERS];
+    cudaEvent_t consumed[GSB__STAGE_MAX_BUFFERS];
+    int filled[GSB__STAGE_MAX_BUFFERS];    /* copied[k] has been recorded */
+};
+
+namespace {
+
+constexpr int COPY_THREADS = 256;
+/* pinned buffers kept between rings (pinning a 256 MiB buffer takes ~80 ms) */
+constexpr int CACHE_SLOTS = 2 * GSB__STAGE_MAX_BUFFERS;
+
+cudaStream_t copy_stream = nullptr;
+
+struct pinned_cache {
+    char *p[CACHE_SLOTS];
+    size_t cap[CACHE_SLOTS];
+};
+pinned_cache cache;
+
+int ensure_copy_stream()
+{
+    if (!copy_stream)
+        CUDA_TRY(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
+    return GSB_OK;
+}
+
+/* a cached pinned buffer of at least n bytes (taken out of the cache), or NULL */
+char *cache_take(size_t n, size_t *cap)
+{
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (cache.p[i] && cache.cap[i] >= n) {
+            char *p = cache.p[i];
+            *cap = cache.cap[i];
+            cache.p[i] = nullptr;
+            cache.cap[i] = 0;
+            return p;
+        }
+    return nullptr;
+}
+
+/* back into the cache; the smallest cached buffer goes when it is full */
+void cache_put(char *p, size_t cap)
+{
+    int slot = -1;
+    for (int i = 0; i < CACHE_SLOTS && slot < 0; i++)
+        if (!cache.p[i])
+            slot = i;
+    if (slot < 0) {
+        slot = 0;
+        for (int i = 1; i < CACHE_SLOTS; i++)
+            if (cache.cap[i] < cache.cap[slot])
+                slot = i;
+        if (cache.cap[slot] >= cap) { /* every cached one is larger: drop this one */
+            if (cudaFreeHost(p) != cudaSuccess)
+                (void)cudaGetLastError();
+            return;
+        }
+        if (cudaFreeHost(cache.p[slot]) != cudaSuccess)
+            (void)cudaGetLastError();
+    }
+    cache.p[slot] = p;
+    cache.cap[slot] = cap;
+}
+
+int check_buffer(const gsb__stage *st, int k, const char *op)
+{
+    if (!st || k < 0 || k >= st->nbuf)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: no buffer %d", op, k);
+    return GSB_OK;
+}
+
+/* pinned[k], made (or taken from the cache) on first use; false when refused */
+bool ensure_pinned(gsb__stage *st, int k)
+{
+    if (st->pinned[k])
+        return true;
+    if (st->pin_refused)
+        return false;
+    size_t cap = 0;
+    char *p = cache_take(st->bytes, &cap);
+    if (!p) {
+        cap = st->bytes ? st->bytes : 1;
+        if (cudaHostAlloc((void **)&p, cap, cudaHostAllocDefault) != cudaSuccess) {
+            (void)cudaGetLastError();
+            st->pin_refused = 1;
+            return false;
+        }
+    }
+    st->pinned[k] = p;
+    st->pinned_cap[k] = cap;
+    return true;
+}
+
+/* one segment of a fill into buffer k, on the copy stream */
+int fill_segment(gsb__stage *st, int k, const gsb__stage_seg *seg)
+{
+    char *dst = (char *)st->dev[k] + seg->offset;
+    if (gsb__cuda_host_pinned(seg->host, seg->bytes)) {
+        CUDA_TRY(cudaMemcpyAsync(dst, seg->host, seg->bytes, cudaMemcpyHostToDevice,
+                                 copy_stream));
+        return GSB_OK;
+    }
+    if (!ensure_pinned(st, k)) {
+        /* pageable DMA: the driver stages it and may return before it is done */
+        CUDA_TRY(cudaMemcpyAsync(dst, seg->host, seg->bytes, cudaMemcpyHostToDevice,
+                                 copy_stream));
+        CUDA_TRY(cudaStreamSynchronize(copy_stream));
+        return GSB_OK;
+    }
+    /* the DMA that last read pinned[k] (this buffer's previous fill) is done */
+    if (st->filled[k])
+        CUDA_TRY(cudaEventSynchronize(st->copied[k]));
+    st->filled[k] = 0; /* waited for: only this fill's record counts from here */
+    gsb__cuda_parallel_copy(st->pinned[k] + seg->offset, seg->host, seg->bytes);
+    CUDA_TRY(cudaMemcpyAsync(dst, st->pinned[k] + seg->offset, seg->bytes,
+                             cudaMemcpyHostToDevice, copy_stream));
+    return GSB_OK;
+}
+
+template <typename D, typename S>
+__global__ void strided_kernel(D *dst, const char *src, int64_t rows, int64_t cols, int64_t s0,
+                               int64_t s1)
+{
+    const int64_t total = rows * cols, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride) {
+        int64_t i = t / cols, j = t - i * cols;
+        S v = *(const S *)(src + i * s0 + j * s1);
+        /* through double, as the CPU twin and the copy op convert */
+        dst[t] = static_cast<D>(static_cast<double>(v));
+    }
+}
+
+bool known_dtype(gsb_dtype dt)
+{
+    return dt == GSB_F32 || dt == GSB_F64 || dt == GSB_I32 || dt == GSB_I64;
+}
+
+/* X[i, j] *= s[i], the product in double as the CPU twin forms it */
+template <typename T>
+__global__ void row_scale_kernel(T *X, const double *s, int64_t n, int64_t d)
+{
+    const int64_t total = n * d, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride)
+        X[t] = static_cast<T>(static_cast<double>(X[t]) * s[t / d]);
+}
+
+unsigned blocks_for(const gsb__backend *be, int64_t work)
+{
+    int64_t blocks = (work + COPY_THREADS - 1) / COPY_THREADS;
+    int64_t cap = (int64_t)(gsb__cuda_ctx_of(be)->sm_count > 0 ? gsb__cuda_ctx_of(be)->sm_count
+                                                                : 16) * 16;
+    if (blocks > cap)
+        blocks = cap;
+    return blocks < 1 ? 1u : (unsigned)blocks;
+}
+
+template <typename D>
+int strided_from(const gsb__backend *be, const void *src, gsb_dtype dtype, int64_t s0, int64_t s1,
+                 gsb__tensor *dst)
+{
+    cudaStream_t s = gsb__cuda_ctx_of(be)->stream;
+    int64_t rows = dst->rows, cols = dst->cols;
+    unsigned g = blocks_for(be, rows * cols);
+    D *d = (D *)dst->data;
+    const char *p = (const char *)src;
+    switch (dtype) {
+    case GSB_F32: strided_kernel<D, float><<<g, COPY_THREADS, 0, s>>>(d, p, rows, cols, s0, s1); break;
+    case GSB_F64: strided_kernel<D, double><<<g, COPY_THREADS, 0, s>>>(d, p, rows, cols, s0, s1); break;
+    case GSB_I32: strided_kernel<D, int32_t><<<g, COPY_THREADS, 0, s>>>(d, p, rows, cols, s0, s1); break;
+    case GSB_I64: strided_kernel<D, int64_t><<<g, COPY_THREADS, 0, s>>>(d, p, rows, cols, s0, s1); break;
+    }
+    CUDA_LAUNCH_CHECK();
+    return GSB_OK;
+}
+
+} // namespace
+
+/* ---- axpy ------------------------------------------------------------------------------ */
+
+extern "C" int gsb__cuda_axpy(const gsb__backend *be, double alpha, const gsb__tensor *x,
+                              gsb__tensor *y)
+{
+    if (!x || !y || (x->dtype != GSB_F32 && x->dtype != GSB_F64) || y->dtype != x->dtype ||
+        y->rows != x->rows || y->cols != x->cols || x->be != be || y->be != be)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "axpy: x and y must be float tensors of one shape "
+                            "and dtype in this GPU's memory");
+    int64_t n = x->rows * x->cols;
+    if (n > 0 && (!x->data || !y->data))
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "axpy: a tensor has no data");
+    cublasHandle_t h = gsb__cuda_ctx_of(be)->blas;
+    /* cuBLAS takes an int count: long vectors go in pieces */
+    for (int64_t off = 0; off < n; off += INT32_MAX) {
+        int len = (int)(n - off < INT32_MAX ? n - off : INT32_MAX);
+        if (x->dtype == GSB_F64) {
+            CUBLAS_TRY(cublasDaxpy(h, len, &alpha, (const double *)x->data + off, 1,
+                                   (double *)y->data + off, 1));
+        } else {
+            float a = (float)alpha;
+            CUBLAS_TRY(cublasSaxpy(h, len, &a, (const float *)x->data + off, 1,
+                                   (float *)y->data + off, 1));
+        }
+    }
+    return GSB_OK;
+}
+
+/* ---- row_scale --------------------------------------------------------------------- */
+
+extern "C" int gsb__cuda_row_scale(const gsb__backend *be, gsb__tensor *X, const gsb__tensor *s)
+{
+    if (!X || !s || (X->dtype != GSB_F32 && X->dtype != GSB_F64) || s->dtype != GSB_F64 ||
+        s->rows * s->cols != X->rows || X->be != be || s->be != be)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "row_scale: X must be a float tensor and s float64 "
+                            "with one value per row of X, both in this GPU's memory");
+    int64_t n = X->rows, d = X->cols;
+    if (n * d == 0)
+        return GSB_OK;
+    if (!X->data || !s->data)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "row_scale: a tensor has no data");
+    cudaStream_t st = gsb__cuda_ctx_of(be)->stream;
+    unsigned g = blocks_for(be, n * d);
+    if (X->dtype == GSB_F64)
+        row_scale_kernel<double><<<g, COPY_THREADS, 0, st>>>((double *)X->data,
+                                                             (const double *)s->data, n, d);
+    else
+        row_scale_kernel<float><<<g, COPY_THREADS, 0, st>>>((float *)X->data,
+                                                            (const double *)s->data, n, d);
+    CUDA_LAUNCH_CHECK();
+    return GSB_OK;
+}
+
+/* ---- the staging ring ---------------------------------------------------------------- */
+
+extern "C" void gsb__cuda_stage_close(const gsb__backend *be, gsb__stage *st)
+{
+    if (!st)
+        return;
+    /* no DMA may still write a buffer or read a pinned twin when they go */
+    if (copy_stream && cudaStreamSynchronize(copy_stream) != cudaSuccess)
+        (void)cudaGetLastError();
+    for (int k = 0; k < st->nbuf; k++) {
+        gsb__cuda_free(be, st->dev[k]);
+        if (st->pinned[k])
+            cache_put(st->pinned[k], st->pinned_cap[k]);
+        if (st->copied[k])
+            cudaEventDestroy(st->copied[k]);
+        if (st->consumed[k])
+            cudaEventDestroy(st->consumed[k]);
+    }
+    (void)cudaGetLastError();
+    free(st);
+}
+
+extern "C" int gsb__cuda_stage_open(const gsb__backend *be, size_t bytes, int nbuf,
+                                    gsb__stage **out)
+{
+    *out = NULL;
+    if (nbuf < 1 || nbuf > GSB__STAGE_MAX_BUFFERS)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "stage_open: %d buffers (1..%d)", nbuf,
+                            GSB__STAGE_MAX_BUFFERS);
+    int rc = ensure_copy_stream();
+    if (rc != GSB_OK)
+        return rc;
+    gsb__stage *st = (gsb__stage *)calloc(1, sizeof *st);
+    if (!st)
+        return GSB_CUDA_ERR(GSB_ENOMEM, "out of host memory");
+    st->bytes = bytes;
+    st->nbuf = nbuf;
+    cudaStream_t compute = gsb__cuda_ctx_of(be)->stream;
+    for (int k = 0; k < nbuf; k++) {
+        GSB_CUDA_CHECK(gsb__cuda_alloc(be, bytes, &st->dev[k]));
+        CUDA_CHECK(cudaEventCreateWithFlags(&st->copied[k], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&st->consumed[k], cudaEventDisableTiming));
+        /* the first DMA into the buffer comes after its stream-ordered allocation */
+        CUDA_CHECK(cudaEventRecord(st->consumed[k], compute));
+    }
+    *out = st;
+    return GSB_OK;
+done:
+    gsb__cuda_stage_close(be, st);
+    return rc;
+}
+
+extern "C" int gsb__cuda_stage_fill(const gsb__backend *be, gsb__stage *st, int k,
+                                    const gsb__stage_seg *segs, int nseg)
+{
+    (void)be;
+    int rc = check_buffer(st, k, "stage_fill");
+    if (rc != GSB_OK)
+        return rc;
+    size_t total = 0;
+    for (int i = 0; i < nseg; i++) {
+        if (segs[i].offset > st->bytes || segs[i].bytes > st->bytes - segs[i].offset)
+            return GSB_CUDA_ERR(GSB_EINTERNAL, "stage_fill: %zu bytes at %zu overflow the "
+                                "%zu-byte buffer", segs[i].bytes, segs[i].offset, st->bytes);
+        if (segs[i].bytes && !segs[i].host)
+            return GSB_CUDA_ERR(GSB_EINTERNAL, "stage_fill: no host memory");
+        total += segs[i].bytes;
+    }
+    /* the compute that read the buffer last (queued before its release) comes first */
+    CUDA_TRY(cudaStreamWaitEvent(copy_stream, st->consumed[k], 0));
+    for (int i = 0; i < nseg; i++)
+        if (segs[i].bytes) {
+            rc = fill_segment(st, k, &segs[i]);
+            if (rc != GSB_OK)
+                return rc;
+        }
+    CUDA_TRY(cudaEventRecord(st->copied[k], copy_stream));
+    st->filled[k] = 1;
+    gsb__cuda_count_copy(1, total);
+    return GSB_OK;
+}
+
+extern "C" int gsb__cuda_stage_acquire(const gsb__backend *be, gsb__stage *st, int k, void **dev)
+{
+    *dev = NULL;
+    int rc = check_buffer(st, k, "stage_acquire");
+    if (rc != GSB_OK)
+        return rc;
+    CUDA_TRY(cudaStreamWaitEvent(gsb__cuda_ctx_of(be)->stream, st->copied[k], 0));
+    *dev = st->dev[k];
+    return GSB_OK;
+}
+
+extern "C" int gsb__cuda_stage_release(const gsb__backend *be, gsb__stage *st, int k)
+{
+    int rc = check_buffer(st, k, "stage_release");
+    if (rc != GSB_OK)
+        return rc;
+    CUDA_TRY(cudaEventRecord(st->consumed[k], gsb__cuda_ctx_of(be)->stream));
+    return GSB_OK;
+}
+
+/* ---- strided_copy -------------------------------------------------------------------- */
+
+extern "C" int gsb__cuda_strided_copy(const gsb__backend *be, const void *src, gsb_dtype dtype,
+                                      int64_t s0, int64_t s1, gsb__tensor *dst)
+{
+    if (!dst || dst->be != be || dst->rows < 0 || dst->cols < 0 || !known_dtype(dtype) ||
+        !known_dtype(dst->dtype))
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "strided_copy: bad arguments");
+    if (dst->rows * dst->cols == 0)
+        return GSB_OK;
+    if (!src || !dst->data)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "strided_copy: no memory");
+    switch (dst->dtype) {
+    case GSB_F32: return strided_from<float>(be, src, dtype, s0, s1, dst);
+    case GSB_F64: return strided_from<double>(be, src, dtype, s0, s1, dst);
+    case GSB_I32: return strided_from<int32_t>(be, src, dtype, s0, s1, dst);
+    case GSB_I64: return strided_from<int64_t>(be, src, dtype, s0, s1, dst);
+    }
+    return GSB_CUDA_ERR(GSB_EINTERNAL, "strided_copy: unknown dtype");
+}

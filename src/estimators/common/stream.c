@@ -1,0 +1,533 @@
+/*
+ * stream.c - streamed fits (stream.h): the plan, the batch stream over the
+ * backend's staging ring, and the statistics accumulated over batches.
+ *
+ * The stream keeps nbuf = 2 buffers in flight: when batch i is handed out,
+ * the fill of batch i + 1 is already queued (its copy runs while the caller
+ * computes on batch i), and the buffer of batch i - 1 was released just
+ * before, after the caller had queued its compute.  One buffer holds a
+ * batch's rows of X and of each extra input, each at a 256-byte aligned
+ * offset.  Batches are at most TARGET_BATCH_BYTES of X: large enough that a
+ * copy's fixed costs (an event, a launch: ~10-20 us) are noise next to its
+ * milliseconds on the link, small enough to leave the budget to the model.
+ */
+#include "estimators/common/stream.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/budget.h"
+#include "core/model.h"
+
+#define TARGET_BATCH_BYTES ((size_t)256 << 20)
+#define STREAM_BUFFERS 2
+#define ALIGN 256
+
+static size_t align_up(size_t v) { return (v + ALIGN - 1) / ALIGN * ALIGN; }
+
+/* ---- planning --------------------------------------------------------------- */
+
+int gsb__stream_plan_for(gsb__ctx *c, const gsb__tensor *X, double copies, size_t fixed,
+                         size_t row_bytes, gsb__stream_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    out->batch_rows = X->rows;
+    const gsb_session *s = c->model->session;
+    GSB_TRY(gsb__memory_budget(s, c->be, &out->budget));
+    /* X already where the compute is (a device array, a data handle, the CPU
+     * without a cap) is read in place */
+    if (X->be == c->be && (c->be != gsb__cpu_backend() || !s->memory_cap))
+        return GSB_OK;
+    double need = copies * (double)gsb__tensor_nbytes(X) + (double)fixed;
+    if (need <= (double)out->budget || X->rows <= 1)
+        return GSB_OK;
+    size_t xrow = (size_t)X->cols * gsb_dtype_size(X->dtype);
+    size_t per_row = STREAM_BUFFERS * (xrow + row_bytes) + row_bytes;
+    char bb[32], fb[32];
+    if (fixed >= out->budget || (out->budget - fixed) / 2 < per_row + STREAM_BUFFERS * ALIGN * 4)
+        return gsb__err(GSB_ENOMEM, "%s: not even the model's state (%s) and one row of X fit "
+                        "in the %s memory gsb may use (%s)", c->est->name,
+                        gsb__format_bytes(fixed, fb, sizeof fb), c->be->name,
+                        gsb__format_bytes(out->budget, bb, sizeof bb));
+    /* half of what is left for the ring and the batch's temporaries: the rest
+     * stays free for the backend's own workspaces (cuBLAS, cuSOLVER) */
+    size_t usable = (out->budget - fixed) / 2 - STREAM_BUFFERS * ALIGN * 4;
+    int64_t rows = (int64_t)(usable / per_row);
+    int64_t target = (int64_t)(TARGET_BATCH_BYTES / (xrow ? xrow : 1));
+    if (rows > target)
+        rows = target;
+    if (rows < 1)
+        rows = 1;
+    out->streamed = 1;
+    out->batch_rows = rows < X->rows ? rows : X->rows;
+    return GSB_OK;
+}
+
+/* ---- the stream --------------------------------------------------------------- */
+
+static int64_t rows_of_batch(const gsb__stream *s, int64_t i)
+{
+    int64_t first = i * s->batch_rows;
+    return s->n - first < s->batch_rows ? s->n - first : s->batch_rows;
+}
+
+/* Queue the copy of batch i into buffer i % nbuf. */
+static int fill(gsb__stream *s, int64_t i)
+{
+    gsb__stage_seg segs[1 + GSB__STREAM_MAX_EXTRA];
+    int nseg = 0;
+    int64_t first = i * s->batch_rows, rows = rows_of_batch(s, i);
+    for (int k = 0; k < s->nsrc; k++) {
+        if (!s->src[k])
+            continue;
+        segs[nseg].host = (const char *)s->src[k]->data + (size_t)first * s->row_bytes[k];
+        segs[nseg].bytes = (size_t)rows * s->row_bytes[k];
+        segs[nseg].offset = s->offset[k];
+        nseg++;
+    }
+    return s->be->ops->stage_fill(s->be, s->ring, (int)(i % s->nbuf), segs, nseg);
+}
+
+int gsb__stream_open(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tensor *X,
+                     const gsb__tensor *const *extra, int n_extra, int passes, gsb__stream *s)
+{
+    memset(s, 0, sizeof *s);
+    if (n_extra < 0 || n_extra > GSB__STREAM_MAX_EXTRA || X->be != gsb__cpu_backend())
+        return gsb__err(GSB_EINTERNAL, "stream_open: a host X and at most %d extras",
+                        GSB__STREAM_MAX_EXTRA);
+    const gsb__backend *be = c->be;
+    if (!be->ops->stage_open)
+        return gsb__err(GSB_EUNSUPPORTED, "the %s backend cannot stream", be->name);
+    s->c = c;
+    s->be = be;
+    s->nbuf = STREAM_BUFFERS;
+    s->n = X->rows;
+    s->batch_rows = plan->batch_rows > 0 ? plan->batch_rows : 1;
+    s->nbatches = (s->n + s->batch_rows - 1) / s->batch_rows;
+    s->src[0] = X;
+    for (int k = 0; k < n_extra; k++) {
+        if (extra[k] && (extra[k]->rows != X->rows || extra[k]->be != gsb__cpu_backend()))
+            return gsb__err(GSB_EINTERNAL, "stream_open: extra %d is not %lld host rows", k,
+                            (long long)X->rows);
+        s->src[1 + k] = extra[k];
+    }
+    s->nsrc = 1 + n_extra;
+    size_t bytes = 0;
+    for (int k = 0; k < s->nsrc; k++) {
+        if (!s->src[k])
+            continue;
+        s->row_bytes[k] = (size_t)s->src[k]->cols * gsb_dtype_size(s->src[k]->dtype);
+        s->offset[k] = bytes;
+        bytes += align_up((size_t)s->batch_rows * s->row_bytes[k]);
+    }
+    /* an iterative fit reads X many times: page-locked, every pass after the
+     * first goes by DMA straight from it (pinning refused: staged copies) */
+    if (passes > 1 && be->ops->host_register && gsb__tensor_nbytes(X) > 0) {
+        s->registered = be->ops->host_register(be, X->data, gsb__tensor_nbytes(X)) == GSB_OK;
+        gsb__err_clear();
+    }
+    int rc = be->ops->stage_open(be, bytes, s->nbuf, &s->ring);
+    if (rc != GSB_OK)
+        gsb__stream_close(s);
+    return rc;
+}
+
+static int cancelled(gsb__stream *s)
+{
+    gsb__model *m = s->c->model;
+    if (!atomic_load(&m->cancel))
+        return GSB_OK;
+    return gsb__err(GSB_ECANCELLED, "%s.%s was cancelled at batch %lld", s->c->est->name,
+                    s->c->method->name, (long long)s->next_out);
+}
+
+int gsb__stream_next(gsb__stream *s, gsb__batch *b, int *more)
+{
+    const gsb__backend *be = s->be;
+    *more = 0;
+    memset(b, 0, sizeof *b);
+    if (s->held) { /* the caller has queued its work on the previous batch */
+        GSB_TRY(be->ops->stage_release(be, s->ring, (int)((s->next_out - 1) % s->nbuf)));
+        s->held = 0;
+    }
+    GSB_TRY(cancelled(s));
+    /* keep the ring full: this batch and the next ones up to nbuf */
+    while (s->next_fill < s->nbatches && s->next_fill < s->next_out + s->nbuf) {
+        GSB_TRY(fill(s, s->next_fill));
+        s->next_fill++;
+    }
+    if (s->next_out >= s->nbatches)
+        return GSB_OK;
+    int64_t i = s->next_out, k = i % s->nbuf;
+    void *dev;
+    GSB_TRY(be->ops->stage_acquire(be, s->ring, (int)k, &dev));
+    s->held = 1;
+    s->next_out++;
+    b->index = i;
+    b->first = i * s->batch_rows;
+    b->rows = rows_of_batch(s, i);
+    for (int j = 0; j < s->nsrc; j++) {
+        if (!s->src[j])
+            continue;
+        gsb__tensor t = {(char *)dev + s->offset[j], s->src[j]->dtype, b->rows,
+                         s->src[j]->cols, s->src[j]->ndim, be, 0};
+        if (j == 0)
+            b->X = t;
+        else
+            b->extra[j - 1] = t;
+    }
+    *more = 1;
+    return GSB_OK;
+}
+
+int gsb__stream_rewind(gsb__stream *s)
+{
+    if (s->held) {
+        GSB_TRY(s->be->ops->stage_release(s->be, s->ring, (int)((s->next_out - 1) % s->nbuf)));
+        s->held = 0;
+    }
+    /* fills queued ahead of the end of a pass: acquire them so the ring's
+     * buffers are consumed in order (batches i and nbuf + i share a buffer) */
+    while (s->next_out < s->next_fill) {
+        int k = (int)(s->next_out % s->nbuf);
+        void *dev;
+        GSB_TRY(s->be->ops->stage_acquire(s->be, s->ring, k, &dev));
+        GSB_TRY(s->be->ops->stage_release(s->be, s->ring, k));
+        s->next_out++;
+    }
+    s->next_fill = s->next_out = 0;
+    return GSB_OK;
+}
+
+void gsb__stream_close(gsb__stream *s)
+{
+    if (s->ring)
+        s->be->ops->stage_close(s->be, s->ring);
+    if (s->registered && s->be->ops->host_unregister)
+        s->be->ops->host_unregister(s->be, s->src[0]->data);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- column moments ------------------------------------------------------------- */
+
+int gsb__moments_init(gsb__moments *m, int64_t d, int want_minmax)
+{
+    memset(m, 0, sizeof *m);
+    m->d = d;
+    size_t n = (size_t)(d > 0 ? d : 1);
+    m->mean = calloc(n, sizeof *m->mean);
+    m->m2 = calloc(n, sizeof *m->m2);
+    if (want_minmax) {
+        m->min = malloc(n * sizeof *m->min);
+        m->max = malloc(n * sizeof *m->max);
+    }
+    if (!m->mean || !m->m2 || (want_minmax && (!m->min || !m->max))) {
+        gsb__moments_free(m);
+        return gsb__err(GSB_ENOMEM, "out of host memory");
+    }
+    return GSB_OK;
+}
+
+void gsb__moments_free(gsb__moments *m)
+{
+    free(m->mean);
+    free(m->m2);
+    free(m->min);
+    free(m->max);
+    memset(m, 0, sizeof *m);
+}
+
+/* A backend vector of d float64 (or X's dtype) to host doubles. */
+static int vec_to_host(const gsb__tensor *t, double *out)
+{
+    gsb__tensor h;
+    GSB_TRY(gsb__tensor_to_host(t, &h));
+    for (int64_t j = 0; j < gsb__tensor_numel(&h); j++)
+        out[j] = gsb__tensor_get(&h, j);
+    gsb__tensor_free(&h);
+    return GSB_OK;
+}
+
+/* The batch's mean and population variance per column, its min and max. */
+static int batch_moments(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *w, double *mean,
+                         double *var, double *mn, double *mx)
+{
+    const gsb__backend *be = c->be;
+    int64_t d = X->cols;
+    gsb__tensor tm = GSB__TENSOR_NONE, tv = GSB__TENSOR_NONE, tn = GSB__TENSOR_NONE,
+                tx = GSB__TENSOR_NONE;
+    int rc;
+    GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, d, 1, &tm));
+    GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, d, 1, &tv));
+    GSB_CHECK(be->ops->col_moments(be, X, w, &tm, &tv));
+    GSB_CHECK(vec_to_host(&tm, mean));
+    GSB_CHECK(vec_to_host(&tv, var));
+    if (mn) {
+        GSB_CHECK(gsb__tensor_alloc(be, X->dtype, d, 1, &tn));
+        GSB_CHECK(gsb__tensor_alloc(be, X->dtype, d, 1, &tx));
+        GSB_CHECK(be->ops->col_minmax(be, X, &tn, &tx));
+        GSB_CHECK(vec_to_host(&tn, mn));
+        GSB_CHECK(vec_to_host(&tx, mx));
+    }
+done:
+    gsb__tensor_free(&tm);
+    gsb__tensor_free(&tv);
+    gsb__tensor_free(&tn);
+    gsb__tensor_free(&tx);
+    return rc;
+}
+
+int gsb__moments_add(gsb__ctx *c, gsb__moments *m, const gsb__tensor *X, const gsb__tensor *w,
+                     double wsum)
+{
+    int64_t d = m->d;
+    double *bm = malloc((size_t)(4 * (d > 0 ? d : 1)) * sizeof *bm);
+    if (!bm)
+        return gsb__err(GSB_ENOMEM, "out of host memory");
+    double *bv = bm + d, *bn = bv + d, *bx = bn + d;
+    int rc = batch_moments(c, X, w, bm, bv, m->min ? bn : NULL, m->min ? bx : NULL);
+    if (rc == GSB_OK && m->min)
+        for (int64_t j = 0; j < d; j++) {
+            m->min[j] = m->rows == 0 ? bn[j] : fmin(m->min[j], bn[j]);
+            m->max[j] = m->rows == 0 ? bx[j] : fmax(m->max[j], bx[j]);
+        }
+    /* Chan et al.: a batch of weight wb, mean bm, M2 wb * bv merged in; a
+     * batch of zero weight (all-zero weights) changes nothing */
+    if (rc == GSB_OK && wsum > 0) {
+        double wa = m->wsum, wt = wa + wsum;
+        for (int64_t j = 0; j < d; j++) {
+            double delta = bm[j] - m->mean[j];
+            m->mean[j] += delta * (wsum / wt);
+            m->m2[j] += bv[j] * wsum + delta * delta * (wa * wsum / wt);
+        }
+        m->wsum = wt;
+    }
+    if (rc == GSB_OK)
+        m->rows += X->rows;
+    free(bm);
+    return rc;
+}
+
+/* ---- centred cross-products ------------------------------------------------------ */
+
+void gsb__gram_free(gsb__gram *g)
+{
+    gsb__tensor_free(&g->G);
+    gsb__tensor_free(&g->B);
+    gsb__tensor_free(&g->U);
+    gsb__tensor_free(&g->V);
+    gsb__tensor_free(&g->S);
+    gsb__tensor_free(&g->T);
+    free(g->shift_x);
+    free(g->shift_y);
+    memset(g, 0, sizeof *g);
+}
+
+int gsb__gram_init(gsb__ctx *c, gsb__gram *g, int64_t p, int64_t k, int centre)
+{
+    memset(g, 0, sizeof *g);
+    g->p = p;
+    g->k = k;
+    g->centre = centre;
+    int rc = gsb__tensor_zeros(c->be, GSB_F64, p, p, &g->G);
+    if (rc == GSB_OK)
+        rc = gsb__tensor_zeros(c->be, GSB_F64, p, 1, &g->U);
+    if (rc == GSB_OK && k > 0)
+        rc = gsb__tensor_zeros(c->be, GSB_F64, p, k, &g->B);
+    if (rc == GSB_OK && k > 0)
+        rc = gsb__tensor_zeros(c->be, GSB_F64, k, 1, &g->V);
+    if (rc != GSB_OK)
+        gsb__gram_free(g);
+    return rc;
+}
+
+/* The shift: T's (unweighted) column means, on the host (*out) and on the
+ * backend (*dev); any shift is exact, one near the mean keeps G precise. */
+static int first_shift(gsb__ctx *c, const gsb__tensor *T, double **out, gsb__tensor *dev)
+{
+    int64_t d = T->cols;
+    *out = calloc((size_t)(d > 0 ? d : 1), sizeof **out);
+    if (!*out)
+        return gsb__err(GSB_ENOMEM, "out of host memory");
+    GSB_TRY(gsb__tensor_alloc(c->be, GSB_F64, d, 1, dev));
+    GSB_TRY(c->be->ops->col_moments(c->be, T, NULL, dev, NULL));
+    GSB_TRY(vec_to_host(dev, *out));
+    for (int64_t j = 0; j < d; j++)
+        if (!isfinite((*out)[j])) /* no rows: no shift */
+            (*out)[j] = 0;
+    return c->be->ops->upload(c->be, dev, *out);
+}
+
+/* T (on the backend, any float dtype) - shift (a backend vector, or none) as
+ * a new float64 tensor, rows scaled by sw when given. */
+static int shifted(gsb__ctx *c, const gsb__tensor *T, const gsb__tensor *shift,
+                   const gsb__tensor *sw, gsb__tensor *out)
+{
+    const gsb__backend *be = c->be;
+    int rc;
+    *out = GSB__TENSOR_NONE;
+    GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, T->rows, T->cols, out));
+    GSB_CHECK(be->ops->copy(be, out, T));
+    if (shift)
+        GSB_CHECK(be->ops->col_affine(be, out, shift, NULL, NULL, out));
+    if (sw)
+        GSB_CHECK(be->ops->row_scale(be, out, sw));
+done:
+    if (rc != GSB_OK)
+        gsb__tensor_free(out);
+    return rc;
+}
+
+int gsb__gram_add(gsb__ctx *c, gsb__gram *g, const gsb__tensor *X, const gsb__tensor *Y,
+                  const gsb__tensor *sw, double wsum)
+{
+    const gsb__backend *be = c->be;
+    gsb__tensor Xs = GSB__TENSOR_NONE, Ys = GSB__TENSOR_NONE, ones = GSB__TENSOR_NONE;
+    int rc;
+    if (g->centre && !g->shift_x) {
+        GSB_CHECK(first_shift(c, X, &g->shift_x, &g->S));
+        if (g->k > 0)
+            GSB_CHECK(first_shift(c, Y, &g->shift_y, &g->T));
+    }
+    /* every sum stays on the backend: no host wait per batch */
+    GSB_CHECK(shifted(c, X, g->centre ? &g->S : NULL, sw, &Xs));
+    GSB_CHECK(be->ops->syrk(be, 1.0, &Xs, 1.0, &g->G));
+    if (!sw) {
+        GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, X->rows, 1, &ones));
+        GSB_CHECK(be->ops->fill(be, &ones, 1.0));
+    }
+    /* u += Xs^T sqrt(w): the rows already carry one sqrt(w) */
+    GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &Xs, sw ? sw : &ones, 1.0, &g->U));
+    if (g->k > 0) {
+        GSB_CHECK(shifted(c, Y, g->centre ? &g->T : NULL, sw, &Ys));
+        GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &Xs, &Ys, 1.0, &g->B));
+        GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &Ys, sw ? sw : &ones, 1.0, &g->V));
+    }
+    g->rows += X->rows;
+    g->wsum += wsum;
+done:
+    gsb__tensor_free(&Xs);
+    gsb__tensor_free(&Ys);
+    gsb__tensor_free(&ones);
+    return rc;
+}
+
+int gsb__gram_finish(gsb__gram *g, double **mean_x, double **mean_y, double **Cxx, double **Cxy)
+{
+    int64_t p = g->p, k = g->k;
+    *mean_x = *mean_y = *Cxx = *Cxy = NULL;
+    double *mx = calloc((size_t)(p > 0 ? p : 1), sizeof *mx);
+    double *my = calloc((size_t)(k > 0 ? k : 1), sizeof *my);
+    double *G = malloc((size_t)(p * p > 0 ? p * p : 1) * sizeof *G);
+    double *B = calloc((size_t)(p * k > 0 ? p * k : 1), sizeof *B);
+    double *u = calloc((size_t)(p > 0 ? p : 1), sizeof *u);
+    double *v = calloc((size_t)(k > 0 ? k : 1), sizeof *v);
+    int rc = mx && my && G && B && u && v ? GSB_OK : gsb__err(GSB_ENOMEM, "out of host memory");
+    if (rc == GSB_OK)
+        rc = vec_to_host(&g->G, G);
+    if (rc == GSB_OK)
+        rc = vec_to_host(&g->U, u);
+    if (rc == GSB_OK && k > 0)
+        rc = vec_to_host(&g->B, B);
+    if (rc == GSB_OK && k > 0)
+        rc = vec_to_host(&g->V, v);
+    double W = g->wsum;
+    /* the sums are about the shift; the co-moments about the mean lose only
+     * u u^T / W, small because the shift is near the mean */
+    if (rc == GSB_OK && g->centre && W > 0) {
+        for (int64_t i = 0; i < p; i++) {
+            mx[i] = g->shift_x[i] + u[i] / W;
+            for (int64_t j = 0; j < p; j++)
+                G[i * p + j] -= u[i] * u[j] / W;
+            for (int64_t t = 0; t < k; t++)
+                B[i * k + t] -= u[i] * v[t] / W;
+        }
+        for (int64_t t = 0; t < k; t++)
+            my[t] = g->shift_y[t] + v[t] / W;
+    }
+    free(u);
+    free(v);
+    if (rc != GSB_OK) {
+        free(mx);
+        free(my);
+        free(G);
+        free(B);
+        return rc;
+    }
+    *mean_x = mx;
+    *mean_y = my;
+    *Cxx = G;
+    *Cxy = B;
+    return GSB_OK;
+}
+
+/* ---- whole passes ----------------------------------------------------------------- */
+
+/* The total of host weights w (float64) over rows [first, first + rows), or rows. */
+double gsb__stream_wsum(const gsb__tensor *w, int64_t first, int64_t rows)
+{
+    if (!w)
+        return (double)rows;
+    const double *v = (const double *)w->data + first;
+    double acc = 0;
+    for (int64_t i = 0; i < rows; i++)
+        acc += v[i];
+    return acc;
+}
+
+int gsb__stream_col_moments(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *w,
+                            int want_minmax, gsb__moments *m, int *streamed)
+{
+    *streamed = 0;
+    gsb__stream_plan plan;
+    /* in memory: X (uploaded) and the column statistics */
+    GSB_TRY(gsb__stream_plan_for(c, X, 1.0, 0, w ? sizeof(double) : 0, &plan));
+    if (!plan.streamed)
+        return GSB_OK;
+    gsb__stream st;
+    const gsb__tensor *extra[1] = {w};
+    GSB_TRY(gsb__moments_init(m, X->cols, want_minmax));
+    int rc = gsb__stream_open(c, &plan, X, extra, 1, 1, &st);
+    for (int more = 1; rc == GSB_OK && more;) {
+        gsb__batch b;
+        rc = gsb__stream_next(&st, &b, &more);
+        if (rc == GSB_OK && more)
+            rc = gsb__moments_add(c, m, &b.X, w ? &b.extra[0] : NULL,
+                                  gsb__stream_wsum(w, b.first, b.rows));
+    }
+    gsb__stream_close(&st);
+    if (rc != GSB_OK)
+        gsb__moments_free(m);
+    else
+        *streamed = 1;
+    return rc;
+}
+
+int gsb__stream_map(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tensor *X,
+                    gsb__batch_fn fn, void *arg, gsb_dtype dtype, int64_t out_cols,
+                    gsb__tensor *out)
+{
+    GSB_TRY(gsb__tensor_alloc(gsb__cpu_backend(), dtype, X->rows, out_cols, out));
+    size_t row = (size_t)out_cols * gsb_dtype_size(dtype);
+    gsb__stream st;
+    int rc = gsb__stream_open(c, plan, X, NULL, 0, 1, &st);
+    for (int more = 1; rc == GSB_OK && more;) {
+        gsb__batch b;
+        rc = gsb__stream_next(&st, &b, &more);
+        if (rc != GSB_OK || !more)
+            break;
+        gsb__tensor res = GSB__TENSOR_NONE;
+        rc = fn(c, &b.X, arg, &res);
+        if (rc == GSB_OK && (res.dtype != dtype || res.rows != b.rows || res.cols != out_cols))
+            rc = gsb__err(GSB_EINTERNAL, "stream_map: a batch result of the wrong shape");
+        if (rc == GSB_OK)
+            rc = res.be->ops->download(res.be, &res, (char *)out->data + b.first * row);
+        gsb__tensor_free(&res);
+    }
+    gsb__stream_close(&st);
+    if (rc != GSB_OK)
+        gsb__tensor_free(out);
+    return rc;
+}

@@ -1,0 +1,496 @@
+/*
+ * spectral_layout.c - UMAP's spectral initialisation (see spectral_layout.h).
+ *
+ * Per connected component: the normalised adjacency M = D^-1/2 W D^-1/2 of
+ * its subgraph (as a CSR of doubles), whose largest eigenvectors are the
+ * Laplacian's smallest; the first (sqrt(degree), eigenvalue 1) is dropped
+ * and the next dim are the layout, unscaled, as umap-learn's.  Components
+ * up to DENSE_MAX vertices take LAPACK's dense eigh, larger ones Lanczos
+ * (lanczos.c) with a basis of k + 24 vectors (umap-learn's eigsh takes
+ * max(2k + 1, sqrt(n)); with thick restarts more vectors cost more
+ * orthogonalisation than they save in operator applications: on a 20000-point
+ * swiss roll, 27 vectors need 700 applications and 0.5 s, 141 vectors 555
+ * and 1.8 s), capped so the basis stays under LANCZOS_BASIS_BYTES.
+ */
+#include "solvers/spectral_layout.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "solvers/lanczos.h"
+
+#define DENSE_MAX 512
+#define LANCZOS_BASIS_BYTES ((int64_t)1 << 30)
+/* ||M x - theta x|| at which an eigenpair is taken (M has norm 1) */
+#define LANCZOS_TOL 1e-6
+/* operator applications before giving up (each is one pass over the edges):
+ * well run graphs need a few hundred */
+#define LANCZOS_BUDGET 5000
+
+/* ---- connected components ------------------------------------------------ */
+
+int gsb__connected_components(const gsb__fcsr *G, int32_t *label, int64_t *count)
+{
+    const int64_t n = G->rows;
+    int32_t *queue = gsb__alloc_array(n, sizeof *queue);
+    if (!queue)
+        return gsb__err(GSB_ENOMEM, "out of memory for the components of %lld vertices",
+                        (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        label[i] = -1;
+    int32_t next = 0;
+    for (int64_t s = 0; s < n; s++) {
+        if (label[s] >= 0)
+            continue;
+        int64_t head = 0, tail = 0;
+        label[s] = next;
+        queue[tail++] = (int32_t)s;
+        while (head < tail) {
+            int32_t v = queue[head++];
+            for (int64_t e = G->indptr[v]; e < G->indptr[v + 1]; e++) {
+                int32_t u = G->indices[e];
+                if (label[u] < 0) {
+                    label[u] = next;
+                    queue[tail++] = u;
+                }
+            }
+        }
+        next++;
+    }
+    free(queue);
+    *count = next;
+    return GSB_OK;
+}
+
+/* ---- one component ---------------------------------------------------------- */
+
+/* The normalised adjacency of a component's subgraph, local indices. */
+typedef struct norm_adj {
+    int64_t n;
+    int64_t *ptr;
+    int32_t *col;
+    double *val;
+} norm_adj;
+
+static void norm_adj_free(norm_adj *a)
+{
+    free(a->ptr);
+    free(a->col);
+    free(a->val);
+}
+
+/* verts: the component's vertices (ascending), local: global -> local index */
+static int build_norm_adj(const gsb__fcsr *G, const int32_t *verts, int64_t nc,
+                          const int32_t *local, norm_adj *a)
+{
+    memset(a, 0, sizeof *a);
+    a->n = nc;
+    a->ptr = gsb__alloc_array(nc + 1, sizeof *a->ptr);
+    double *deg = gsb__alloc_array(nc, sizeof *deg);
+    int64_t nnz = 0;
+    for (int64_t r = 0; r < nc; r++)
+        nnz += G->indptr[verts[r] + 1] - G->indptr[verts[r]];
+    a->col = gsb__alloc_array(nnz, sizeof *a->col);
+    a->val = gsb__alloc_array(nnz, sizeof *a->val);
+    if (!a->ptr || !deg || !a->col || !a->val) {
+        free(deg);
+        norm_adj_free(a);
+        return gsb__err(GSB_ENOMEM, "out of memory for a graph of %lld edges",
+                        (long long)nnz);
+    }
+    int64_t at = 0;
+    for (int64_t r = 0; r < nc; r++) {
+        a->ptr[r] = at;
+        double s = 0.0;
+        for (int64_t e = G->indptr[verts[r]]; e < G->indptr[verts[r] + 1]; e++) {
+            a->col[at] = local[G->indices[e]];
+            a->val[at++] = G->data[e];
+            s += G->data[e];
+        }
+        deg[r] = s;
+    }
+    a->ptr[nc] = at;
+    for (int64_t r = 0; r < nc; r++)
+        for (int64_t e = a->ptr[r]; e < a->ptr[r + 1]; e++)
+            a->val[e] /= sqrt(deg[r] * deg[a->col[e]]);
+    free(deg);
+    return GSB_OK;
+}
+
+static int norm_adj_apply(void *data, const double *x, double *y)
+{
+    const norm_adj *a = data;
+#pragma omp parallel for schedule(static) if (a->ptr[a->n] > 65536)
+    for (int64_t r = 0; r < a->n; r++) {
+        double s = 0.0;
+        for (int64_t e = a->ptr[r]; e < a->ptr[r + 1]; e++)
+            s += a->val[e] * x[a->col[e]];
+        y[r] = s;
+    }
+    return GSB_OK;
+}
+
+/* evecs (nev x n): the nev largest eigenvectors of the dense M, descending */
+static int dense_largest(const norm_adj *a, int64_t nev, double *evecs)
+{
+    const int64_t n = a->n;
+    const gsb__backend *cpu = gsb__cpu_backend();
+    gsb__tensor M = GSB__TENSOR_NONE, w = GSB__TENSOR_NONE, V = GSB__TENSOR_NONE;
+    int rc;
+    GSB_CHECK(gsb__tensor_zeros(cpu, GSB_F64, n, n, &M));
+    GSB_CHECK(gsb__tensor_alloc(cpu, GSB_F64, n, 1, &w));
+    GSB_CHECK(gsb__tensor_alloc(cpu, GSB_F64, n, n, &V));
+    double *m = M.data;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t e = a->ptr[r]; e < a->ptr[r + 1]; e++)
+            m[r * n + a->col[e]] = a->val[e];
+    GSB_CHECK(cpu->ops->eigh(cpu, &M, &w, &V));
+    const double *v = V.data;
+    for (int64_t j = 0; j < nev; j++)
+        for (int64_t i = 0; i < n; i++)
+            evecs[j * n + i] = v[i * n + (n - 1 - j)];
+done:
+    gsb__tensor_free(&M);
+    gsb__tensor_free(&w);
+    gsb__tensor_free(&V);
+    return rc;
+}
+
+static int64_t lanczos_ncv(int64_t n, int64_t nev)
+{
+    int64_t ncv = nev + 24;
+    int64_t cap = LANCZOS_BASIS_BYTES / (2 * (int64_t)sizeof(double) * n);
+    ncv = ncv > cap ? cap : ncv;
+    ncv = ncv < nev + 2 ? nev + 2 : ncv;
+    return ncv > n ? n : ncv;
+}
+
+/*
+ * The spectral layout of one component (nc >= dim + 1 vertices) into emb
+ * (nc x dim); *ok = 0 when the eigensolver did not converge (emb unset).
+ */
+static int component_spectral(const norm_adj *a, const gsb__spectral_opts *so, double *emb,
+                              int *ok)
+{
+    const int64_t n = a->n, dim = so->dim, nev = dim + 1;
+    *ok = 0;
+    double *evecs = gsb__alloc_array(nev * n, sizeof *evecs);
+    double *evals = gsb__alloc_array(nev, sizeof *evals);
+    int rc = GSB_OK;
+    if (!evecs || !evals) {
+        rc = gsb__err(GSB_ENOMEM, "out of memory for %lld eigenvectors of %lld",
+                      (long long)nev, (long long)n);
+        goto done;
+    }
+    if (n <= DENSE_MAX || lanczos_ncv(n, nev) < nev + 2) {
+        GSB_CHECK(dense_largest(a, nev, evecs));
+        *ok = 1;
+    } else {
+        gsb__lanczos_opts o = {n,    nev,           lanczos_ncv(n, nev), LANCZOS_TOL,
+                               LANCZOS_BUDGET, NULL, so->progress, so->progress_data};
+        GSB_CHECK(gsb__lanczos_largest(norm_adj_apply, (void *)a, &o, evals, evecs, ok, NULL));
+    }
+    if (*ok)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t d = 0; d < dim; d++)
+                emb[i * dim + d] = evecs[(d + 1) * n + i];
+done:
+    free(evecs);
+    free(evals);
+    return rc;
+}
+
+/* ---- the meta layout of several components -------------------------------- */
+
+static double centroid_distance(const double *x, const double *y, int64_t p,
+                                gsb__knn_metric metric)
+{
+    double s = 0.0, xx = 0.0, yy = 0.0, mx = 0.0, my = 0.0;
+    if (metric == GSB__KNN_CORRELATION) {
+        for (int64_t j = 0; j < p; j++) {
+            mx += x[j];
+            my += y[j];
+        }
+        mx /= (double)p;
+        my /= (double)p;
+    }
+    for (int64_t j = 0; j < p; j++) {
+        double a = x[j] - mx, b = y[j] - my;
+        switch (metric) {
+        case GSB__KNN_MANHATTAN: s += fabs(a - b); break;
+        case GSB__KNN_EUCLIDEAN: s += (a - b) * (a - b); break;
+        default:
+            s += a * b;
+            xx += a * a;
+            yy += b * b;
+        }
+    }
+    if (metric == GSB__KNN_EUCLIDEAN)
+        return sqrt(s);
+    if (metric == GSB__KNN_MANHATTAN)
+        return s;
+    return xx > 0.0 && yy > 0.0 ? 1.0 - s / sqrt(xx * yy) : 1.0;
+}
+
+/*
+ * umap-learn's component_layout: scikit-learn's spectral_embedding of the
+ * centroids' affinity (normalised Laplacian, first eigenvector dropped,
+ * divided by sqrt(degree), signs fixed so each vector's largest entry is
+ * positive), scaled by its largest value.  meta (k x dim).
+ */
+static int centroid_layout(const gsb__fcsr *G, const int32_t *label, int64_t k,
+                           const gsb__spectral_opts *o, double *meta)
+{
+    const int64_t n = G->rows, p = o->p, dim = o->dim;
+    double *cen = gsb__calloc_array(k * p, sizeof *cen);
+    double *cnt = gsb__calloc_array(k, sizeof *cnt);
+    double *W = gsb__calloc_array(k * k, sizeof *W);
+    double *deg = gsb__calloc_array(k, sizeof *deg);
+    int rc = GSB_OK;
+    if (!cen || !cnt || !W || !deg) {
+        rc = gsb__err(GSB_ENOMEM, "out of memory for %lld component centroids", (long long)k);
+        goto done;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        cnt[label[i]] += 1.0;
+        for (int64_t j = 0; j < p; j++)
+            cen[label[i] * p + j] += o->X[i * p + j];
+    }
+    for (int64_t c = 0; c < k; c++)
+        for (int64_t j = 0; j < p; j++)
+            cen[c * p + j] /= cnt[c];
+    double msq = 0.0;
+    for (int64_t a = 0; a < k; a++)
+        for (int64_t b = a + 1; b < k; b++) {
+            double d = centroid_distance(cen + a * p, cen + b * p, p, o->metric);
+            W[a * k + b] = W[b * k + a] = d * d;
+            msq += d * d;
+        }
+    msq = msq > 0.0 ? msq / (double)(k * (k - 1) / 2) : 1.0;
+    for (int64_t a = 0; a < k; a++)
+        for (int64_t b = 0; b < k; b++) {
+            W[a * k + b] = a == b ? 0.0 : exp(-W[a * k + b] / msq);
+            deg[a] += W[a * k + b];
+        }
+    norm_adj adj = {k, NULL, NULL, NULL};
+    /* dense M as a CSR of every pair (k is small: the number of components) */
+    adj.ptr = gsb__alloc_array(k + 1, sizeof *adj.ptr);
+    adj.col = gsb__alloc_array(k * k, sizeof *adj.col);
+    adj.val = gsb__alloc_array(k * k, sizeof *adj.val);
+    if (!adj.ptr || !adj.col || !adj.val) {
+        norm_adj_free(&adj);
+        rc = gsb__err(GSB_ENOMEM, "out of memory for %lld component centroids", (long long)k);
+        goto done;
+    }
+    for (int64_t a = 0; a < k; a++) {
+        adj.ptr[a] = a * k;
+        for (int64_t b = 0; b < k; b++) {
+            adj.col[a * k + b] = (int32_t)b;
+            adj.val[a * k + b] = deg[a] > 0 && deg[b] > 0 ? W[a * k + b] / sqrt(deg[a] * deg[b])
+                                                          : 0.0;
+        }
+    }
+    adj.ptr[k] = k * k;
+    double *evecs = W; /* reuse: (dim + 1) x k fits in k x k since dim + 1 < 2 dim < k */
+    rc = dense_largest(&adj, dim + 1, evecs);
+    norm_adj_free(&adj);
+    if (rc != GSB_OK)
+        goto done;
+    double top = -INFINITY;
+    for (int64_t d = 0; d < dim; d++) {
+        const double *v = evecs + (d + 1) * k;
+        double big = 0.0, sign = 1.0;
+        for (int64_t c = 0; c < k; c++)
+            if (fabs(v[c]) > big) {
+                big = fabs(v[c]);
+                sign = v[c] < 0 ? -1.0 : 1.0;
+            }
+        for (int64_t c = 0; c < k; c++) {
+            double val = sign * v[c] / (deg[c] > 0 ? sqrt(deg[c]) : 1.0);
+            meta[c * dim + d] = val;
+            top = val > top ? val : top;
+        }
+    }
+    for (int64_t i = 0; i < k * dim; i++)
+        meta[i] /= top > 0.0 ? top : 1.0;
+done:
+    free(cen);
+    free(cnt);
+    free(W);
+    free(deg);
+    return rc;
+}
+
+/* umap-learn's meta layout: +-e_i for up to 2 dim components, else centroids. */
+static int meta_layout(const gsb__fcsr *G, const int32_t *label, int64_t k,
+                       const gsb__spectral_opts *o, double *meta)
+{
+    const int64_t dim = o->dim;
+    if (k > 2 * dim)
+        return centroid_layout(G, label, k, o, meta);
+    int64_t half = (k + 1) / 2;
+    memset(meta, 0, (size_t)(k * dim) * sizeof *meta);
+    for (int64_t c = 0; c < k; c++)
+        meta[c * dim + (c % half)] = c < half ? 1.0 : -1.0;
+    return GSB_OK;
+}
+
+/* Half the distance from meta point c to the nearest other (distinct) one. */
+static double box_half_width(const double *meta, int64_t k, int64_t dim, int64_t c)
+{
+    double best = INFINITY;
+    for (int64_t o = 0; o < k; o++) {
+        double s = 0.0;
+        for (int64_t d = 0; d < dim; d++)
+            s += (meta[c * dim + d] - meta[o * dim + d]) * (meta[c * dim + d] - meta[o * dim + d]);
+        if (s > 0.0 && sqrt(s) < best)
+            best = sqrt(s);
+    }
+    return isfinite(best) ? best / 2.0 : 1.0;
+}
+
+static void uniform_fill(gsb__rng *rng, double lo, double hi, double *x, int64_t count)
+{
+    for (int64_t i = 0; i < count; i++)
+        x[i] = lo + (hi - lo) * gsb__rng_uniform(rng);
+}
+
+/* ---- the layout --------------------------------------------------------------- */
+
+typedef struct comp_work {
+    int32_t *label, *verts, *local;
+    int64_t *start; /* component c's vertices: verts[start[c] .. start[c + 1]) */
+    double *meta, *emb;
+} comp_work;
+
+static void comp_work_free(comp_work *w)
+{
+    free(w->label);
+    free(w->verts);
+    free(w->local);
+    free(w->start);
+    free(w->meta);
+    free(w->emb);
+}
+
+/* The vertices of each component, grouped, and their local indices. */
+static int group_components(const gsb__fcsr *G, int64_t k, comp_work *w)
+{
+    const int64_t n = G->rows;
+    w->verts = gsb__alloc_array(n, sizeof *w->verts);
+    w->local = gsb__alloc_array(n, sizeof *w->local);
+    w->start = gsb__calloc_array(k + 1, sizeof *w->start);
+    if (!w->verts || !w->local || !w->start)
+        return gsb__err(GSB_ENOMEM, "out of memory for %lld components", (long long)k);
+    for (int64_t i = 0; i < n; i++)
+        w->start[w->label[i] + 1]++;
+    for (int64_t c = 0; c < k; c++)
+        w->start[c + 1] += w->start[c];
+    int64_t *fill = gsb__alloc_array(k, sizeof *fill);
+    if (!fill)
+        return gsb__err(GSB_ENOMEM, "out of memory for %lld components", (long long)k);
+    memcpy(fill, w->start, (size_t)k * sizeof *fill);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c = w->label[i];
+        w->local[i] = (int32_t)(fill[c] - w->start[c]);
+        w->verts[fill[c]++] = (int32_t)i;
+    }
+    free(fill);
+    return GSB_OK;
+}
+
+/* Lay out component c into out (its rows), inside its box around meta[c]. */
+static int place_component(const gsb__fcsr *G, const gsb__spectral_opts *o, comp_work *w,
+                           int64_t k, int64_t c, double *out, int64_t *n_failed)
+{
+    const int64_t dim = o->dim, nc = w->start[c + 1] - w->start[c];
+    const int32_t *verts = w->verts + w->start[c];
+    const double *centre = w->meta + c * dim;
+    double half = box_half_width(w->meta, k, dim, c);
+    double *emb = w->emb;
+    int ok = 0;
+    if (nc >= 2 * dim && nc > dim + 1) {
+        norm_adj a;
+        GSB_TRY(build_norm_adj(G, verts, nc, w->local, &a));
+        int rc = component_spectral(&a, o, emb, &ok);
+        norm_adj_free(&a);
+        GSB_TRY(rc);
+        if (!ok) { /* umap-learn's fallback for a failed eigensolver */
+            (*n_failed)++;
+            uniform_fill(o->rng, -10.0, 10.0, emb, nc * dim);
+        }
+        double big = 0.0;
+        for (int64_t i = 0; i < nc * dim; i++)
+            big = fabs(emb[i]) > big ? fabs(emb[i]) : big;
+        double scale = big > 0.0 ? half / big : 1.0;
+        for (int64_t i = 0; i < nc * dim; i++)
+            emb[i] *= scale;
+    } else {
+        uniform_fill(o->rng, -half, half, emb, nc * dim);
+    }
+    for (int64_t r = 0; r < nc; r++)
+        for (int64_t d = 0; d < dim; d++)
+            out[(int64_t)verts[r] * dim + d] = emb[r * dim + d] + centre[d];
+    return GSB_OK;
+}
+
+/* A connected graph: its spectral layout, or umap-learn's random fallback. */
+static int single_component(const gsb__fcsr *G, const gsb__spectral_opts *o, comp_work *w,
+                            double *out, int64_t *n_failed)
+{
+    const int64_t n = G->rows, dim = o->dim;
+    int ok = 0;
+    if (n >= dim + 1) {
+        for (int64_t i = 0; i < n; i++) {
+            w->verts[i] = (int32_t)i;
+            w->local[i] = (int32_t)i;
+        }
+        norm_adj a;
+        GSB_TRY(build_norm_adj(G, w->verts, n, w->local, &a));
+        int rc = component_spectral(&a, o, out, &ok);
+        norm_adj_free(&a);
+        GSB_TRY(rc);
+    }
+    if (!ok) {
+        (*n_failed)++;
+        uniform_fill(o->rng, -10.0, 10.0, out, n * dim);
+    }
+    return GSB_OK;
+}
+
+int gsb__spectral_layout(const gsb__fcsr *G, const gsb__spectral_opts *o, double *out,
+                         int64_t *n_failed)
+{
+    const int64_t n = G->rows, dim = o->dim;
+    *n_failed = 0;
+    comp_work w = {0};
+    int64_t k = 0;
+    int rc;
+    w.label = gsb__alloc_array(n, sizeof *w.label);
+    w.emb = gsb__alloc_array(n * dim, sizeof *w.emb);
+    if (!w.label || !w.emb) {
+        rc = gsb__err(GSB_ENOMEM, "out of memory for the layout of %lld points", (long long)n);
+        goto done;
+    }
+    GSB_CHECK(gsb__connected_components(G, w.label, &k));
+    GSB_CHECK(group_components(G, k, &w));
+    if (k == 1) {
+        rc = single_component(G, o, &w, out, n_failed);
+        goto done;
+    }
+    w.meta = gsb__alloc_array(k * dim, sizeof *w.meta);
+    if (!w.meta) {
+        rc = gsb__err(GSB_ENOMEM, "out of memory for %lld components", (long long)k);
+        goto done;
+    }
+    GSB_CHECK(meta_layout(G, w.label, k, o, w.meta));
+    for (int64_t c = 0; c < k; c++)
+        GSB_CHECK(place_component(G, o, &w, k, c, out, n_failed));
+done:
+    comp_work_free(&w);
+    return rc;
+}
