@@ -2,8 +2,8 @@
  * test_cpu_threads.c - how many threads BLAS gets (backend/cpu/cpu_threads.c):
  * libgsb runs on the OpenBLAS build CMake linked (its OpenMP build where
  * installed: one thread pool), a small call outside parallel regions runs on
- * one thread and a large one on all, nothing changes inside a parallel region,
- * every setting comes back afterwards, and many threads mixing small and large
+ * one thread and a large one on all (a LAPACK routine only from a larger
+ * size), nothing changes inside a parallel region, every setting comes back, and many threads mixing small and large
  * products at once get the answers each gets alone, with the settings intact.
  */
 #include <cblas.h>
@@ -64,6 +64,16 @@ static void test_small_call_serial_large_not(void)
     CHECK(omp_get_max_threads() == 2);
     CHECK(openblas_get_num_threads() == 2);
     gsb__cpu_blas_call_end(token);
+
+    /* 1e8 flops: threaded as one BLAS call, serial as a LAPACK routine's chain */
+    token = gsb__cpu_blas_call_begin(1e8);
+    CHECK(token == 0);
+    gsb__cpu_blas_call_end(token);
+    token = gsb__cpu_lapack_call_begin(1e8);
+    CHECK(window_is_serial());
+    gsb__cpu_blas_call_end(token);
+    CHECK(omp_get_max_threads() == 2);
+    CHECK(openblas_get_num_threads() == 2);
 }
 
 /* In a parallel region a BLAS call is already serial: nothing to change. */

@@ -145,7 +145,8 @@ static void transpose(gsb_dtype dt, int64_t rows, int64_t cols, const void *src,
 /* ---- s/d dispatch of the BLAS and LAPACK routines we use ---------------- */
 /* Each runs single-threaded when small: waking a pool of threads for a small
  * call, or for each of the many tiny calls inside LAPACK on a small problem,
- * costs more than the arithmetic (gsb__cpu_blas_call_begin, cpu_threads.c). */
+ * costs more than the arithmetic (gsb__cpu_blas_call_begin and
+ * gsb__cpu_lapack_call_begin, cpu_threads.c). */
 
 static void blas_gemm(gsb_dtype dt, int ta, int tb, int m, int n, int k, double alpha,
                       const void *a, int lda, const void *b, int ldb, double beta, void *c,
@@ -200,7 +201,7 @@ static void blas_syrk_t(gsb_dtype dt, int n, int k, double alpha, const void *a,
 
 static lapack_int lapack_syevd(gsb_dtype dt, lapack_int n, void *a, void *w)
 {
-    int serial = gsb__cpu_blas_call_begin(9.0 * n * n * n);
+    int serial = gsb__cpu_lapack_call_begin(9.0 * n * n * n);
     lapack_int info = dt == GSB_F32 ? LAPACKE_ssyevd(LAPACK_ROW_MAJOR, 'V', 'U', n, a, ld(n), w)
                          : LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', n, a, ld(n), w);
     gsb__cpu_blas_call_end(serial);
@@ -209,7 +210,7 @@ static lapack_int lapack_syevd(gsb_dtype dt, lapack_int n, void *a, void *w)
 
 static lapack_int lapack_posv(gsb_dtype dt, lapack_int n, lapack_int k, void *a, void *b)
 {
-    int serial = gsb__cpu_blas_call_begin((double)n * n * n / 3.0 + 2.0 * n * n * k);
+    int serial = gsb__cpu_lapack_call_begin((double)n * n * n / 3.0 + 2.0 * n * n * k);
     lapack_int info = dt == GSB_F32 ? LAPACKE_sposv(LAPACK_ROW_MAJOR, 'U', n, k, a, ld(n), b, ld(k))
                          : LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', n, k, a, ld(n), b, ld(k));
     gsb__cpu_blas_call_end(serial);
@@ -219,7 +220,7 @@ static lapack_int lapack_posv(gsb_dtype dt, lapack_int n, lapack_int k, void *a,
 static lapack_int lapack_gesdd(gsb_dtype dt, char jobz, lapack_int m, lapack_int n, void *a,
                                void *s, void *u, lapack_int ldu, void *vt, lapack_int ldvt)
 {
-    int serial = gsb__cpu_blas_call_begin(8.0 * m * n * (m < n ? m : n));
+    int serial = gsb__cpu_lapack_call_begin(8.0 * m * n * (m < n ? m : n));
     lapack_int info = dt == GSB_F32
                ? LAPACKE_sgesdd(LAPACK_COL_MAJOR, jobz, m, n, a, ld(m), s, u, ldu, vt, ldvt)
                : LAPACKE_dgesdd(LAPACK_COL_MAJOR, jobz, m, n, a, ld(m), s, u, ldu, vt, ldvt);
@@ -231,7 +232,7 @@ static lapack_int lapack_gelsd(gsb_dtype dt, lapack_int m, lapack_int n, lapack_
                                void *a, void *b, lapack_int ldb, void *s, double rcond,
                                lapack_int *rank)
 {
-    int serial = gsb__cpu_blas_call_begin(8.0 * m * n * (m < n ? m : n) + 2.0 * m * n * k);
+    int serial = gsb__cpu_lapack_call_begin(8.0 * m * n * (m < n ? m : n) + 2.0 * m * n * k);
     lapack_int info = dt == GSB_F32 ? LAPACKE_sgelsd(LAPACK_COL_MAJOR, m, n, k, a, ld(m), b, ldb, s,
                                           (float)rcond, rank)
                          : LAPACKE_dgelsd(LAPACK_COL_MAJOR, m, n, k, a, ld(m), b, ldb, s,
@@ -242,7 +243,7 @@ static lapack_int lapack_gelsd(gsb_dtype dt, lapack_int m, lapack_int n, lapack_
 
 static lapack_int lapack_geqrf(gsb_dtype dt, lapack_int m, lapack_int n, void *a, void *tau)
 {
-    int serial = gsb__cpu_blas_call_begin(4.0 * m * n * n);
+    int serial = gsb__cpu_lapack_call_begin(4.0 * m * n * n);
     lapack_int info = dt == GSB_F32 ? LAPACKE_sgeqrf(LAPACK_COL_MAJOR, m, n, a, ld(m), tau)
                          : LAPACKE_dgeqrf(LAPACK_COL_MAJOR, m, n, a, ld(m), tau);
     gsb__cpu_blas_call_end(serial);
@@ -252,7 +253,7 @@ static lapack_int lapack_geqrf(gsb_dtype dt, lapack_int m, lapack_int n, void *a
 static lapack_int lapack_orgqr(gsb_dtype dt, lapack_int m, lapack_int n, void *a,
                                const void *tau)
 {
-    int serial = gsb__cpu_blas_call_begin(4.0 * m * n * n);
+    int serial = gsb__cpu_lapack_call_begin(4.0 * m * n * n);
     lapack_int info = dt == GSB_F32 ? LAPACKE_sorgqr(LAPACK_COL_MAJOR, m, n, n, a, ld(m), tau)
                          : LAPACKE_dorgqr(LAPACK_COL_MAJOR, m, n, n, a, ld(m), tau);
     gsb__cpu_blas_call_end(serial);

@@ -35,9 +35,12 @@ void gsb__cpu_blas_serial_end(void);
 /* Below this many flops a BLAS or LAPACK call, or a product the engine would
  * split over its threads, runs on one thread (cpu_threads.c says why). */
 #define GSB__BLAS_SERIAL_FLOPS ((double)(1 << 24))
+/* The same for a LAPACK routine, many BLAS calls in a row. */
+#define GSB__LAPACK_SERIAL_FLOPS ((double)(1 << 30))
 /* Around one BLAS or LAPACK call of `flops` outside parallel regions: small
  * ones run single-threaded.  Pass begin's token to end. */
 int gsb__cpu_blas_call_begin(double flops);
+int gsb__cpu_lapack_call_begin(double flops);
 void gsb__cpu_blas_call_end(int token);
 
 int gsb__cpu_gemm(const gsb__backend *be, int trans_a, int trans_b, double alpha,

@@ -22,7 +22,11 @@
  *    the engine's parallel regions: below GSB__BLAS_SERIAL_FLOPS it runs
  *    single-threaded, since waking a pool for each of the many tiny calls of
  *    a LAPACK routine or an iterative solver costs more than the arithmetic
- *    (5000 x 20 SVD: several times slower on 16 cores than on one).  On the
+ *    (5000 x 20 SVD: several times slower on 16 cores than on one).  A LAPACK
+ *    routine is a chain of BLAS calls, each a parallel region on the OpenMP
+ *    build, so it stays on one thread up to GSB__LAPACK_SERIAL_FLOPS
+ *    (gsb__cpu_lapack_call_begin): on the busy 2-core VM, a 1000 x 256 lstsq
+ *    took 0.8-1.3 s on two threads against 19 ms on one.  On the
  *    OpenMP build that is this thread's own setting, which no other thread
  *    sees; OpenBLAS's process-wide count is left alone: changing it while
  *    another thread is inside a threaded call frees that call's buffers.  On
@@ -66,10 +70,10 @@ void gsb__cpu_blas_serial_end(void)
 
 /* The token for gsb__cpu_blas_call_end: 0 nothing changed, -1 a pthreads
  * window opened, n > 0 this thread's OpenMP thread count before the call. */
-int gsb__cpu_blas_call_begin(double flops)
+static int call_begin(double flops, double serial_below)
 {
     int build = openblas_get_parallel();
-    if (build == OPENBLAS_SERIAL || flops >= GSB__BLAS_SERIAL_FLOPS || omp_in_parallel())
+    if (build == OPENBLAS_SERIAL || flops >= serial_below || omp_in_parallel())
         return 0;
     if (build == OPENBLAS_PTHREADS) {
         gsb__cpu_blas_serial_begin();
@@ -80,6 +84,16 @@ int gsb__cpu_blas_call_begin(double flops)
         return 0;
     omp_set_num_threads(1);
     return saved;
+}
+
+int gsb__cpu_blas_call_begin(double flops)
+{
+    return call_begin(flops, GSB__BLAS_SERIAL_FLOPS);
+}
+
+int gsb__cpu_lapack_call_begin(double flops)
+{
+    return call_begin(flops, GSB__LAPACK_SERIAL_FLOPS);
 }
 
 void gsb__cpu_blas_call_end(int token)
