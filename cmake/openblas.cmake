@@ -6,8 +6,7 @@
 # each build in its own directory (libopenblas-openmp-dev, -pthread-dev,
 # -serial-dev) and point pkg-config's `openblas` at the alternative of highest
 # priority, the pthreads build wherever both are installed; so the OpenMP
-# build's own openblas.pc is looked for first and handed to pkg-config by path
-# (a new path also makes an existing build directory check again).
+# build's own openblas.pc is looked for first and handed to pkg-config by path.
 # -DGSB_OPENBLAS_PC=<path to an openblas.pc, or a module name> overrides it.
 # Defines the imported target PkgConfig::OPENBLAS, and GSB_OPENBLAS_OPENMP (ON
 # where it is the OpenMP build; tests/c/test_cpu_threads.c checks it is the one
@@ -29,6 +28,12 @@ endif()
 if(NOT _gsb_openblas_module)
   set(_gsb_openblas_module openblas)
 endif()
+# pkg-config's library lookup is cached: forget it when the build to link changed
+# (an existing build directory that linked the pthreads build before)
+if(NOT "${_gsb_openblas_module}" STREQUAL "${_GSB_OPENBLAS_LAST_MODULE}")
+  unset(pkgcfg_lib_OPENBLAS_openblas CACHE)
+endif()
+set(_GSB_OPENBLAS_LAST_MODULE "${_gsb_openblas_module}" CACHE INTERNAL "")
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET "${_gsb_openblas_module}")
 pkg_get_variable(_gsb_openblas_config "${_gsb_openblas_module}" openblas_config)
 if(_gsb_openblas_config MATCHES "USE_OPENMP=1")
