@@ -95,7 +95,9 @@ static void test_estimators_in_place(void)
     } cases[] = {{"StandardScaler", NULL, trans, 0},
                  {"MinMaxScaler", NULL, trans, 0},
                  {"PCA", "{\"n_components\": 4}", trans, 0},
-                 {"TruncatedSVD", "{\"n_components\": 4}", trans, 0},
+                 /* a seed: random_state=None draws a new test matrix per fit, and on
+                  * isotropic X the top-4 subspace is anyone's (rel. error ~1.5) */
+                 {"TruncatedSVD", "{\"n_components\": 4, \"random_state\": 0}", trans, 0},
                  {"KMeans", "{\"n_clusters\": 5, \"random_state\": 0}", km, 0},
                  {"LinearRegression", NULL, pred, 1},
                  {"Ridge", "{\"alpha\": 2.0}", pred, 1},
