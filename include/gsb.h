@@ -283,7 +283,9 @@ GSB_API void gsb_data_free(gsb_data *d);
 /* ---- the session's arena: memory that crosses to the engine with no copy -- */
 /*
  * Memory for arrays the caller fills itself.  Local session with a GPU: page-
- * locked (pinned) host memory, so uploads run at full bus speed.  Unix-socket
+ * locked (pinned) host memory for blocks of 1 MiB or more, so uploads run at
+ * full bus speed (smaller blocks are ordinary memory: pinning costs more
+ * than it saves there).  Unix-socket
  * session: shared memory that gsbd maps (and pins), so the array's bytes are
  * never copied or sent over the socket.  TCP session: ordinary memory.
  * 64-byte aligned; free with gsb_arena_free before closing the session.

@@ -11,10 +11,6 @@
 #include "backend/backend.h"
 #include "core/error.h"
 
-/* Registering costs a system call and pins pages: only worth it for blocks
- * large enough that their upload time matters. */
-#define GSB__ARENA_REGISTER_MIN ((size_t)1 << 20)
-
 void gsb__arena_init(gsb__arena *a)
 {
     pthread_mutex_init(&a->lock, NULL);

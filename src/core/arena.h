@@ -1,7 +1,8 @@
 /*
  * arena.h - gsb_arena_alloc for local sessions: 64-byte aligned host blocks,
  * page-locked through the GPU backend's host_register when one is loaded
- * (so uploads from them skip staging).  Remote sessions use src/net/arena.c
+ * and the block has GSB__ARENA_REGISTER_MIN bytes or more (so uploads from
+ * them skip staging).  Remote sessions use src/net/arena.c
  * (src/session/remote.c).
  */
 #ifndef GSB_CORE_ARENA_H
@@ -11,6 +12,11 @@
 #include <stddef.h>
 
 struct gsb__backend;
+
+/* Blocks of at least this many bytes are page-locked (smaller ones stay
+ * pageable): registering costs a system call and pins pages, only worth it
+ * for blocks large enough that their upload time matters. */
+#define GSB__ARENA_REGISTER_MIN ((size_t)1 << 20)
 
 typedef struct gsb__arena_block {
     void *p;

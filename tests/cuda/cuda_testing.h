@@ -18,6 +18,8 @@ static const gsb__backend *gpu, *cpu;
 /* 1 when the CUDA backend loaded; prints why not otherwise. */
 static inline int cuda_testing_init(void)
 {
+    /* unbuffered: a run killed by a timeout still shows the tests that passed */
+    setvbuf(stdout, NULL, _IONBF, 0);
     cpu = gsb__cpu_backend();
     gpu = gsb__cuda_backend();
     if (!gpu)

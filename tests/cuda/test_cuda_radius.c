@@ -18,8 +18,14 @@
  * and the tile engine, several splits of R), a query block that is a row
  * range off any vector alignment, norms too large for the expansion, a
  * fill whose counts are wrong (an internal error), and searches on 1-3
- * columns (the grid) with a budget of a few KiB.  Needs a GPU: run under
- * tools/gpu-check (ctest -L gpu).
+ * columns (the grid) with a budget of a few KiB.  The searches' eps is
+ * set from nearest-neighbour distances (search_eps), so a row has a few
+ * neighbours however many rows R has, or a few hundred where a case wants
+ * rows over the budget: an eps from the distances of random pairs (as
+ * pick_eps) gives every row a fixed share of R, billions of pairs for the
+ * 150000-row grid, and a 4 KiB budget then cut them into one-row pieces
+ * (the run never ended).  Needs a GPU: run under tools/gpu-check (ctest -L
+ * gpu).
  */
 #include <math.h>
 #include <stdint.h>
@@ -56,6 +62,12 @@ static double exact(const gsb__tensor *Q, int64_t i, const gsb__tensor *R, int64
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_f64(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
@@ -126,20 +138,28 @@ static gsb__tensor clustered(gsb_dtype dt, int64_t n, int64_t d, double spread)
 static double pick_eps(const gsb__tensor *Q, const gsb__tensor *R, gsb__metric metric, double p)
 {
     double v[48];
-    for (int s = 0; s < 48; s++) {
-        double r = exact(Q, s % Q->rows, R, (s * 7919) % R->rows, metric, p);
-        v[s] = metric == GSB__METRIC_EUCLIDEAN ? sqrt(r)
-               : metric == GSB__METRIC_MINKOWSKI ? pow(r, 1.0 / p)
-                                                 : r;
-    }
-    for (int a = 0; a < 48; a++)
-        for (int b = a + 1; b < 48; b++)
-            if (v[b] < v[a]) {
-                double t = v[a];
-                v[a] = v[b];
-                v[b] = t;
-            }
+    for (int s = 0; s < 48; s++)
+        v[s] = gsb__radius_value(metric, p,
+                                 exact(Q, s % Q->rows, R, (s * 7919) % R->rows, metric, p));
+    qsort(v, 48, sizeof *v, cmp_f64);
     return v[6] > 0 ? v[6] : 0.5;
+}
+
+/* An eps giving the rows of R about k neighbours each (k < R->rows): the
+ * median over 15 sampled rows of the distance to their k-th nearest row. */
+static double search_eps(const gsb__tensor *R, gsb__metric metric, double p, int64_t k)
+{
+    double v[15], *all = malloc(sizeof(double) * (size_t)R->rows);
+    for (int s = 0; s < 15; s++) {
+        int64_t i = (s * 7919) % R->rows;
+        for (int64_t j = 0; j < R->rows; j++)
+            all[j] = exact(R, i, R, j, metric, p);
+        qsort(all, (size_t)R->rows, sizeof *all, cmp_f64);
+        v[s] = gsb__radius_value(metric, p, all[k - 1]);
+    }
+    free(all);
+    qsort(v, 15, sizeof *v, cmp_f64);
+    return v[7] > 0 ? v[7] : 0.5;
 }
 
 /* Count and fill passes of both twins on Q (a row range of Qfull from q0) and R. */
@@ -292,17 +312,20 @@ static void lists_free(lists *l)
     free(l->len), free(l->row);
 }
 
-static void compare_search(int64_t n, int64_t nq, int64_t d, gsb_dtype dt, int mi)
+/* The search of R (n rows) on both backends, rows of about `per_row`
+ * neighbours, a budget of `budget` bytes of lists per piece. */
+static void compare_search(int64_t n, int64_t nq, int64_t d, gsb_dtype dt, int mi,
+                           int64_t per_row, int64_t budget)
 {
     gsb__metric metric = METRICS[mi];
     double p = metric == GSB__METRIC_MINKOWSKI ? 0.5 + 2.5 * testing_uniform() : 2;
     gsb__tensor R = clustered(dt, n, d, 1.5), Q = clustered(dt, nq, d, 2.0);
     gsb__tensor_set(&Q, 0, 1e30); /* a query far outside the grid */
-    double eps = pick_eps(&R, &R, metric, p), thr = gsb__radius_threshold(metric, p, eps);
+    double eps = search_eps(&R, metric, p, per_row), thr = gsb__radius_threshold(metric, p, eps);
     double dtol = metric == GSB__METRIC_MINKOWSKI ? 1e-9 : 1e-12;
     gsb__rsearch sc, sg;
-    CHECK_OK(gsb__rsearch_open(&sc, NULL, cpu, &R, metric, p, eps, 4096));
-    CHECK_OK(gsb__rsearch_open(&sg, NULL, gpu, &R, metric, p, eps, 4096));
+    CHECK_OK(gsb__rsearch_open(&sc, NULL, cpu, &R, metric, p, eps, budget));
+    CHECK_OK(gsb__rsearch_open(&sg, NULL, gpu, &R, metric, p, eps, budget));
     int64_t *cc = calloc((size_t)(n + 1), sizeof(int64_t)), *gc = calloc((size_t)(n + 1), sizeof(int64_t));
     CHECK_OK(gsb__rsearch_self_counts(&sc, cc));
     CHECK_OK(gsb__rsearch_self_counts(&sg, gc));
@@ -334,18 +357,22 @@ static void compare_search(int64_t n, int64_t nq, int64_t d, gsb_dtype dt, int m
 
 static void test_search(void)
 {
+    /* 4 KiB hold 256 neighbours (with distances): rows of ~400 (one column)
+     * make one-row pieces over the budget, rows of ~12 pieces of many rows */
     for (int t = 0; t < 2; t++)
         for (int mi = 0; mi < 6; mi++)
             for (int64_t d = 1; d <= 4; d++) {
                 int before = case_begin();
-                int64_t n = 500 + 700 * d;
-                compare_search(n, 90, d, dtypes[t], mi);
-                CASE_END(before, "search %s, %s, %lld rows, d %lld", gsb_dtype_name(dtypes[t]),
-                         NAMES[mi], (long long)n, (long long)d);
+                int64_t n = 500 + 700 * d, per_row = d == 1 ? 400 : 12;
+                compare_search(n, 90, d, dtypes[t], mi, per_row, 4096);
+                CASE_END(before, "search %s, %s, %lld rows, d %lld, ~%lld neighbours a row",
+                         gsb_dtype_name(dtypes[t]), NAMES[mi], (long long)n, (long long)d,
+                         (long long)per_row);
             }
-    /* a larger grid: many cells, many chunks of queries */
+    /* a larger grid: many cells, several chunks of queries, pieces of
+     * thousands of rows */
     int before = case_begin();
-    compare_search(150000, 70000, 2, GSB_F32, 0);
+    compare_search(150000, 70000, 2, GSB_F32, 0, 12, (int64_t)1 << 20);
     CASE_END(before, "search float32, euclidean, 150000 rows, d 2");
 }
 

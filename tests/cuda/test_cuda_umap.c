@@ -11,11 +11,17 @@
  * their scale (float32 steps that differ only in powf's last bits and fused
  * multiply-adds).  A repeated GPU run is bitwise equal.
  * Hogwild form (steps applied with atomics as they are computed, reading
- * positions other threads may have moved): not comparable bitwise, so at a
- * small learning rate (1e-3), where reading a moved point changes a step by
- * O(alpha), each point's displacement must match the CPU's to 1e-2 of the
- * displacements' scale, with the same schedules; an epoch that skipped
- * edges, double counted or lost updates fails that.
+ * positions other threads may have moved): not comparable bitwise.  A step
+ * read from a moved point differs by O(alpha L) relative, L the force's
+ * Lipschitz constant, which is large for close pairs near the clip, so a
+ * single point may legitimately be off by tens of percent of the largest
+ * displacement; in aggregate the difference stays small.  At a small
+ * learning rate (3e-4) the RMS of the difference from the CPU's
+ * displacements must be within 2e-2 of their RMS, with the same schedules:
+ * a CPU simulation of these graphs (edges in random order, each step
+ * applied at once, reading moved positions) gives at most 0.006, and
+ * kernels that skip or lose 1% of the edges' steps give 0.07-0.10, one
+ * that doubles them 1.0.
  * Malformed edges give GSB_EINTERNAL and leave the GPU usable.  Needs a GPU:
  * run under tools/gpu-check (ctest -L gpu).
  */
@@ -211,7 +217,7 @@ static void test_deterministic_repeats(void)
 static void compare_hogwild(int64_t n, int64_t dim, int fit)
 {
     graph g = make_graph(n, fit ? n : n / 2, dim, 15, fit);
-    gsb__umap_sgd p = {3, 1.577, 0.895, 1.0, 1e-3, 5.0, fit ? 2.0 : 1.0, 11, 0};
+    gsb__umap_sgd p = {3, 1.577, 0.895, 1.0, 3e-4, 5.0, fit ? 2.0 : 1.0, 11, 0};
     gsb__tensor ns, nn;
     schedules(&g, 5.0, &ns, &nn);
     gsb__tensor start = host_copy(&g.head), gh = host_copy(&g.head);
@@ -220,16 +226,20 @@ static void compare_hogwild(int64_t n, int64_t dim, int fit)
     p.hogwild = 1;
     CHECK_OK(epoch_on(gpu, &g, &gh, &gns, &gnn, &p));
     CHECK(same_bits(&gns, &ns) && same_bits(&gnn, &nn));
+    /* sums of squares of the difference and of the CPU's displacements */
     double num = 0, den = 0;
     for (int64_t i = 0; i < n * dim; i++) {
         double dc = gsb__tensor_get(&g.head, i) - gsb__tensor_get(&start, i);
         double dg = gsb__tensor_get(&gh, i) - gsb__tensor_get(&start, i);
-        num = fmax(num, fabs(dg - dc));
-        den = fmax(den, fabs(dc));
+        num += (dg - dc) * (dg - dc);
+        den += dc * dc;
         if (isnan(dg))
             num = INFINITY;
     }
-    CHECK(den > 0 && num <= 1e-2 * den);
+    if (!(den > 0 && num <= 4e-4 * den))
+        fprintf(stderr, "n %lld dim %lld fit %d: rms difference %g of the displacements' rms\n",
+                (long long)n, (long long)dim, fit, den > 0 ? sqrt(num / den) : INFINITY);
+    CHECK(den > 0 && num <= 4e-4 * den); /* rms ratio <= 2e-2 */
     gsb__tensor_free(&start), gsb__tensor_free(&gh);
     gsb__tensor_free(&gns), gsb__tensor_free(&gnn);
     gsb__tensor_free(&ns), gsb__tensor_free(&nn);
