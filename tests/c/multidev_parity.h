@@ -1,0 +1,144 @@
+/*
+ * multidev_parity.h - a multi-device fit against the one-device fit (header
+ * only): the same estimator, parameters and data fitted in two sessions, and
+ * every public fitted attribute compared (names, shapes, values).  Shared by
+ * tests/c/test_multidev.c (cpu:N against cpu) and
+ * tests/cuda/test_cuda_multigpu.c (cuda:all against cuda:0).
+ */
+#ifndef GSB_TEST_MULTIDEV_PARITY_H
+#define GSB_TEST_MULTIDEV_PARITY_H
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_api_helpers.h"
+
+/* fit(X[, y][, w]) of est in session s; NULL (a failed check) on error. */
+static inline gsb_model *parity_fit(gsb_session *s, const char *est, const char *params,
+                                    const gsb_array *X, const gsb_array *y, const gsb_array *w)
+{
+    gsb_model *m = testing_model(s, est, params);
+    if (!m)
+        return NULL;
+    int rc = testing_fit(m, X, y, w);
+    CHECK_OK(rc);
+    if (rc != GSB_OK) {
+        gsb_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* Attribute name of a and b: same shape, values within tol relative
+ * (|a - b| <= tol (|b| + scale), scale the attribute's largest |b|). */
+static inline void parity_attr(gsb_model *a, gsb_model *b, const char *name, double tol)
+{
+    gsb_result *ra = NULL, *rb = NULL;
+    CHECK_OK(gsb_model_get_attr(a, name, &ra));
+    CHECK_OK(gsb_model_get_attr(b, name, &rb));
+    if (!ra || !rb) {
+        gsb_result_free(ra);
+        gsb_result_free(rb);
+        return;
+    }
+    const gsb_array *x = gsb_result_array(ra, 0), *y = gsb_result_array(rb, 0);
+    int64_t n = testing_numel(y);
+    CHECK(x->ndim == y->ndim && testing_numel(x) == n);
+    CHECK(x->dtype == y->dtype);
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs(testing_at(y, i)));
+    int bad = 0;
+    for (int64_t i = 0; i < n && testing_numel(x) == n; i++) {
+        double u = testing_at(x, i), v = testing_at(y, i);
+        double err = fabs(u - v) / (fabs(v) + scale + 1e-300);
+        if (!(err <= tol)) /* NaN fails */
+            bad = 1;
+        if (err > worst || err != err)
+            worst = err;
+    }
+    if (bad)
+        fprintf(stderr, "  attribute %s: relative error %.3g > %.3g\n", name, worst, tol);
+    CHECK(!bad);
+    gsb_result_free(ra);
+    gsb_result_free(rb);
+}
+
+/* Every public attribute of the one-device model one, in multi too. */
+static inline void parity_all(gsb_model *multi, gsb_model *one, double tol)
+{
+    char *ja = NULL, *jb = NULL;
+    CHECK_OK(gsb_model_list_attrs(multi, &ja));
+    CHECK_OK(gsb_model_list_attrs(one, &jb));
+    json_t *la = ja ? json_loads(ja, 0, NULL) : NULL, *lb = jb ? json_loads(jb, 0, NULL) : NULL;
+    CHECK(la && lb && json_array_size(la) == json_array_size(lb));
+    if (la && lb && json_array_size(la) != json_array_size(lb))
+        fprintf(stderr, "  attributes: multi-device %s, one device %s\n", ja, jb);
+    size_t i;
+    json_t *v;
+    json_array_foreach(lb, i, v) parity_attr(multi, one, json_string_value(v), tol);
+    json_decref(la);
+    json_decref(lb);
+    gsb_free(ja);
+    gsb_free(jb);
+}
+
+/* est fitted in both sessions, compared; 1 when both fits ran. */
+static inline int parity_check(gsb_session *multi, gsb_session *one, const char *est,
+                               const char *params, const gsb_array *X, const gsb_array *y,
+                               const gsb_array *w, double tol)
+{
+    gsb_model *a = parity_fit(multi, est, params, X, y, w);
+    gsb_model *b = parity_fit(one, est, params, X, y, w);
+    if (a && b)
+        parity_all(a, b, tol);
+    int ok = a && b;
+    if (a)
+        gsb_model_free(a);
+    if (b)
+        gsb_model_free(b);
+    return ok;
+}
+
+/* The estimators with a multi-device fit, on data X (n x d), y, w (doubles)
+ * in dtype dt; tol for float64 (float32: 1e-4, its own rounding). */
+static inline void parity_suite(gsb_session *multi, gsb_session *one, const double *X,
+                                const double *y, const double *w, int64_t n, int64_t d,
+                                gsb_dtype dt, double tol)
+{
+    void *xb = malloc((size_t)(n * d) * 8), *yb = malloc((size_t)n * 8);
+    if (dt == GSB_F32) {
+        testing_to_f32(X, xb, n * d);
+        testing_to_f32(y, yb, n);
+        tol = 1e-4;
+    } else {
+        memcpy(xb, X, (size_t)(n * d) * 8);
+        memcpy(yb, y, (size_t)n * 8);
+    }
+    gsb_array xa = gsb_array_2d(xb, dt, n, d), ya = gsb_array_1d(yb, dt, n);
+    gsb_array y2 = gsb_array_2d(yb, dt, n, 1), wa = gsb_array_1d((void *)w, GSB_F64, n);
+    CHECK(parity_check(multi, one, "StandardScaler", NULL, &xa, NULL, NULL, tol));
+    CHECK(parity_check(multi, one, "StandardScaler", NULL, &xa, NULL, &wa, tol));
+    CHECK(parity_check(multi, one, "StandardScaler", "{\"with_mean\": false}", &xa, NULL, NULL,
+                       tol));
+    CHECK(parity_check(multi, one, "MinMaxScaler", "{\"feature_range\": [-1, 2]}", &xa, NULL,
+                       NULL, 0));
+    if (n > d + 1) {
+        CHECK(parity_check(multi, one, "LinearRegression", NULL, &xa, &ya, NULL, tol));
+        CHECK(parity_check(multi, one, "LinearRegression", NULL, &xa, &y2, &wa, tol));
+        CHECK(parity_check(multi, one, "Ridge", "{\"alpha\": 2.5}", &xa, &ya, &wa, tol));
+        CHECK(parity_check(multi, one, "Ridge", "{\"fit_intercept\": false}", &xa, &y2, NULL,
+                           tol));
+        CHECK(parity_check(multi, one, "PCA", "{\"n_components\": 2}", &xa, NULL, NULL, tol));
+        CHECK(parity_check(multi, one, "PCA", "{\"whiten\": true}", &xa, NULL, NULL, tol));
+        CHECK(parity_check(multi, one, "TruncatedSVD",
+                           "{\"n_components\": 2, \"algorithm\": \"arpack\"}", &xa, NULL, NULL,
+                           tol));
+    }
+    free(xb);
+    free(yb);
+}
+
+#endif
