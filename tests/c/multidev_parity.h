@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +104,31 @@ static inline int parity_check(gsb_session *multi, gsb_session *one, const char 
     return ok;
 }
 
+/* KMeans from an explicit init (the k x d rows given) in both sessions: the
+ * same labels, centres, inertia and n_iter_. */
+static inline void parity_kmeans(gsb_session *multi, gsb_session *one, const gsb_array *X,
+                                 const gsb_array *w, const gsb_array *init, double tol)
+{
+    char params[96];
+    snprintf(params, sizeof params, "{\"n_clusters\": %lld, \"n_init\": 1, \"tol\": 0}",
+             (long long)init->shape[0]);
+    gsb_model *a = testing_model(multi, "KMeans", params);
+    gsb_model *b = testing_model(one, "KMeans", params);
+    const gsb_array *ins[4] = {X, NULL, w, init};
+    if (a && b) {
+        CHECK_OK(gsb_model_call(a, "fit", ins, 4, NULL, NULL));
+        CHECK(strstr(gsb_warnings(), "first device") == NULL);
+        CHECK_OK(gsb_model_call(b, "fit", ins, 4, NULL, NULL));
+        parity_all(a, b, tol);
+        parity_attr(a, b, "labels_", 0); /* identical */
+        parity_attr(a, b, "n_iter_", 0);
+    }
+    if (a)
+        gsb_model_free(a);
+    if (b)
+        gsb_model_free(b);
+}
+
 /* The estimators with a multi-device fit, on data X (n x d), y, w (doubles)
  * in dtype dt; tol for float64 (float32: 1e-4, its own rounding). */
 static inline void parity_suite(gsb_session *multi, gsb_session *one, const double *X,
@@ -137,6 +163,23 @@ static inline void parity_suite(gsb_session *multi, gsb_session *one, const doub
         CHECK(parity_check(multi, one, "TruncatedSVD",
                            "{\"n_components\": 2, \"algorithm\": \"arpack\"}", &xa, NULL, NULL,
                            tol));
+        /* KMeans from the first rows; then with a centre far from every point
+         * (an empty cluster: the farthest points relocate it) */
+        void *ib = malloc((size_t)(4 * d) * 8);
+        memcpy(ib, xb, (size_t)(3 * d) * (dt == GSB_F32 ? 4 : 8));
+        gsb_array ia = gsb_array_2d(ib, dt, 3, d);
+        parity_kmeans(multi, one, &xa, NULL, &ia, tol);
+        parity_kmeans(multi, one, &xa, &wa, &ia, tol);
+        memcpy(ib, xb, (size_t)(4 * d) * (dt == GSB_F32 ? 4 : 8));
+        for (int64_t j = 0; j < d; j++) {
+            if (dt == GSB_F32)
+                ((float *)ib)[3 * d + j] = 1e4f;
+            else
+                ((double *)ib)[3 * d + j] = 1e4;
+        }
+        gsb_array ie = gsb_array_2d(ib, dt, 4, d);
+        parity_kmeans(multi, one, &xa, NULL, &ie, tol);
+        free(ib);
     }
     free(xb);
     free(yb);

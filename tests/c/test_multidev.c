@@ -184,6 +184,43 @@ static void test_fit_transform(void)
     gsb_result_free(rb);
     gsb_model_free(a);
     gsb_model_free(b);
+    /* KMeans declares its own fit_predict: the multi-device fit, then predict */
+    gsb_array ia = gsb_array_2d(X, GSB_F64, 3, D);
+    const gsb_array *kin[4] = {&xa, NULL, NULL, &ia};
+    const char *p = "{\"n_clusters\": 3, \"n_init\": 1}";
+    a = testing_model(S3, "KMeans", p);
+    b = testing_model(S1, "KMeans", p);
+    ra = rb = NULL;
+    CHECK_OK(gsb_model_call(a, "fit_predict", kin, 4, NULL, &ra));
+    CHECK(strstr(gsb_warnings(), "first device") == NULL);
+    CHECK_OK(gsb_model_call(b, "fit_predict", kin, 4, NULL, &rb));
+    if (ra && rb) {
+        const gsb_array *u = gsb_result_get(ra, "labels"), *v = gsb_result_get(rb, "labels");
+        CHECK(u && v);
+        for (int64_t i = 0; u && v && i < N; i++)
+            CHECK(testing_at(u, i) == testing_at(v, i));
+    }
+    gsb_result_free(ra);
+    gsb_result_free(rb);
+    gsb_model_free(a);
+    gsb_model_free(b);
+}
+
+/* a fit that fails in the statistics leaves the model unfitted, as on one device */
+static void test_failure_unfits(void)
+{
+    gsb_array xa = gsb_array_2d(X, GSB_F64, N, D);
+    gsb_array ia = gsb_array_2d(X, GSB_F64, 3, D);
+    const gsb_array *kin[4] = {&xa, NULL, NULL, &ia};
+    gsb_model *a = testing_model(S2, "KMeans", "{\"n_clusters\": 3, \"n_init\": 1}");
+    CHECK_OK(gsb_model_call(a, "fit", kin, 4, NULL, NULL));
+    CHECK(gsb_model_is_fitted(a));
+    gsb_array bad = gsb_array_2d(X, GSB_F64, 2, D); /* 2 centres for n_clusters=3 */
+    kin[3] = &bad;
+    CHECK_ERR(gsb_model_call(a, "fit", kin, 4, NULL, NULL), GSB_EINVAL,
+              "does not match the number of clusters 3");
+    CHECK(!gsb_model_is_fitted(a));
+    gsb_model_free(a);
 }
 
 int main(void)
@@ -203,6 +240,7 @@ int main(void)
     RUN(test_fewer_rows_than_ranks);
     RUN(test_fallback);
     RUN(test_fit_transform);
+    RUN(test_failure_unfits);
     gsb_close(S2);
     gsb_close(S3);
     return testing_close(S1);
