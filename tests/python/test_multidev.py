@@ -48,6 +48,7 @@ def _attrs(est):
     return {k: v for k, v in vars(est).items() if k.endswith("_") and not k.startswith("_")}
 
 
+@pytest.mark.filterwarnings("error::UserWarning")  # no "first device only" fallback
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("multi,one", SETS)
 @pytest.mark.parametrize("name,params,supervised", CASES)
@@ -66,6 +67,18 @@ def test_multigpu_fit_parity(restore_device, name, params, supervised, multi, on
                                        err_msg=k)
         else:
             np.testing.assert_array_equal(va, vb, err_msg=k)
+
+
+@pytest.mark.filterwarnings("error::UserWarning")  # no "first device only" fallback
+@pytest.mark.parametrize("multi,one", SETS)
+def test_multigpu_kmeans_same_labels(restore_device, multi, one):
+    X, _ = _data()
+    params = {"n_clusters": 4, "init": X[:4].copy(), "n_init": 1}
+    a = _fit(multi, "KMeans", params, X, None)
+    b = _fit(one, "KMeans", params, X, None)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_allclose(a.cluster_centers_, b.cluster_centers_, rtol=1e-9)
+    assert a.n_iter_ == b.n_iter_
 
 
 def test_multigpu_transform_and_predict(restore_device):
