@@ -19,7 +19,7 @@
 #include "core/model.h"
 #include "core/validate.h"
 #include "backend/cpu/cpu_ops.h"
-#include "multidev/multidev.h"
+#include "multidev/devset.h"
 
 /* ---- the context API used by estimators -------------------------------- */
 
@@ -407,8 +407,9 @@ static int run_method(gsb__model *m, const gsb__method_desc *md, const gsb_array
         /* a multi-device session: the fit across its devices where the
          * estimator has one, else (after a warning) on the first device */
         int handled = 0;
-        if (m->session->devset && md->is_fit == 1)
-            rc = gsb__multidev_fit(m->session->devset, m, md, in, options, out, &handled);
+        gsb__devset *ds = m->session->devset;
+        if (ds && ds->fit && md->is_fit == 1)
+            rc = ds->fit(ds, m, md, in, options, out, &handled);
         if (!handled)
             rc = run_validated(m, md, in, options, out);
         gsb__inputs_free(in);

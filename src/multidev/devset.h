@@ -13,10 +13,21 @@
 #ifndef GSB_MULTIDEV_DEVSET_H
 #define GSB_MULTIDEV_DEVSET_H
 
+#include <jansson.h>
 #include <pthread.h>
 
 #include "backend/backend.h"
 #include "backend/comm.h"
+
+struct gsb__devset;
+struct gsb_model;
+struct gsb__method_desc;
+struct gsb__nlist;
+/* The multi-device fit (multidev.h's gsb__multidev_fit), set by the session
+ * that opens the set: the dispatcher calls it for fit methods. */
+typedef int (*gsb__devset_fit_fn)(struct gsb__devset *ds, struct gsb_model *m,
+                                  const struct gsb__method_desc *md, gsb__tensor *in,
+                                  const json_t *options, struct gsb__nlist *out, int *handled);
 
 #define GSB__MAX_DEVICES 16
 
@@ -26,6 +37,7 @@ typedef struct gsb__devset {
     int ordinal[GSB__MAX_DEVICES];        /* CUDA device numbers, or -1 */
     const gsb__backend *be[GSB__MAX_DEVICES];
     gsb__comm *comm;
+    gsb__devset_fit_fn fit;
     char label[96];                       /* "cuda:0,1", "cpu:3": for messages */
     pthread_mutex_t warn_lock;            /* warned: estimators told once that they */
     const void *warned[64];               /* run on the first device only */

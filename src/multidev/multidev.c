@@ -23,7 +23,7 @@
  * fit_predict are the multi-device fit, then transform / predict of X on
  * the first device.
  */
-#include "multidev/multidev_impl.h"
+#include "multidev/multidev.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -34,6 +34,7 @@
 #include "core/tensor.h"
 #include "core/warn.h"
 #include "estimators/common/partial_stats.h"
+#include "multidev/multidev_impl.h"
 
 /* ---- recipes ------------------------------------------------------------------ */
 

@@ -9,7 +9,8 @@
 #ifndef GSB_MULTIDEV_IMPL_H
 #define GSB_MULTIDEV_IMPL_H
 
-#include "multidev/multidev.h"
+#include "core/model.h"
+#include "multidev/devset.h"
 
 typedef struct gsb__shard {
     const gsb__backend *be;

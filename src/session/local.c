@@ -15,6 +15,7 @@
 #include "core/dispatch.h"
 #include "core/store.h"
 #include "multidev/devset.h"
+#include "multidev/multidev.h"
 
 /* ---- the session ------------------------------------------------------------ */
 
@@ -58,6 +59,7 @@ static int open_devset(gsb_session *s, const char *device)
 {
     gsb__devset *ds;
     GSB_TRY(gsb__devset_open(device, &ds));
+    ds->fit = gsb__multidev_fit;
     s->devset = ds;
     s->impl = ds;
     s->impl_free = gsb__devset_free;
