@@ -482,6 +482,8 @@ int gsb__multidev_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md
         rc = recipe_fit(ds, m, rcp, md, in);
     } else if (strcmp(m->est->name, "KMeans") == 0) {
         rc = gsb__md_kmeans_fit(ds, m, md, in, handled, &why);
+    } else if (strcmp(m->est->name, "LogisticRegression") == 0) {
+        rc = gsb__md_logistic_fit(ds, m, md, in, handled, &why);
     }
     if (!*handled) {
         warn_once(ds, m, md->name, why);

@@ -61,4 +61,9 @@ int gsb__md_step(gsb__mdfit *f, const char *method, gsb__tensor *in, const json_
 int gsb__md_kmeans_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md,
                        gsb__tensor *in, int *handled, const char **why);
 
+/* LogisticRegression across devices (multidev_logistic.c): L-BFGS over the
+ * all-reduced loss and gradient; *handled 0 (with *why) for what it does not cover. */
+int gsb__md_logistic_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md,
+                         gsb__tensor *in, int *handled, const char **why);
+
 #endif

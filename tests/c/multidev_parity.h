@@ -135,6 +135,30 @@ static inline void parity_kmeans(gsb_session *multi, gsb_session *one, const gsb
         gsb_model_free(b);
 }
 
+/* LogisticRegression in both sessions: the same classes and coefficients
+ * (within tol), n_iter_ in float64 (float32 on a GPU sums the losses in
+ * float32, and the last iteration can hinge on that). */
+static inline void parity_logistic(gsb_session *multi, gsb_session *one, const char *params,
+                                   const gsb_array *X, const gsb_array *y, const gsb_array *w,
+                                   double tol)
+{
+    gsb_model *a = parity_fit(multi, "LogisticRegression", params, X, y, w);
+    CHECK(strstr(gsb_warnings(), "first device") == NULL);
+    gsb_model *b = parity_fit(one, "LogisticRegression", params, X, y, w);
+    if (a && b) {
+        parity_attr(a, b, "classes_", 0);
+        parity_attr(a, b, "coef_", tol);
+        parity_attr(a, b, "intercept_", tol);
+        parity_attr(a, b, "n_features_in_", 0);
+        if (X->dtype == GSB_F64)
+            parity_attr(a, b, "n_iter_", 0);
+    }
+    if (a)
+        gsb_model_free(a);
+    if (b)
+        gsb_model_free(b);
+}
+
 /* The estimators with a multi-device fit, on data X (n x d), y, w (doubles)
  * in dtype dt; tol for float64 (float32: 1e-4, its own rounding). */
 static inline void parity_suite(gsb_session *multi, gsb_session *one, const double *X,
@@ -186,6 +210,24 @@ static inline void parity_suite(gsb_session *multi, gsb_session *one, const doub
         gsb_array ie = gsb_array_2d(ib, dt, 4, d);
         parity_kmeans(multi, one, &xa, NULL, &ie, tol);
         free(ib);
+        /* LogisticRegression: two classes, and three with balanced class weights;
+         * 1e-5 (the issue's bar): the iterates differ by the losses' summation
+         * order only, but L-BFGS stops at its tolerance, which lets ~1e-7 show */
+        double ltol = tol > 1e-5 ? tol : 1e-5;
+        double *l2 = malloc((size_t)n * 8), *l3 = malloc((size_t)n * 8), mean = 0;
+        for (int64_t i = 0; i < n; i++)
+            mean += y[i] / (double)n;
+        for (int64_t i = 0; i < n; i++) {
+            l2[i] = y[i] > mean ? 7 : -1;
+            l3[i] = y[i] > mean + 1 ? 2 : y[i] > mean - 1 ? 1 : 0;
+        }
+        gsb_array la = gsb_array_1d(l2, GSB_F64, n), lb = gsb_array_1d(l3, GSB_F64, n);
+        parity_logistic(multi, one, "{\"C\": 0.5}", &xa, &la, NULL, ltol);
+        parity_logistic(multi, one, "{\"class_weight\": \"balanced\"}", &xa, &lb, &wa, ltol);
+        parity_logistic(multi, one, "{\"fit_intercept\": false, \"C\": 2}", &xa, &lb, NULL,
+                        ltol);
+        free(l2);
+        free(l3);
     }
     free(xb);
     free(yb);

@@ -21,6 +21,7 @@ CASES = [
     ("Ridge", {"alpha": 2.0}, True),
     ("PCA", {"n_components": 3}, False),
     ("TruncatedSVD", {"n_components": 3, "algorithm": "arpack"}, False),
+    ("LogisticRegression", {"C": 0.5}, "labels"),
 ]
 
 
@@ -54,11 +55,18 @@ def _attrs(est):
 @pytest.mark.parametrize("name,params,supervised", CASES)
 def test_multigpu_fit_parity(restore_device, name, params, supervised, multi, one, dtype):
     X, y = _data(dtype=dtype)
+    if supervised == "labels":  # three classes, labels of numpy's choosing
+        y = np.digitize(y, np.quantile(y, [0.3, 0.7])).astype(np.int64)
     a = _fit(multi, name, params, X, y if supervised else None)
     b = _fit(one, name, params, X, y if supervised else None)
     fa, fb = _attrs(a), _attrs(b)
     assert fa.keys() == fb.keys()
     rtol = 1e-6 if dtype == np.float64 else 1e-4
+    if name == "LogisticRegression":  # L-BFGS's stopping tolerance shows rounding: the bar
+        rtol = max(rtol, 1e-5)
+    if dtype == np.float32:  # a float32 GPU loss may take one L-BFGS step more or less
+        fa.pop("n_iter_", None)
+        fb.pop("n_iter_", None)
     for k in fb:
         va, vb = np.asarray(fa[k]), np.asarray(fb[k])
         assert va.shape == vb.shape and va.dtype == vb.dtype, k
