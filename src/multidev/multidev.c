@@ -45,6 +45,7 @@ typedef struct recipe {
     const char *estimator;
     const char *stats;  /* the stats method, on the rank's rows */
     options_fn options; /* fit_from_stats's options */
+    int uses_y;         /* 0: fit's y is accepted and ignored (scikit-learn's transformers) */
 } recipe;
 
 static int set(json_t *o, const char *key, json_t *v)
@@ -77,13 +78,13 @@ static int opt_weighted(const gsb__tensor *X, const gsb__tensor *y, const gsb__t
 }
 
 static const recipe recipes[] = {
-    {"StandardScaler", "stats_moments", opt_weighted},
-    {"MinMaxScaler", "stats_moments", opt_dtype},
-    {"LinearRegression", "stats_gram", opt_regressor},
-    {"Ridge", "stats_gram", opt_regressor},
-    {"PCA", "stats_gram", opt_dtype},
-    {"TruncatedSVD", "stats_gram", opt_dtype},
-    {NULL, NULL, NULL}};
+    {"StandardScaler", "stats_moments", opt_weighted, 0},
+    {"MinMaxScaler", "stats_moments", opt_dtype, 0},
+    {"LinearRegression", "stats_gram", opt_regressor, 1},
+    {"Ridge", "stats_gram", opt_regressor, 1},
+    {"PCA", "stats_gram", opt_dtype, 0},
+    {"TruncatedSVD", "stats_gram", opt_dtype, 0},
+    {NULL, NULL, NULL, 0}};
 
 /* The recipe for m's parameters, or NULL (with *why) when it has none. */
 static const recipe *find_recipe(const gsb__model *m, const char **why)
@@ -419,7 +420,8 @@ static const gsb__tensor *fit_input(const gsb__method_desc *md, const gsb__tenso
 static int recipe_fit(gsb__devset *ds, gsb__model *m, const recipe *rcp,
                       const gsb__method_desc *md, gsb__tensor *in)
 {
-    const gsb__tensor *X = fit_input(md, in, "X"), *y = fit_input(md, in, "y"),
+    const gsb__tensor *X = fit_input(md, in, "X"),
+                      *y = rcp->uses_y ? fit_input(md, in, "y") : NULL,
                       *w = fit_input(md, in, "sample_weight");
     gsb__mdfit f;
     GSB_TRY(gsb__md_open(ds, m, X, y, w, &f));

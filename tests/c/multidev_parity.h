@@ -190,6 +190,9 @@ static inline void parity_suite(gsb_session *multi, gsb_session *one, const doub
                            tol));
         CHECK(parity_check(multi, one, "PCA", "{\"n_components\": 2}", &xa, NULL, NULL, tol));
         CHECK(parity_check(multi, one, "PCA", "{\"whiten\": true}", &xa, NULL, NULL, tol));
+        /* a y given to a transformer is ignored, as scikit-learn's fit(X, y=None) */
+        CHECK(parity_check(multi, one, "PCA", "{\"n_components\": 2}", &xa, &ya, NULL, tol));
+        CHECK(parity_check(multi, one, "MinMaxScaler", NULL, &xa, &ya, NULL, tol));
         CHECK(parity_check(multi, one, "TruncatedSVD",
                            "{\"n_components\": 2, \"algorithm\": \"arpack\"}", &xa, NULL, NULL,
                            tol));
