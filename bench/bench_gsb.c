@@ -15,12 +15,17 @@
  * numbers: iterative solvers (SMO, L-BFGS, Lloyd) take as many steps as
  * their data asks for, so equal shapes alone would compare unequal work.
  * Otherwise X ~ N(0, 1) with a little structure so the estimators have
- * something to find; y from a fixed linear model.
+ * something to find; y from a fixed linear model.  DIR/init.bin, where the
+ * driver writes one, holds KMeans's initial centres (K x D, K from the file's
+ * size), passed as fit's "init" input.  The JSON line has "n_iter" (the last
+ * fit's n_iter_, its largest entry where it is an array) for models that have
+ * one, so the driver can check that both sides did the same work.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "gsb.h"
@@ -114,6 +119,50 @@ static void read_raw(const char *dir, const char *name, void *buf, size_t bytes)
     fclose(f);
 }
 
+/* DIR/init.bin as a K x D array (K from its size), or NULL where there is none */
+static void *read_init(const char *dir, long d, size_t item, long *k)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/init.bin", dir);
+    if (stat(path, &st) != 0)
+        return NULL;
+    size_t row = (size_t)d * item;
+    if (st.st_size <= 0 || (size_t)st.st_size % row != 0) {
+        fprintf(stderr, "bench_gsb: %s holds %lld bytes, not whole rows of %ld\n", path,
+                (long long)st.st_size, d);
+        exit(1);
+    }
+    *k = (long)((size_t)st.st_size / row);
+    void *buf = malloc((size_t)st.st_size);
+    if (!buf) {
+        fprintf(stderr, "bench_gsb: out of memory for %s\n", path);
+        exit(1);
+    }
+    read_raw(dir, "init.bin", buf, (size_t)st.st_size);
+    return buf;
+}
+
+/* Largest entry of the fitted n_iter_ (a scalar, or one per class or pair), or -1 */
+static long long fitted_n_iter(const gsb_model *m)
+{
+    gsb_result *r = NULL;
+    if (gsb_model_get_attr(m, "n_iter_", &r) != GSB_OK)
+        return -1;
+    const gsb_array *a = gsb_result_array(r, 0);
+    long long best = -1;
+    int64_t count = !a ? 0 : a->ndim == 0 ? 1 : a->shape[0] * (a->ndim > 1 ? a->shape[1] : 1);
+    for (int64_t i = 0; i < count; i++) { /* n_iter_ is contiguous */
+        long long v = a->dtype == GSB_I32   ? ((const int32_t *)a->data)[i]
+                      : a->dtype == GSB_I64 ? ((const int64_t *)a->data)[i]
+                      : a->dtype == GSB_F32 ? (long long)((const float *)a->data)[i]
+                                            : (long long)((const double *)a->data)[i];
+        best = v > best ? v : best;
+    }
+    gsb_result_free(r);
+    return best;
+}
+
 /* 8 loose blobs, targets from a fixed linear model */
 static void make_data(char *X, char *Y, double *centers, double *w, long n, long d,
                       gsb_dtype dt, const char *target)
@@ -164,12 +213,22 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *data_dir = getenv("GSB_BENCH_DATA");
+    void *init = NULL;
+    long k = 0;
     if (data_dir && *data_dir) {
         read_raw(data_dir, "X.bin", X, (size_t)n * d * item);
         read_raw(data_dir, "y.bin", Y, (size_t)n * item);
+        init = read_init(data_dir, d, item, &k);
     } else
         make_data(X, Y, centers, w, n, d, dt, target);
+    if (init && strcmp(est, "KMeans") != 0) {
+        fprintf(stderr, "bench_gsb: an init array is for KMeans, not %s\n", est);
+        return 2;
+    }
     gsb_array Xa = gsb_array_2d(X, dt, n, d), Ya = gsb_array_1d(Y, dt, n);
+    gsb_array Ia = gsb_array_2d(init, dt, k, d);
+    /* KMeans's fit inputs, in its declared order: X, y, sample_weight, init */
+    const gsb_array *fit_in[4] = {&Xa, NULL, NULL, &Ia};
     gsb_array Qa = gsb_array_2d(X, dt, nq > 0 && nq < n ? nq : n, d);
     int supervised = strcmp(target, "none") != 0;
 
@@ -181,17 +240,21 @@ int main(int argc, char **argv)
         die("open", rc);
     double *fit = malloc(sizeof(double) * repeats), *pred = malloc(sizeof(double) * repeats);
     double gpu_free0 = gpu_free_bytes(s), gpu_free_min = gpu_free0;
+    long long n_iter = -1;
     for (int r = 0; r < repeats; r++) {
         gsb_model *m;
         if ((rc = gsb_model_create(s, est, params, &m)))
             die("create", rc);
         double t0 = now_ms();
-        if ((rc = gsb_model_fit(m, &Xa, supervised ? &Ya : NULL)))
+        rc = init ? gsb_model_call(m, "fit", fit_in, 4, NULL, NULL)
+                  : gsb_model_fit(m, &Xa, supervised ? &Ya : NULL);
+        if (rc)
             die("fit", rc);
         fit[r] = now_ms() - t0;
         double f = gpu_free_bytes(s);
         if (f >= 0 && f < gpu_free_min)
             gpu_free_min = f;
+        n_iter = fitted_n_iter(m);
         const gsb_array *in[1] = {&Qa};
         gsb_result *res = NULL;
         t0 = now_ms();
@@ -205,8 +268,10 @@ int main(int argc, char **argv)
            median(pred, repeats), peak_rss_mb());
     if (gpu_free0 >= 0)
         printf(", \"gpu_pool_mb\": %.1f", (gpu_free0 - gpu_free_min) / 1048576.0);
+    if (n_iter >= 0)
+        printf(", \"n_iter\": %lld", n_iter);
     printf("}\n");
     gsb_close(s);
-    free(X), free(Y), free(centers), free(w), free(fit), free(pred);
+    free(X), free(Y), free(centers), free(w), free(fit), free(pred), free(init);
     return 0;
 }

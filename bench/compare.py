@@ -20,6 +20,15 @@ A case's params may be a function of the data (DBSCAN's eps); estimators in
 REPORT_MEMORY also report gsb's peak memory (host RSS, GPU pool growth).
 UMAP's reference is umap-learn (not part of scikit-learn; tools/install-python.sh
 installs it).
+
+dtypes: a gpu-suite case runs in float32 unless it names its own dtypes (the issue's
+float64 rows); cpu and small cases run in float32 and float64.  --dtypes narrows that.
+A case may also give both sides the same initial centres (KMeans init=array) and
+check that both ran the same number of iterations (n_iter_): a row whose sides
+disagree is marked in the target column.
+
+--scale F runs every case at F times its rows (a dry run of the gpu suite on a CPU:
+--suite gpu --scale 0.001 --repeats 1); such rows are marked and not judged.
 """
 import argparse
 import json
@@ -67,6 +76,7 @@ def umap_learn(**params):
 
 # name, gsb estimator, gsb params, sklearn factory, n, d, target, n_query, method
 # (the factory None: no reference run, gsb's time alone)
+# (the GPU list adds the target ratio, and may add a dict of options, OPTIONS)
 FULL = [
     ("StandardScaler 200k x 64", "StandardScaler", {}, preprocessing.StandardScaler,
      200_000, 64, "none", 0, "transform"),
@@ -108,28 +118,39 @@ FULL = [
     # 2000 of the training rows as new points
     ("UMAP 20k x 64", "UMAP", {}, umap_learn, 20_000, 64, "none", 2000, "transform"),
 ]
-# (name, estimator, params, sklearn factory, n, d, target, n_query, method, target ratio)
+# (name, estimator, params, sklearn factory, n, d, target, n_query, method, target ratio
+#  [, options]); the options:
+OPTIONS = {
+    "dtypes": "the dtypes the case runs in (default: the suite's)",
+    "init": "'given': KMeans starts both sides from the same k rows of X (init=array)",
+    "n_iter": "both sides must report this n_iter_ (else the target is MISSED)",
+    "goal_on": "'fit + <method>': the target is on the sum of fit and method times",
+    "repeats": "at most this many repeats on either side (a long case)",
+}
 GPU = [
-    # the issue's case: scikit-learn's default init (greedy k-means++), whose
-    # 100 sequential steps are most of scikit-learn's time at this size
-    ("KMeans(100) 1M x 64, 20 it", "KMeans",
+    # the issue's Lloyd row: 20 iterations from the same given centres on both sides
+    # (k rows of X), tol=0; both must report n_iter_ == 20
+    ("KMeans(100) 1M x 64, 20 Lloyd it, given init", "KMeans",
+     {"n_clusters": 100, "n_init": 1, "max_iter": 20, "tol": 0.0},
+     cluster.KMeans, 1_000_000, 64, "none", 0, "predict", 60,
+     {"init": "given", "n_iter": 20}),
+    # the issue's k-means++ row, float64: scikit-learn's default init (greedy
+    # k-means++), whose 100 sequential steps are most of its time at this size
+    ("KMeans(100) 1M x 64, k-means++, 20 it", "KMeans",
      {"n_clusters": 100, "n_init": 1, "max_iter": 20, "tol": 0.0, "random_state": 0},
-     cluster.KMeans, 1_000_000, 64, "none", 0, "predict", 100),
-    # Lloyd's iterations alone (no target: not the issue's configuration)
-    ("KMeans(100) 1M x 64, 20 it, init=random", "KMeans",
-     {"n_clusters": 100, "n_init": 1, "max_iter": 20, "tol": 0.0, "init": "random",
-      "random_state": 0}, cluster.KMeans, 1_000_000, 64, "none", 0, "predict", None),
+     cluster.KMeans, 1_000_000, 64, "none", 0, "predict", 100,
+     {"dtypes": ("float64",), "n_iter": 20}),
     # The issue's 8.0 s for scikit-learn is its 'full' solver: the default
     # ('auto' -> covariance_eigh at this shape) takes ~0.56 s on the same
     # machine, 'full' ~14x that (15x at 200k x 256 on a 2-core VM).
     ("PCA(32) 1M x 256, svd_solver=full", "PCA", {"n_components": 32, "svd_solver": "full"},
      decomposition.PCA, 1_000_000, 256, "none", 0, "transform", 50),
     ("PCA(32) 1M x 256", "PCA", {"n_components": 32}, decomposition.PCA,
-     1_000_000, 256, "none", 0, "transform", None),
+     1_000_000, 256, "none", 0, "transform", 10),
     ("LinearRegression 1M x 256", "LinearRegression", {}, linear_model.LinearRegression,
-     1_000_000, 256, "reg", 0, "predict", 50),
+     1_000_000, 256, "reg", 0, "predict", 50, {"dtypes": ("float32", "float64")}),
     ("Ridge 1M x 256", "Ridge", {}, linear_model.Ridge, 1_000_000, 256, "reg", 0, "predict",
-     20),
+     20, {"dtypes": ("float32", "float64")}),
     # scikit-learn's default (precompute=False): coordinate descent over the
     # residual, a pass over X per epoch; gsb: one Gram matrix, then the
     # persistent coordinate-descent kernel
@@ -142,10 +163,24 @@ GPU = [
      "sparse", 0, "predict", 5),
     ("ElasticNet 2000 x 20000", "ElasticNet", {"alpha": 0.1}, linear_model.ElasticNet,
      2000, 20_000, "sparse", 0, "predict", 5),
-    ("LogisticRegression 1M x 64", "LogisticRegression", {},
-     linear_model.LogisticRegression, 1_000_000, 64, "bin", 0, "predict", 20),
+    ("LogisticRegression 1M x 64 (make_classification, max_iter=1000)", "LogisticRegression",
+     {"max_iter": 1000}, linear_model.LogisticRegression, 1_000_000, 64, "clf", 0, "predict",
+     20),
+    # end to end: the fit (scikit-learn builds a tree, gsb uploads X) and the 10k queries
     ("kNN 200k x 64, 10k queries, k=10", "NearestNeighbors", {"n_neighbors": 10},
-     neighbors.NearestNeighbors, 200_000, 64, "none", 10_000, "kneighbors", 50),
+     neighbors.NearestNeighbors, 200_000, 64, "none", 10_000, "kneighbors", 50,
+     {"dtypes": ("float64",), "goal_on": "fit + kneighbors"}),
+    # SVC, rbf, on make_classification's defaults (2 informative features, 1% of the
+    # labels flipped: many support vectors).  scikit-learn (libsvm, one thread) takes
+    # ~13 s at 20k on the issue's machine and grows ~n^2.
+    ("SVC(rbf) 20k x 32 (make_classification)", "SVC", {}, svm.SVC, 20_000, 32, "clf", 0,
+     "predict", 30),
+    # one-vs-one over 10 classes: 45 pairs of ~4k rows
+    ("SVC(rbf) 10 classes (OvO) 20k x 32", "SVC", {}, svm.SVC, 20_000, 32, "multi10", 0,
+     "predict", None),
+    # scikit-learn would take minutes (~25x its 20k time, n^2): gsb alone, no target
+    ("SVC(rbf) 100k x 32 (make_classification)", "SVC", {}, None, 100_000, 32, "clf", 0,
+     "predict", None, {"repeats": 1}),
     ("StandardScaler 1M x 256", "StandardScaler", {}, preprocessing.StandardScaler,
      1_000_000, 256, "none", 0, "transform", 5),
     # eps for about 30 neighbours a point; fit only (DBSCAN has no predict)
@@ -222,6 +257,9 @@ def make_data(n, d, target, dtype, rng):
         y = (t > 0).astype(float)
     elif target == "multi":
         y = labels.astype(float)
+    elif target == "clf":  # make_classification's defaults: 2 classes, 2 informative
+        X, y = make_classification(n, d, random_state=int(rng.integers(1 << 31)))
+        return X.astype(dtype), y.astype(dtype)
     elif target == "multi10":  # the forest issue's data: 10 overlapping classes
         X, y = make_classification(n, d, n_informative=d // 2, n_redundant=d // 8,
                                    n_classes=10, random_state=int(rng.integers(1 << 31)))
@@ -241,18 +279,31 @@ def make_data(n, d, target, dtype, rng):
     return X.astype(dtype), y.astype(dtype)
 
 
-def time_sklearn(case, X, y, repeats):
+def options(case):
+    return case[10] if len(case) > 10 else {}
+
+
+def fit_inputs(case, X, rng):
+    """Arrays both sides get besides X and y: {"init": k rows of X} for a given init."""
+    if options(case).get("init") != "given":
+        return {}
+    k = case[2]["n_clusters"]
+    return {"init": X[np.sort(rng.choice(len(X), k, replace=False))]}
+
+
+def time_sklearn(case, X, y, repeats, extra):
+    """Median fit and method times (ms) and the last fit's n_iter_ (None without one)."""
     name, est, params, factory, n, d, target, nq, method = case[:9]
     if factory is None:  # not run (see the case)
-        return None, None
+        return None, None, None
     try:
         factory(**params)
     except ImportError:  # umap-learn not installed (a machine with no network): gsb alone
-        return None, None
+        return None, None, None
     Q = X[:nq] if nq else X
     fits, preds = [], []
     for _ in range(repeats):
-        model = factory(**params)
+        model = factory(**params, **extra)
         t0 = time.perf_counter()
         model.fit(X, y) if target != "none" else model.fit(X)
         fits.append((time.perf_counter() - t0) * 1e3)
@@ -260,21 +311,46 @@ def time_sklearn(case, X, y, repeats):
         if method != "none":
             getattr(model, method)(Q)
         preds.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(fits), statistics.median(preds)
+    n_iter = getattr(model, "n_iter_", None)
+    return (statistics.median(fits), statistics.median(preds),
+            None if n_iter is None else int(np.max(n_iter)))
 
 
-def time_gsb(case, X, y, repeats, bench):
-    """bench_gsb on the very arrays scikit-learn got (GSB_BENCH_DATA)."""
+def time_gsb(case, X, y, repeats, bench, extra):
+    """bench_gsb on the very arrays scikit-learn got (GSB_BENCH_DATA); the fit
+    inputs in extra go as DIR/NAME.bin."""
     name, est, params, factory, n, d, target, nq, method = case[:9]
     with tempfile.TemporaryDirectory(prefix="gsb-bench-") as tmp:
         X.tofile(os.path.join(tmp, "X.bin"))
         y.tofile(os.path.join(tmp, "y.bin"))
+        for key, arr in extra.items():
+            arr.tofile(os.path.join(tmp, f"{key}.bin"))
         out = subprocess.run(
             [bench, est, json.dumps(params), str(n), str(d),
              "f32" if X.dtype == np.float32 else "f64", target, str(nq), str(repeats), method],
             check=True, capture_output=True, text=True,
             env=dict(os.environ, GSB_BENCH_DATA=tmp)).stdout
     return json.loads(out)
+
+
+def scaled(case, factor):
+    """The case at factor times its rows and queries (at least 1000 rows), marked in
+    its name, with no target: a dry run of a suite's cases on a small machine."""
+    name, est, params, factory, n, d, target, nq, method = case[:9]
+    n2 = max(int(n * factor), min(n, 1000))
+    nq2 = min(max(int(nq * factor), 1), n2) if nq else 0
+    return (f"{name} [rows x{factor:g}: {n2}]", est, params, factory, n2, d, target, nq2,
+            method, None, options(case))
+
+
+def case_dtypes(case, suite, wanted):
+    """The dtypes a case runs in: its own (the issue's float64 rows) or its suite's,
+    narrowed to --dtypes where given."""
+    own = options(case).get("dtypes")
+    default = ("float32",) if suite == "gpu" else ("float32", "float64")
+    if wanted is None:
+        return own or default
+    return [t for t in own if t in wanted] if own else wanted
 
 
 def main():
@@ -286,9 +362,15 @@ def main():
                     help="gsb session URL for bench_gsb (default local?device=cpu)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sklearn-repeats", type=int, default=None)
-    ap.add_argument("--dtypes", default="float32,float64")
+    ap.add_argument("--dtypes", default=None,
+                    help="comma-separated; default: float32 for the gpu suite (and the dtypes "
+                         "its cases name), float32,float64 for the others")
     ap.add_argument("--cases", default=None,
                     help="only the cases whose name matches this regular expression (any case)")
+    ap.add_argument("--scale", type=float, default=None, metavar="F",
+                    help="run each case at F times its rows and queries (at least 1000 rows), "
+                         "targets not judged: a quick check of a suite's cases, e.g. "
+                         "--suite gpu --scale 0.001 on a CPU")
     ap.add_argument("--json", default=None, metavar="PATH",
                     help="also write the results as JSON (for bench/plot.py)")
     args = ap.parse_args()
@@ -299,6 +381,10 @@ def main():
     cases = {"cpu": FULL + SMALL, "gpu": GPU, "small": SMALL}[suite]
     if args.cases:
         cases = [c for c in cases if re.search(args.cases, c[0], re.IGNORECASE)]
+    for c in cases:
+        assert set(options(c)) <= set(OPTIONS), f"{c[0]}: unknown options {options(c)}"
+    if args.scale:
+        cases = [scaled(c, args.scale) for c in cases]
     sk_repeats = args.sklearn_repeats or args.repeats
     meta = {"date": time.strftime("%Y-%m-%d"), "host": platform.node(),
             "cores": os.cpu_count(), "machine": platform.processor() or platform.machine(),
@@ -311,17 +397,22 @@ def main():
     print(f"# gsb session: {meta['session']}")
     print(TABLE_HEAD)
     rows = []
-    for dtype_name in args.dtypes.split(","):
+    wanted = args.dtypes.split(",") if args.dtypes else None
+    for dtype_name in ("float32", "float64"):
         dtype = np.dtype(dtype_name).type
         for case in cases:
+            if dtype_name not in case_dtypes(case, suite, wanted):
+                continue
+            cap = options(case).get("repeats", max(sk_repeats, args.repeats))
             X, y = make_data(case[4], case[5], case[6], dtype, rng)
             if callable(case[2]):
                 case = case[:2] + (case[2](X),) + case[3:]
-            sk_fit, sk_pred = time_sklearn(case, X, y, sk_repeats)
-            r = time_gsb(case, X, y, args.repeats, args.bench)
-            g_fit, g_pred = r["fit_ms"], r["predict_ms"]
-            del X, y
-            rows.append(result_row(case, dtype_name, sk_fit, g_fit, sk_pred, g_pred))
+            extra = fit_inputs(case, X, rng)
+            sk = time_sklearn(case, X, y, min(sk_repeats, cap), extra)
+            r = time_gsb(case, X, y, min(args.repeats, cap), args.bench, extra)
+            del X, y, extra
+            rows.append(result_row(case, dtype_name, sk,
+                                   (r["fit_ms"], r["predict_ms"], r.get("n_iter"))))
             if case[1] in REPORT_MEMORY:
                 rows[-1]["gsb_peak_rss_mb"] = r.get("peak_rss_mb")
                 rows[-1]["gsb_gpu_pool_mb"] = r.get("gpu_pool_mb")
@@ -335,29 +426,40 @@ TABLE_HEAD = ("| case | dtype | sklearn fit ms | gsb fit ms | fit ratio | sklear
               "| gsb pred ms | pred ratio | target |\n|---|---|---:|---:|---:|---:|---:|---:|---|")
 
 
-def result_row(case, dtype_name, sk_fit, g_fit, sk_pred, g_pred):
-    """One case's figures (the JSON row; the table line is made from it).  A case
-    without a scikit-learn factory has an absolute target on gsb's fit time ("< 5000
-    ms"); a case whose method is "none" times the fit alone."""
+def result_row(case, dtype_name, sk, g):
+    """One case's figures (the JSON row; the table line is made from it) from
+    scikit-learn's and gsb's (fit ms, method ms, n_iter).  A case without a
+    scikit-learn factory has an absolute target on gsb's fit time ("< 5000 ms"); a
+    case whose method is "none" times the fit alone."""
+    (sk_fit, sk_pred, sk_iter), (g_fit, g_pred, g_iter) = sk, g
     goal = case[9] if len(case) > 9 else None
+    opts = options(case)
     fit_only = case[8] == "none"
-    met = None
+    met, note = None, None
     if sk_fit is None:
         limit = float(goal.split()[1]) if isinstance(goal, str) else None
         met = None if limit is None else g_fit < limit
     elif goal is not None:
-        # speed-up targets (> 1) are on the fit, the main cost; the small-data
-        # rule (< 1: at most 1.2x scikit-learn's time) holds for the fit and
-        # the prediction alike
-        ratios = [sk_fit / g_fit] + ([sk_pred / g_pred] if goal < 1 and not fit_only else [])
+        # speed-up targets (> 1) are on the fit, the main cost (or on fit + method,
+        # end to end, where the case says so); the small-data rule (< 1: at most
+        # 1.2x scikit-learn's time) holds for the fit and the prediction alike
+        if opts.get("goal_on"):
+            ratios = [(sk_fit + sk_pred) / (g_fit + g_pred)]
+            note = f"on {opts['goal_on']}"
+        else:
+            ratios = [sk_fit / g_fit] + ([sk_pred / g_pred] if goal < 1 and not fit_only
+                                         else [])
         met = min(ratios) >= goal
+    if "n_iter" in opts and (sk_iter, g_iter) != (opts["n_iter"],) * 2:
+        # unequal work: the ratio does not measure what the case says
+        met, note = False, f"n_iter_: scikit-learn {sk_iter}, gsb {g_iter}"
     has_pred = sk_fit is not None and not fit_only
     return {"case": case[0], "dtype": dtype_name, "sklearn_fit_ms": sk_fit,
             "gsb_fit_ms": g_fit, "fit_ratio": None if sk_fit is None else sk_fit / g_fit,
             "sklearn_pred_ms": sk_pred if has_pred else None,
             "gsb_pred_ms": g_pred if not fit_only else None,
             "pred_ratio": sk_pred / g_pred if has_pred else None, "target": goal,
-            "target_met": met}
+            "target_met": met, "note": note, "sklearn_n_iter": sk_iter, "gsb_n_iter": g_iter}
 
 
 def table_line(r):
@@ -371,6 +473,8 @@ def table_line(r):
         gpu = r.get("gsb_gpu_pool_mb")
         gpu = f", GPU pool {gpu:.0f} MB" if gpu is not None else ""
         target += f" (gsb peak RSS {r['gsb_peak_rss_mb']:.0f} MB{gpu})"
+    if r.get("note"):
+        target = f"{target} ({r['note']})".lstrip()
     return (f"| {r['case']} | {r['dtype']} | {num(r['sklearn_fit_ms'], '.1f')} | "
             f"{num(r['gsb_fit_ms'], '.1f')} | {num(r['fit_ratio'], '.2f')}x | "
             f"{num(r['sklearn_pred_ms'], '.1f')} | {num(r['gsb_pred_ms'], '.1f')} | "

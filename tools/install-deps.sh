@@ -2,7 +2,10 @@
 # install-deps.sh - install what building and testing gsb needs (Debian/Ubuntu).
 # Skips apt-get when everything is already there, so repeated runs are fast.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libopenblas-dev liblapacke-dev libjansson-dev
+# OpenBLAS's OpenMP build: BLAS shares the engine's OpenMP threads (one pool; the
+# pthreads build of libopenblas-dev would keep a second). Beside an installed
+# pthreads build, CMake still picks this one (cmake/openblas.cmake).
+pkgs=(build-essential cmake pkg-config libopenblas-openmp-dev liblapacke-dev libjansson-dev
       libsqlite3-dev systemd util-linux python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do

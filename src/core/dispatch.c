@@ -18,7 +18,6 @@
 #include "core/devarray.h"
 #include "core/model.h"
 #include "core/validate.h"
-#include "backend/cpu/cpu_ops.h"
 #include "multidev/devset.h"
 
 /* ---- the context API used by estimators -------------------------------- */
@@ -352,16 +351,9 @@ static int run_validated(gsb__model *m, const gsb__method_desc *md, gsb__tensor 
                ? X->be
                : gsb__session_backend(m->session, X->rows, X->cols);
     GSB_TRY(check_fits(m, md, xi_, X, c.be));
-    /* Work too small for the GPU is too small for a pool of BLAS threads too:
-     * waking 16 of them for each tiny call inside LAPACK or an iterative
-     * solver costs more than the arithmetic (5000 x 20 TruncatedSVD: 3x). */
-    int serial = c.be == gsb__cpu_backend() && X->rows * X->cols < auto_min_elements();
-    if (serial)
-        gsb__cpu_blas_serial_begin();
-    int rc = run_fn(&c, md, in);
-    if (serial)
-        gsb__cpu_blas_serial_end();
-    return rc;
+    /* small work on the CPU: each small BLAS or LAPACK call runs single-threaded
+     * by itself (backend/cpu/cpu_threads.c) */
+    return run_fn(&c, md, in);
 }
 
 /* Run md on the context; a fit swaps its new attributes in only on success. */

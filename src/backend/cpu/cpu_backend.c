@@ -5,8 +5,6 @@
  * upload/download are memcpy and gsb__tensor_to() on host data borrows it
  * without a copy.
  */
-#include <cblas.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,41 +12,6 @@
 #include "core/hostmem.h"
 #include "core/error.h"
 #include "core/tensor.h"
-
-/* ---- OpenBLAS inside OpenMP regions ------------------------------------- */
-
-static pthread_mutex_t blas_serial_mu = PTHREAD_MUTEX_INITIALIZER;
-static int blas_serial_users, blas_serial_saved;
-
-/*
- * Make BLAS single-threaded until the matching _end, so threads of an OpenMP
- * region can each call it on their own tile.  Reference counted under a lock
- * so that concurrent ops (several sessions, several threads) restore the
- * user's setting exactly once, when the last of them ends.  A BLAS built
- * for OpenMP already runs serially inside a parallel region: nothing to do.
- */
-void gsb__cpu_blas_serial_begin(void)
-{
-    if (openblas_get_parallel() != 1)
-        return;
-    pthread_mutex_lock(&blas_serial_mu);
-    if (blas_serial_users++ == 0) {
-        blas_serial_saved = openblas_get_num_threads();
-        if (blas_serial_saved > 1)
-            openblas_set_num_threads(1);
-    }
-    pthread_mutex_unlock(&blas_serial_mu);
-}
-
-void gsb__cpu_blas_serial_end(void)
-{
-    if (openblas_get_parallel() != 1)
-        return;
-    pthread_mutex_lock(&blas_serial_mu);
-    if (--blas_serial_users == 0 && blas_serial_saved > 1)
-        openblas_set_num_threads(blas_serial_saved);
-    pthread_mutex_unlock(&blas_serial_mu);
-}
 
 static int cpu_alloc(const gsb__backend *be, gsb__tensor *t)
 {

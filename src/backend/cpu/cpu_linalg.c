@@ -142,29 +142,11 @@ static void transpose(gsb_dtype dt, int64_t rows, int64_t cols, const void *src,
         transpose_f64(rows, cols, src, lds, dst, ldd);
 }
 
-/*
- * LAPACK on a small problem is a long chain of tiny BLAS calls; with many
- * cores each of them wakes OpenBLAS's thread pool, which costs more than the
- * arithmetic (5000 x 20 SVD: several times slower on 16 cores than on one).
- * Below this many flops the LAPACK routines run single-threaded.
- */
-#define GSB__LAPACK_SERIAL_FLOPS ((double)(1 << 24))
-
-static int lapack_serial_begin(double flops)
-{
-    if (flops >= GSB__LAPACK_SERIAL_FLOPS)
-        return 0;
-    gsb__cpu_blas_serial_begin();
-    return 1;
-}
-
-static void lapack_serial_end(int serial)
-{
-    if (serial)
-        gsb__cpu_blas_serial_end();
-}
-
 /* ---- s/d dispatch of the BLAS and LAPACK routines we use ---------------- */
+/* Each runs single-threaded when small: waking a pool of threads for a small
+ * call, or for each of the many tiny calls inside LAPACK on a small problem,
+ * costs more than the arithmetic (gsb__cpu_blas_call_begin and
+ * gsb__cpu_lapack_call_begin, cpu_threads.c). */
 
 static void blas_gemm(gsb_dtype dt, int ta, int tb, int m, int n, int k, double alpha,
                       const void *a, int lda, const void *b, int ldb, double beta, void *c,
@@ -172,11 +154,13 @@ static void blas_gemm(gsb_dtype dt, int ta, int tb, int m, int n, int k, double 
 {
     enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+    int serial = gsb__cpu_blas_call_begin(2.0 * m * n * k);
     if (dt == GSB_F32)
         cblas_sgemm(CblasRowMajor, opa, opb, m, n, k, (float)alpha, a, lda, b, ldb,
                     (float)beta, c, ldc);
     else
         cblas_dgemm(CblasRowMajor, opa, opb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gsb__cpu_blas_call_end(serial);
 }
 
 /*
@@ -192,51 +176,55 @@ static void blas_gemv(gsb_dtype dt, int ta, int rows, int cols, double alpha, co
     enum CBLAS_TRANSPOSE op = ta ? CblasTrans : CblasNoTrans;
     if (beta == 0.0)
         memset(y, 0, (size_t)m * gsb_dtype_size(dt));
+    int serial = gsb__cpu_blas_call_begin(2.0 * rows * cols);
     if (dt == GSB_F32)
         cblas_sgemv(CblasRowMajor, op, rows, cols, (float)alpha, a, ld(cols), x, 1, (float)beta,
                     y, 1);
     else
         cblas_dgemv(CblasRowMajor, op, rows, cols, alpha, a, ld(cols), x, 1, beta, y, 1);
+    gsb__cpu_blas_call_end(serial);
 }
 
 /* upper triangle of C (n x n) = alpha A^T A + beta C for row-major A (k x n) */
 static void blas_syrk_t(gsb_dtype dt, int n, int k, double alpha, const void *a, double beta,
                         void *c)
 {
+    int serial = gsb__cpu_blas_call_begin((double)n * n * k);
     if (dt == GSB_F32)
         cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, n, k, (float)alpha, a, ld(n),
                     (float)beta, c, ld(n));
     else
         cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, n, k, alpha, a, ld(n), beta, c,
                     ld(n));
+    gsb__cpu_blas_call_end(serial);
 }
 
 static lapack_int lapack_syevd(gsb_dtype dt, lapack_int n, void *a, void *w)
 {
-    int serial = lapack_serial_begin(9.0 * n * n * n);
+    int serial = gsb__cpu_lapack_call_begin(9.0 * n * n * n);
     lapack_int info = dt == GSB_F32 ? LAPACKE_ssyevd(LAPACK_ROW_MAJOR, 'V', 'U', n, a, ld(n), w)
                          : LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', n, a, ld(n), w);
-    lapack_serial_end(serial);
+    gsb__cpu_blas_call_end(serial);
     return info;
 }
 
 static lapack_int lapack_posv(gsb_dtype dt, lapack_int n, lapack_int k, void *a, void *b)
 {
-    int serial = lapack_serial_begin((double)n * n * n / 3.0 + 2.0 * n * n * k);
+    int serial = gsb__cpu_lapack_call_begin((double)n * n * n / 3.0 + 2.0 * n * n * k);
     lapack_int info = dt == GSB_F32 ? LAPACKE_sposv(LAPACK_ROW_MAJOR, 'U', n, k, a, ld(n), b, ld(k))
                          : LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', n, k, a, ld(n), b, ld(k));
-    lapack_serial_end(serial);
+    gsb__cpu_blas_call_end(serial);
     return info;
 }
 
 static lapack_int lapack_gesdd(gsb_dtype dt, char jobz, lapack_int m, lapack_int n, void *a,
                                void *s, void *u, lapack_int ldu, void *vt, lapack_int ldvt)
 {
-    int serial = lapack_serial_begin(8.0 * m * n * (m < n ? m : n));
+    int serial = gsb__cpu_lapack_call_begin(8.0 * m * n * (m < n ? m : n));
     lapack_int info = dt == GSB_F32
                ? LAPACKE_sgesdd(LAPACK_COL_MAJOR, jobz, m, n, a, ld(m), s, u, ldu, vt, ldvt)
                : LAPACKE_dgesdd(LAPACK_COL_MAJOR, jobz, m, n, a, ld(m), s, u, ldu, vt, ldvt);
-    lapack_serial_end(serial);
+    gsb__cpu_blas_call_end(serial);
     return info;
 }
 
@@ -244,31 +232,31 @@ static lapack_int lapack_gelsd(gsb_dtype dt, lapack_int m, lapack_int n, lapack_
                                void *a, void *b, lapack_int ldb, void *s, double rcond,
                                lapack_int *rank)
 {
-    int serial = lapack_serial_begin(8.0 * m * n * (m < n ? m : n) + 2.0 * m * n * k);
+    int serial = gsb__cpu_lapack_call_begin(8.0 * m * n * (m < n ? m : n) + 2.0 * m * n * k);
     lapack_int info = dt == GSB_F32 ? LAPACKE_sgelsd(LAPACK_COL_MAJOR, m, n, k, a, ld(m), b, ldb, s,
                                           (float)rcond, rank)
                          : LAPACKE_dgelsd(LAPACK_COL_MAJOR, m, n, k, a, ld(m), b, ldb, s,
                                           rcond, rank);
-    lapack_serial_end(serial);
+    gsb__cpu_blas_call_end(serial);
     return info;
 }
 
 static lapack_int lapack_geqrf(gsb_dtype dt, lapack_int m, lapack_int n, void *a, void *tau)
 {
-    int serial = lapack_serial_begin(4.0 * m * n * n);
+    int serial = gsb__cpu_lapack_call_begin(4.0 * m * n * n);
     lapack_int info = dt == GSB_F32 ? LAPACKE_sgeqrf(LAPACK_COL_MAJOR, m, n, a, ld(m), tau)
                          : LAPACKE_dgeqrf(LAPACK_COL_MAJOR, m, n, a, ld(m), tau);
-    lapack_serial_end(serial);
+    gsb__cpu_blas_call_end(serial);
     return info;
 }
 
 static lapack_int lapack_orgqr(gsb_dtype dt, lapack_int m, lapack_int n, void *a,
                                const void *tau)
 {
-    int serial = lapack_serial_begin(4.0 * m * n * n);
+    int serial = gsb__cpu_lapack_call_begin(4.0 * m * n * n);
     lapack_int info = dt == GSB_F32 ? LAPACKE_sorgqr(LAPACK_COL_MAJOR, m, n, n, a, ld(m), tau)
                          : LAPACKE_dorgqr(LAPACK_COL_MAJOR, m, n, n, a, ld(m), tau);
-    lapack_serial_end(serial);
+    gsb__cpu_blas_call_end(serial);
     return info;
 }
 
@@ -282,7 +270,10 @@ static lapack_int lapack_orgqr(gsb_dtype dt, lapack_int m, lapack_int n, void *a
  * spinning for a while, and OpenBLAS's workers then fight them for the
  * cores (TruncatedSVD.transform 100k x 128 -> 16 on 2 cores: half the time
  * went to the two pools' spinning and yielding).  Blocks depend on the
- * sizes only, so results do not depend on the thread count.
+ * sizes only, so results do not depend on the thread count.  A product
+ * below GSB__BLAS_SERIAL_FLOPS stays one call on this thread: on a busy
+ * machine, waking another thread can take a scheduler slice (a 5000 x 20
+ * Ridge.predict took 7 ms that way on the 2-core VM, 0.1 ms on one thread).
  */
 #define GEMM_SPLIT_MIN_ROWS 4096
 #define GEMM_SPLIT_MAX_COLS 512
@@ -338,6 +329,7 @@ int gsb__cpu_gemm(const gsb__backend *be, int trans_a, int trans_b, double alpha
     if (m == 0 || n == 0)
         return GSB_OK;
     if (!trans_a && m >= GEMM_SPLIT_MIN_ROWS && n <= GEMM_SPLIT_MAX_COLS &&
+        2.0 * (double)m * (double)n * (double)k >= GSB__BLAS_SERIAL_FLOPS &&
         omp_get_max_threads() > 1) {
         gemm_row_blocks(A, trans_b, alpha, B, beta, C, n, k);
         return GSB_OK;

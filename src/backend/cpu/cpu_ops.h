@@ -3,6 +3,7 @@
  * OpenMP).  Each op is documented in backend/backend.h; the table that
  * binds them is in cpu_backend.c.  Files:
  *   cpu_backend.c   memory ops and the ops table
+ *   cpu_threads.c   how many threads BLAS and LAPACK use
  *   cpu_linalg.c    gemm, syrk, eigh, posv, svd, lstsq, orthonormalize
  *   cpu_reduce.c    col_moments, col_minmax, row_sqnorms, col_affine, clip
  *   cpu_distance.c  pairwise, argmin_sqdist, topk
@@ -27,9 +28,20 @@
 #include "backend/backend.h"
 
 /* Make BLAS single-threaded around OpenMP regions whose threads each call it
- * on their own tile (reference counted; restores the user's setting). */
+ * on their own tile (OpenBLAS's OpenMP build does so by itself; its pthreads
+ * build: reference counted, restores the user's setting). cpu_threads.c. */
 void gsb__cpu_blas_serial_begin(void);
 void gsb__cpu_blas_serial_end(void);
+/* Below this many flops a BLAS or LAPACK call, or a product the engine would
+ * split over its threads, runs on one thread (cpu_threads.c says why). */
+#define GSB__BLAS_SERIAL_FLOPS ((double)(1 << 24))
+/* The same for a LAPACK routine, many BLAS calls in a row. */
+#define GSB__LAPACK_SERIAL_FLOPS ((double)(1 << 30))
+/* Around one BLAS or LAPACK call of `flops` outside parallel regions: small
+ * ones run single-threaded.  Pass begin's token to end. */
+int gsb__cpu_blas_call_begin(double flops);
+int gsb__cpu_lapack_call_begin(double flops);
+void gsb__cpu_blas_call_end(int token);
 
 int gsb__cpu_gemm(const gsb__backend *be, int trans_a, int trans_b, double alpha,
                   const gsb__tensor *A, const gsb__tensor *B, double beta, gsb__tensor *C);
