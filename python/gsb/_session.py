@@ -1,6 +1,6 @@
 """The process-wide session: opened lazily, embedded by default.
 
-gsb.set_config(device="auto"|"cpu"|"cuda") or $GSB_DEVICE picks the device of
+gsb.set_config(device="auto"|"cpu"|"cuda"|"cuda:all"|...) or $GSB_DEVICE picks the device of
 the embedded engine, gsb.set_config(gpu_memory_cap=...) or $GSB_GPU_MEMORY_CAP
 the memory it may plan with (as on a smaller GPU: larger X stream from host
 memory); gsb.connect(url) or $GSB_URL points at a gsbd server
@@ -18,6 +18,16 @@ import threading
 from . import _autostart, _lib, _output
 
 _DEVICES = ("auto", "cpu", "cuda")
+# several devices in one session (docs/MULTIGPU.md): "cuda:all", "cuda:0,1", "cuda:1";
+# "cpu:N" is the test mode (N ranks on the CPU, the same multi-device code path)
+_DEVICE_SET = re.compile(r"^(cuda:(all|\d+(,\d+)*)|cpu:\d+)$")
+_DEVICES_TEXT = "'auto', 'cpu', 'cuda', 'cuda:all', 'cuda:I,J,...' or 'cpu:N'"
+
+
+def _check_device(device):
+    if device in _DEVICES or (isinstance(device, str) and _DEVICE_SET.match(device)):
+        return device
+    raise ValueError(f"gsb: device must be one of {_DEVICES_TEXT}, got {device!r}")
 _REMOTE = ("tcp://", "unix://")
 _lock = threading.RLock()
 # url: None = $GSB_URL if set, else embedded; "" = embedded (gsb.connect(None))
@@ -108,10 +118,7 @@ class Session:
 
 
 def _device():
-    device = _config["device"] or os.environ.get("GSB_DEVICE", "auto")
-    if device not in _DEVICES:
-        raise ValueError(f"gsb: device must be one of {_DEVICES}, got {device!r}")
-    return device
+    return _check_device(_config["device"] or os.environ.get("GSB_DEVICE", "auto"))
 
 
 def _url():
@@ -155,7 +162,9 @@ def get_session():
 def set_config(device=None, output_type=_UNSET, gpu_memory_cap=_UNSET):
     """Configure gsb (arguments left out keep their setting):
 
-    device: the embedded engine's device, "auto" (default), "cpu" or "cuda".
+    device: the embedded engine's device, "auto" (default), "cpu" or "cuda"; or several
+        GPUs, "cuda:all" or "cuda:0,1" (fits split their rows across them where the
+        estimator can: docs/MULTIGPU.md), and "cpu:N", that path on N CPU ranks (tests).
     output_type: the type of results and fitted attributes: "numpy" (the default, also
         None), "input" (the type of the call's input: CuPy in, CuPy out), "cupy", "torch",
         "numba" or "pandas".
@@ -165,9 +174,7 @@ def set_config(device=None, output_type=_UNSET, gpu_memory_cap=_UNSET):
         the estimator can (docs/CUDA.md).  For a gsbd, set $GSB_GPU_MEMORY_CAP where it
         runs."""
     if device is not None:
-        if device not in _DEVICES:
-            raise ValueError(f"gsb: device must be one of {_DEVICES}, got {device!r}")
-        _config["device"] = device
+        _config["device"] = _check_device(device)
     if output_type is not _UNSET:
         _output.set_output_type(output_type)
     if gpu_memory_cap is not _UNSET:

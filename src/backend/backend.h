@@ -524,6 +524,26 @@ typedef int (*gsb__backend_open_fn)(const gsb__host_api *host, const gsb__backen
 const gsb__backend *gsb__cuda_backend(void);
 const char *gsb__cuda_unavailable_reason(void);
 
+/*
+ * Several GPUs (multi-device sessions, multidev/devset.h), through optional
+ * symbols of the plugin (a plugin without them offers one GPU):
+ * the number of CUDA devices (0 without the plugin); the backend of device
+ * `ordinal` (one per device, living until exit; GSB_EUNSUPPORTED with the
+ * reason); the NCCL communicator over bes (backend/comm.h; NCCL is dlopened
+ * from $GSB_NCCL_LIBRARY, else libnccl.so.2 on the search path and in the CUDA
+ * library folder; GSB_EUNSUPPORTED naming the library when it cannot be).
+ */
+int gsb__cuda_device_count(void);
+int gsb__cuda_backend_device(int ordinal, const gsb__backend **out);
+struct gsb__comm;
+int gsb__nccl_comm_open(const gsb__backend *const *bes, int n, struct gsb__comm **out);
+typedef int (*gsb__backend_open_device_fn)(const gsb__host_api *host, int ordinal,
+                                           const gsb__backend **out, char *why,
+                                           size_t why_len);
+#define GSB__BACKEND_OPEN_DEVICE_SYMBOL "gsb_backend_open_device"
+typedef int (*gsb__device_count_fn)(void);
+#define GSB__DEVICE_COUNT_SYMBOL "gsb_cuda_device_count"
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,6 +18,7 @@
 #include "core/devarray.h"
 #include "core/model.h"
 #include "core/validate.h"
+#include "multidev/devset.h"
 
 /* ---- the context API used by estimators -------------------------------- */
 
@@ -381,6 +382,12 @@ static int run_fn(gsb__ctx *cp, const gsb__method_desc *md, gsb__tensor *in)
     return rc;
 }
 
+int gsb__dispatch_validated(gsb__model *m, const gsb__method_desc *md, gsb__tensor *in,
+                            const json_t *options, gsb__nlist *out)
+{
+    return run_validated(m, md, in, options, out);
+}
+
 static int run_method(gsb__model *m, const gsb__method_desc *md, const gsb_array *const *inputs,
                       int n_inputs, const json_t *options, gsb__nlist *out)
 {
@@ -389,7 +396,14 @@ static int run_method(gsb__model *m, const gsb__method_desc *md, const gsb_array
     gsb__tensor in[GSB__MAX_INPUTS];
     int rc = gsb__inputs_validate(m, md, inputs, n_inputs, in);
     if (rc == GSB_OK) {
-        rc = run_validated(m, md, in, options, out);
+        /* a multi-device session: the fit across its devices where the
+         * estimator has one, else (after a warning) on the first device */
+        int handled = 0;
+        gsb__devset *ds = m->session->devset;
+        if (ds && ds->fit && md->is_fit == 1)
+            rc = ds->fit(ds, m, md, in, options, out, &handled);
+        if (!handled)
+            rc = run_validated(m, md, in, options, out);
         gsb__inputs_free(in);
     }
     return release_device_inputs(m, inputs, n_inputs, rc);

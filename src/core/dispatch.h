@@ -15,4 +15,11 @@ int gsb__inputs_validate(gsb__model *m, const gsb__method_desc *md,
                          const gsb_array *const *inputs, int n_inputs, gsb__tensor *in);
 void gsb__inputs_free(gsb__tensor *in);
 
+/* Run md on inputs already validated (in: as md declares them), on the
+ * backend of X (a device tensor's, else the session's); a fit swaps its
+ * attributes in on success.  The multi-device fits' building block: each
+ * rank's stats method, then fit_from_stats (multidev/multidev.c). */
+int gsb__dispatch_validated(gsb__model *m, const gsb__method_desc *md, gsb__tensor *in,
+                            const json_t *options, gsb__nlist *out);
+
 #endif

@@ -43,6 +43,8 @@ struct gsb_session {
     struct gsb_data *data_head;  /* live data handles (core/data.h) */
     pthread_mutex_t data_lock;
     gsb__arena arena;            /* local sessions' gsb_arena_alloc blocks */
+    struct gsb__devset *devset;  /* a multi-device session's devices (multidev/devset.h;
+                                    owned by the session implementation), or NULL */
     atomic_int refs;             /* the caller's + one per model, data handle, arena block */
 };
 

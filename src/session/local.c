@@ -14,6 +14,8 @@
 #include "core/budget.h"
 #include "core/dispatch.h"
 #include "core/store.h"
+#include "multidev/devset.h"
+#include "multidev/multidev.h"
 
 /* ---- the session ------------------------------------------------------------ */
 
@@ -51,11 +53,26 @@ static int open_memory_cap(gsb_session *s, const char *url)
     return GSB_OK;
 }
 
+/* Several devices (multidev/devset.h): the session computes on the first
+ * (the GPU for a cuda set); fits with a multi-device form use them all. */
+static int open_devset(gsb_session *s, const char *device)
+{
+    gsb__devset *ds;
+    GSB_TRY(gsb__devset_open(device, &ds));
+    ds->fit = gsb__multidev_fit;
+    s->devset = ds;
+    s->impl = ds;
+    s->impl_free = gsb__devset_free;
+    s->gpu = ds->cuda ? ds->be[0] : NULL;
+    s->device = ds->cuda ? GSB__DEVICE_CUDA : GSB__DEVICE_CPU;
+    return GSB_OK;
+}
+
 /* The URL's device=, else $GSB_DEVICE, else auto; the memory cap. */
 static int local_open(gsb_session *s, const char *url)
 {
     const char *device = getenv("GSB_DEVICE");
-    char dbuf[16];
+    char dbuf[96];
     if (!device || !*device)
         device = "auto";
     if (url && *url) {
@@ -71,12 +88,15 @@ static int local_open(gsb_session *s, const char *url)
             device = strstr(url, "device=") + 7; /* too long: named in the error below */
     }
     GSB_TRY(open_memory_cap(s, url));
+    if (gsb__devset_is_set(device))
+        return open_devset(s, device);
     int mode = strcmp(device, "cpu") == 0    ? GSB__DEVICE_CPU
                : strcmp(device, "cuda") == 0 ? GSB__DEVICE_CUDA
                : strcmp(device, "auto") == 0 ? GSB__DEVICE_AUTO
                                              : -1;
     if (mode < 0)
-        return gsb__err(GSB_EINVAL, "unknown device '%s': expected cpu, cuda or auto", device);
+        return gsb__err(GSB_EINVAL, "unknown device '%s': expected cpu, cuda, auto, cuda:all, "
+                        "cuda:I,J,... or cpu:N", device);
     const gsb__backend *gpu = mode == GSB__DEVICE_CPU ? NULL : gsb__cuda_backend();
     if (mode == GSB__DEVICE_CUDA && !gpu)
         return gsb__err(GSB_EUNSUPPORTED, "device 'cuda' requested but %s; use device=cpu or "
@@ -105,6 +125,10 @@ static int local_info(gsb_session *s, char **out_json)
                                                        (json_int_t)free_b));
     if (s->memory_cap)
         json_object_set_new(o, "memory_cap", json_integer((json_int_t)s->memory_cap));
+    if (s->devset) /* several devices: which, and how their statistics travel */
+        json_object_set_new(o, "devices", json_pack("{s:s, s:i, s:s}", "set", s->devset->label,
+                                                    "ranks", s->devset->n, "comm",
+                                                    s->devset->comm->name));
     gsb__copy_stats cs;
     if (g && g->ops->copy_stats && g->ops->copy_stats(g, &cs) == GSB_OK)
         json_object_set_new(o, "copies",

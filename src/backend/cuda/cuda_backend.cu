@@ -1,8 +1,11 @@
 /*
  * cuda_backend.cu - opening the CUDA backend, its memory ops and its ops table.
  *
- * One backend per process on one device ($GSB_CUDA_DEVICE, else 0), with
- * one non-blocking stream that every op enqueues on, in order.  Memory:
+ * One backend per device: the loader opens the process's default one
+ * ($GSB_CUDA_DEVICE, else 0) with gsb_backend_open; a multi-device session
+ * (multidev/devset.h) opens the others with gsb_backend_open_device.  Each
+ * has its own non-blocking stream that its ops enqueue on, in order, its
+ * cuBLAS / cuSOLVER handles and its device's memory pool.  Memory:
  *  - device memory comes from the device's default stream-ordered pool,
  *    set to keep what is freed (release threshold UINT64_MAX), so repeated
  *    alloc/free in an estimator's loop reuses memory instead of paying for
@@ -14,8 +17,9 @@
  *    through pinned staging buffers with several copy threads, the host
  *    side of one chunk overlapping the DMA of the previous one.
  *
- * Threads: ops may come from any thread (a server, a threaded client).
- * Every entry of the ops table runs under one recursive lock with the
+ * Threads: ops may come from any thread (a server, a threaded client, the
+ * rank threads of a multi-device fit).  Every entry of the ops table runs
+ * under one recursive lock, shared by every device's backend, with the
  * backend's device made current on the calling thread: the stream, the
  * cuBLAS and cuSOLVER handles and the staging buffer are shared state, and
  * the GPU runs one stream in order anyway, so serialising costs nothing
@@ -56,15 +60,21 @@ struct cuda_state {
     gsb__cuda_ctx ctx;
     gsb__backend be;
     gsb__backend_ops ops;
-    gsb__host_api host;
     /* cuBLAS' workspace, ours: left to itself cuBLAS would cudaMalloc it,
      * which can fail while our pool holds the memory it keeps for reuse */
     void *blas_ws;
-    pthread_mutex_t lock;
     int opened;
 };
 
-cuda_state g;
+/* one state per CUDA device number, opened on demand; the lock is every
+ * device's (the staging buffers and copy pool of cuda_copy.cu are shared,
+ * and a multi-device fit's GPUs overlap their kernels anyway: ops only
+ * enqueue, so the lock is held briefly except across a copy's wait) */
+cuda_state states[GSB__CUDA_MAX_DEVICES];
+cuda_state *primary = nullptr; /* gsb_backend_open's: the process's default GPU */
+gsb__host_api host_copy;
+pthread_mutex_t lock;
+int lock_made;
 
 size_t dtype_size(gsb_dtype dt)
 {
@@ -137,24 +147,24 @@ int need_tensor(const gsb__backend *be, const char *op, const gsb__tensor *t, si
 
 /* ---- device selection, for calls from any thread --------------------------- */
 
-int bind_device(void)
+int bind_device(int device)
 {
     int cur = -1;
-    if (cudaGetDevice(&cur) == cudaSuccess && cur == g.ctx.device)
+    if (cudaGetDevice(&cur) == cudaSuccess && cur == device)
         return GSB_OK;
-    CUDA_TRY(cudaSetDevice(g.ctx.device));
+    CUDA_TRY(cudaSetDevice(device));
     return GSB_OK;
 }
 
 /* Held for the length of one op: the lock, and the device made current. */
 struct op_scope {
     int rc;
-    op_scope()
+    explicit op_scope(const gsb__backend *be)
     {
-        pthread_mutex_lock(&g.lock);
-        rc = bind_device();
+        pthread_mutex_lock(&lock);
+        rc = bind_device(gsb__cuda_ctx_of(be)->device);
     }
-    ~op_scope() { pthread_mutex_unlock(&g.lock); }
+    ~op_scope() { pthread_mutex_unlock(&lock); }
     op_scope(const op_scope &) = delete;
     op_scope &operator=(const op_scope &) = delete;
 };
@@ -166,7 +176,7 @@ template <typename R, typename... A, R (*F)(const gsb__backend *, A...)>
 struct guarded<F> {
     static R call(const gsb__backend *be, A... args)
     {
-        op_scope scope;
+        op_scope scope(be);
         if constexpr (!std::is_void_v<R>) {
             if (scope.rc != GSB_OK)
                 return scope.rc;
@@ -345,16 +355,14 @@ static int cuda_download(const gsb__backend *be, const gsb__tensor *src, void *h
 /* Outside the op lock (see the top): the device made current, then the pin. */
 static int cuda_host_register(const gsb__backend *be, void *p, size_t n)
 {
-    (void)be;
-    PASS(bind_device());
+    PASS(bind_device(gsb__cuda_ctx_of(be)->device));
     return gsb__cuda_pin(p, n);
 }
 
 /* Under the op lock: no copy from or to the range can be running when it is unpinned. */
 static void cuda_host_unregister(const gsb__backend *be, void *p)
 {
-    (void)be;
-    op_scope scope;
+    op_scope scope(be);
     if (scope.rc == GSB_OK)
         gsb__cuda_unpin(p);
 }
@@ -461,27 +469,27 @@ static int pick_device(int count, int *device, char *why, size_t why_len)
 }
 
 /* Undo a partial open (on failure only: an opened backend lives until exit). */
-static void close_partial(void)
+static void close_partial(cuda_state *g)
 {
-    gsb__cuda_ctx *ctx = &g.ctx;
-    gsb__cuda_copy_close();
+    gsb__cuda_ctx *ctx = &g->ctx;
+    if (ctx->staged)
+        gsb__cuda_copy_close();
     if (ctx->solver)
         cusolverDnDestroy(ctx->solver);
     if (ctx->blas)
         cublasDestroy(ctx->blas);
-    if (g.blas_ws)
-        cudaFree(g.blas_ws);
+    if (g->blas_ws)
+        cudaFree(g->blas_ws);
     if (ctx->stream)
         cudaStreamDestroy(ctx->stream);
     (void)cudaGetLastError();
     memset(ctx, 0, sizeof *ctx);
-    g.blas_ws = NULL;
+    g->blas_ws = NULL;
 }
 
 /* What the device is, for messages and `gsb info`: "NVIDIA H100 80GB HBM3, 79 GiB, sm_90". */
-static int describe_device(char *why, size_t why_len)
+static int describe_device(gsb__cuda_ctx *ctx, char *why, size_t why_len)
 {
-    gsb__cuda_ctx *ctx = &g.ctx;
     cudaDeviceProp prop;
     cudaError_t e = cudaGetDeviceProperties(&prop, ctx->device);
     if (e != cudaSuccess) {
@@ -502,9 +510,9 @@ static int describe_device(char *why, size_t why_len)
 }
 
 /* Stream, library handles, pool and staging on the chosen device. */
-static int open_device(char *why, size_t why_len)
+static int open_device(cuda_state *g, char *why, size_t why_len)
 {
-    gsb__cuda_ctx *ctx = &g.ctx;
+    gsb__cuda_ctx *ctx = &g->ctx;
     cudaError_t e;
 #define OPEN_STEP(call, what)                                                              \
     do {                                                                                   \
@@ -516,7 +524,7 @@ static int open_device(char *why, size_t why_len)
         }                                                                                  \
     } while (0)
     OPEN_STEP(cudaSetDevice(ctx->device), "cudaSetDevice");
-    PASS(describe_device(why, why_len));
+    PASS(describe_device(ctx, why, why_len));
     OPEN_STEP(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking),
               "creating a stream");
 
@@ -538,8 +546,8 @@ static int open_device(char *why, size_t why_len)
         return GSB_EBACKEND;
     }
     /* after cublasSetStream, which resets the workspace to cuBLAS' own */
-    OPEN_STEP(cudaMalloc(&g.blas_ws, BLAS_WORKSPACE_BYTES), "allocating the cuBLAS workspace");
-    if ((bs = cublasSetWorkspace(ctx->blas, g.blas_ws, BLAS_WORKSPACE_BYTES)) !=
+    OPEN_STEP(cudaMalloc(&g->blas_ws, BLAS_WORKSPACE_BYTES), "allocating the cuBLAS workspace");
+    if ((bs = cublasSetWorkspace(ctx->blas, g->blas_ws, BLAS_WORKSPACE_BYTES)) !=
         CUBLAS_STATUS_SUCCESS) {
         say(why, why_len, "cuBLAS workspace setup failed: %s", cublasGetStatusString(bs));
         return GSB_EBACKEND;
@@ -561,8 +569,9 @@ static int open_device(char *why, size_t why_len)
     OPEN_STEP(cudaMemPoolSetAttribute(ctx->pool, cudaMemPoolAttrReleaseThreshold, &keep),
               "configuring the memory pool");
 
-    /* the staging buffers; pinning refused is not fatal (pageable copies) */
-    if (gsb__cuda_copy_open() != GSB_OK) {
+    /* the staging buffers (the first device's); pinning refused is not fatal
+     * (pageable copies) */
+    if (ctx->staged && gsb__cuda_copy_open() != GSB_OK) {
         say(why, why_len, "CUDA device %d: setting up host copies failed", ctx->device);
         return GSB_EBACKEND;
     }
@@ -624,63 +633,133 @@ static void bind_ops(gsb__backend_ops *o)
     o->host_register = cuda_host_register;
     o->host_unregister = cuda_host_unregister;
     o->nonfinite = guarded<gsb__cuda_nonfinite>::call;
-    o->mem_info = gsb__cuda_mem_info; /* no stream work: needs no op lock */
+    o->mem_info = guarded<gsb__cuda_mem_info>::call; /* on the backend's device */
     o->device_import = guarded<gsb__cuda_device_import>::call;
     o->device_export = guarded<gsb__cuda_device_export>::call;
     o->copy_stats = gsb__cuda_copy_stats; /* atomic counters: no op lock */
 }
 
-extern "C" __attribute__((visibility("default"))) int
-gsb_backend_open(const gsb__host_api *host, const gsb__backend **out, char *why, size_t why_len)
+extern "C" void gsb__cuda_lock(void) { pthread_mutex_lock(&lock); }
+extern "C" void gsb__cuda_unlock(void) { pthread_mutex_unlock(&lock); }
+
+/* The plugin's lock and host API, made by the first open. */
+static int open_common(const gsb__host_api *host, char *why, size_t why_len)
 {
-    if (out)
-        *out = NULL;
-    if (!host || host->abi != GSB__BACKEND_ABI || !host->err || !out) {
+    if (!host || host->abi != GSB__BACKEND_ABI || !host->err) {
         say(why, why_len, "the CUDA backend speaks plugin ABI %d, libgsb offered %d",
             GSB__BACKEND_ABI, host ? host->abi : -1);
         return GSB_EUNSUPPORTED;
     }
-    if (g.opened) { /* the loader opens once; a second open gets the same backend */
-        *out = &g.be;
+    if (lock_made)
         return GSB_OK;
-    }
-    g.host = *host;
-    gsb__cuda_host = &g.host;
-
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count <= 0) {
-        say(why, why_len, "no CUDA device: %s",
-            e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
-        (void)cudaGetLastError();
-        return GSB_EUNSUPPORTED;
-    }
-    int device;
-    PASS(pick_device(count, &device, why, why_len));
-
+    host_copy = *host;
+    gsb__cuda_host = &host_copy;
     pthread_mutexattr_t attr;
     if (pthread_mutexattr_init(&attr) != 0 ||
         pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) != 0 ||
-        pthread_mutex_init(&g.lock, &attr) != 0) {
+        pthread_mutex_init(&lock, &attr) != 0) {
         say(why, why_len, "cannot create the CUDA backend's lock");
         return GSB_EBACKEND;
     }
     pthread_mutexattr_destroy(&attr);
-
-    memset(&g.ctx, 0, sizeof g.ctx);
-    g.ctx.device = device;
-    int rc = open_device(why, why_len);
-    if (rc != GSB_OK) {
-        close_partial();
-        pthread_mutex_destroy(&g.lock);
-        return rc;
-    }
-    bind_ops(&g.ops);
-    g.be.name = "cuda";
-    g.be.ops = &g.ops;
-    g.be.ctx = &g.ctx;
-    g.be.device = g.ctx.name;
-    g.opened = 1;
-    *out = &g.be;
+    lock_made = 1;
     return GSB_OK;
+}
+
+static int device_count(int *count, char *why, size_t why_len)
+{
+    *count = 0;
+    cudaError_t e = cudaGetDeviceCount(count);
+    if (e != cudaSuccess || *count <= 0) {
+        say(why, why_len, "no CUDA device: %s",
+            e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
+        (void)cudaGetLastError();
+        *count = 0;
+        return GSB_EUNSUPPORTED;
+    }
+    if (*count > GSB__CUDA_MAX_DEVICES)
+        *count = GSB__CUDA_MAX_DEVICES;
+    return GSB_OK;
+}
+
+/* Device `device`'s backend, opened on first use (under the lock). */
+static int open_state(int device, int staged, const gsb__backend **out, char *why,
+                      size_t why_len)
+{
+    cuda_state *g = &states[device];
+    pthread_mutex_lock(&lock);
+    int rc = GSB_OK;
+    if (!g->opened) {
+        memset(&g->ctx, 0, sizeof g->ctx);
+        g->ctx.device = device;
+        g->ctx.staged = staged;
+        rc = open_device(g, why, why_len);
+        if (rc != GSB_OK) {
+            close_partial(g);
+        } else {
+            bind_ops(&g->ops);
+            g->be.name = "cuda";
+            g->be.ops = &g->ops;
+            g->be.ctx = &g->ctx;
+            g->be.device = g->ctx.name;
+            g->opened = 1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (rc == GSB_OK)
+        *out = &g->be;
+    return rc;
+}
+
+extern "C" __attribute__((visibility("default"))) int
+gsb_backend_open(const gsb__host_api *host, const gsb__backend **out, char *why, size_t why_len)
+{
+    if (!out) {
+        say(why, why_len, "gsb_backend_open: no output");
+        return GSB_EUNSUPPORTED;
+    }
+    *out = NULL;
+    PASS(open_common(host, why, why_len));
+    if (primary) { /* the loader opens once; a second open gets the same backend */
+        *out = &primary->be;
+        return GSB_OK;
+    }
+    int count, device;
+    PASS(device_count(&count, why, why_len));
+    PASS(pick_device(count, &device, why, why_len));
+    PASS(open_state(device, 1, out, why, why_len));
+    primary = &states[device];
+    return GSB_OK;
+}
+
+/* Device `ordinal`'s backend, for multi-device sessions (backend.h). */
+extern "C" __attribute__((visibility("default"))) int
+gsb_backend_open_device(const gsb__host_api *host, int ordinal, const gsb__backend **out,
+                        char *why, size_t why_len)
+{
+    if (!out) {
+        say(why, why_len, "gsb_backend_open_device: no output");
+        return GSB_EUNSUPPORTED;
+    }
+    *out = NULL;
+    PASS(open_common(host, why, why_len));
+    int count;
+    PASS(device_count(&count, why, why_len));
+    if (ordinal < 0 || ordinal >= count) {
+        say(why, why_len, "no CUDA device %d (this machine has %d)", ordinal, count);
+        return GSB_EUNSUPPORTED;
+    }
+    /* the staging buffers are the default device's (opened first, by the
+     * loader): the others copy directly */
+    return open_state(ordinal, 0, out, why, why_len);
+}
+
+extern "C" __attribute__((visibility("default"))) int gsb_cuda_device_count(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return count < GSB__CUDA_MAX_DEVICES ? count : GSB__CUDA_MAX_DEVICES;
 }

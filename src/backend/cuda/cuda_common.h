@@ -27,7 +27,14 @@ typedef struct gsb__cuda_ctx {
                                     chunks on every GPU: cuda_linalg.cu) */
     int sm_count;
     char name[256];              /* "NVIDIA H200, 139 GiB" */
+    int staged;                  /* 1: host copies may use cuda_copy.cu's staging buffers
+                                    (made on this device: the first one opened); the
+                                    other devices of a multi-device session copy
+                                    directly (cudaMemcpyAsync, then a wait) */
 } gsb__cuda_ctx;
+
+/* CUDA device numbers the plugin keeps state for (a backend per device) */
+#define GSB__CUDA_MAX_DEVICES 64
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,6 +52,11 @@ static inline gsb__cuda_ctx *gsb__cuda_ctx_of(const gsb__backend *be)
 int gsb__cuda_fail_rt(cudaError_t e, const char *what, const char *file, int line);
 int gsb__cuda_fail_blas(cublasStatus_t s, const char *what, const char *file, int line);
 int gsb__cuda_fail_solver(cusolverStatus_t s, const char *what, const char *file, int line);
+
+/* The plugin's op lock (recursive, every device's): held around work that
+ * enqueues on several devices' streams at once (cuda_nccl.cu's collectives). */
+void gsb__cuda_lock(void);
+void gsb__cuda_unlock(void);
 
 /* Scratch device memory from the pool, in stream order (free with gsb__cuda_free). */
 int gsb__cuda_alloc(const gsb__backend *be, size_t bytes, void **out);

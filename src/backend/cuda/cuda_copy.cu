@@ -383,7 +383,7 @@ extern "C" int gsb__cuda_copy_h2d(const gsb__backend *be, void *dst, const void 
     cudaStream_t stream = gsb__cuda_ctx_of(be)->stream;
     char *d = (char *)dst;
     const char *h = (const char *)src;
-    if (!st.buf[0] || host_pinned(h, bytes)) {
+    if (!st.buf[0] || !gsb__cuda_ctx_of(be)->staged || host_pinned(h, bytes)) {
         /* ways 1 and 3 (a stream copy: the legacy stream does not order with ours) */
         CUDA_TRY(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream));
         CUDA_TRY(cudaStreamSynchronize(stream));
@@ -411,7 +411,7 @@ extern "C" int gsb__cuda_copy_d2h(const gsb__backend *be, void *dst, const void 
     cudaStream_t stream = gsb__cuda_ctx_of(be)->stream;
     char *h = (char *)dst;
     const char *d = (const char *)src;
-    if (!st.buf[0] || host_pinned(h, bytes)) {
+    if (!st.buf[0] || !gsb__cuda_ctx_of(be)->staged || host_pinned(h, bytes)) {
         CUDA_TRY(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, stream));
         CUDA_TRY(cudaStreamSynchronize(stream));
         return GSB_OK;

@@ -46,6 +46,7 @@ struct gsb__stage {
     cudaEvent_t copied[GSB__STAGE_MAX_BUFFERS];
     cudaEvent_t consumed[GSB__STAGE_MAX_BUFFERS];
     int filled[GSB__STAGE_MAX_BUFFERS];    /* copied[k] has been recorded */
+    cudaStream_t copy_stream;              /* the ring's device's copy stream */
 };
 
 namespace {
@@ -54,7 +55,8 @@ constexpr int COPY_THREADS = 256;
 /* pinned buffers kept between rings (pinning a 256 MiB buffer takes ~80 ms) */
 constexpr int CACHE_SLOTS = 2 * GSB__STAGE_MAX_BUFFERS;
 
-cudaStream_t copy_stream = nullptr;
+/* one copy stream per device (a stream belongs to the device it was made on) */
+cudaStream_t copy_streams[GSB__CUDA_MAX_DEVICES];
 
 struct pinned_cache {
     char *p[CACHE_SLOTS];
@@ -62,10 +64,13 @@ struct pinned_cache {
 };
 pinned_cache cache;
 
-int ensure_copy_stream()
+int ensure_copy_stream(int device, cudaStream_t *out)
 {
-    if (!copy_stream)
-        CUDA_TRY(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
+    if (device < 0 || device >= GSB__CUDA_MAX_DEVICES)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "stage_open: device %d", device);
+    if (!copy_streams[device])
+        CUDA_TRY(cudaStreamCreateWithFlags(&copy_streams[device], cudaStreamNonBlocking));
+    *out = copy_streams[device];
     return GSB_OK;
 }
 
@@ -142,14 +147,14 @@ int fill_segment(gsb__stage *st, int k, const gsb__stage_seg *seg)
     char *dst = (char *)st->dev[k] + seg->offset;
     if (gsb__cuda_host_pinned(seg->host, seg->bytes)) {
         CUDA_TRY(cudaMemcpyAsync(dst, seg->host, seg->bytes, cudaMemcpyHostToDevice,
-                                 copy_stream));
+                                 st->copy_stream));
         return GSB_OK;
     }
     if (!ensure_pinned(st, k)) {
         /* pageable DMA: the driver stages it and may return before it is done */
         CUDA_TRY(cudaMemcpyAsync(dst, seg->host, seg->bytes, cudaMemcpyHostToDevice,
-                                 copy_stream));
-        CUDA_TRY(cudaStreamSynchronize(copy_stream));
+                                 st->copy_stream));
+        CUDA_TRY(cudaStreamSynchronize(st->copy_stream));
         return GSB_OK;
     }
     /* the DMA that last read pinned[k] (this buffer's previous fill) is done */
@@ -158,7 +163,7 @@ int fill_segment(gsb__stage *st, int k, const gsb__stage_seg *seg)
     st->filled[k] = 0; /* waited for: only this fill's record counts from here */
     gsb__cuda_parallel_copy(st->pinned[k] + seg->offset, seg->host, seg->bytes);
     CUDA_TRY(cudaMemcpyAsync(dst, st->pinned[k] + seg->offset, seg->bytes,
-                             cudaMemcpyHostToDevice, copy_stream));
+                             cudaMemcpyHostToDevice, st->copy_stream));
     return GSB_OK;
 }
 
@@ -280,7 +285,7 @@ extern "C" void gsb__cuda_stage_close(const gsb__backend *be, gsb__stage *st)
     if (!st)
         return;
     /* no DMA may still write a buffer or read a pinned twin when they go */
-    if (copy_stream && cudaStreamSynchronize(copy_stream) != cudaSuccess)
+    if (st->copy_stream && cudaStreamSynchronize(st->copy_stream) != cudaSuccess)
         (void)cudaGetLastError();
     for (int k = 0; k < st->nbuf; k++) {
         gsb__cuda_free(be, st->dev[k]);
@@ -302,12 +307,14 @@ extern "C" int gsb__cuda_stage_open(const gsb__backend *be, size_t bytes, int nb
     if (nbuf < 1 || nbuf > GSB__STAGE_MAX_BUFFERS)
         return GSB_CUDA_ERR(GSB_EINTERNAL, "stage_open: %d buffers (1..%d)", nbuf,
                             GSB__STAGE_MAX_BUFFERS);
-    int rc = ensure_copy_stream();
+    cudaStream_t cs = nullptr;
+    int rc = ensure_copy_stream(gsb__cuda_ctx_of(be)->device, &cs);
     if (rc != GSB_OK)
         return rc;
     gsb__stage *st = (gsb__stage *)calloc(1, sizeof *st);
     if (!st)
         return GSB_CUDA_ERR(GSB_ENOMEM, "out of host memory");
+    st->copy_stream = cs;
     st->bytes = bytes;
     st->nbuf = nbuf;
     cudaStream_t compute = gsb__cuda_ctx_of(be)->stream;
@@ -342,14 +349,14 @@ extern "C" int gsb__cuda_stage_fill(const gsb__backend *be, gsb__stage *st, int 
         total += segs[i].bytes;
     }
     /* the compute that read the buffer last (queued before its release) comes first */
-    CUDA_TRY(cudaStreamWaitEvent(copy_stream, st->consumed[k], 0));
+    CUDA_TRY(cudaStreamWaitEvent(st->copy_stream, st->consumed[k], 0));
     for (int i = 0; i < nseg; i++)
         if (segs[i].bytes) {
             rc = fill_segment(st, k, &segs[i]);
             if (rc != GSB_OK)
                 return rc;
         }
-    CUDA_TRY(cudaEventRecord(st->copied[k], copy_stream));
+    CUDA_TRY(cudaEventRecord(st->copied[k], st->copy_stream));
     st->filled[k] = 1;
     gsb__cuda_count_copy(1, total);
     return GSB_OK;

@@ -608,6 +608,35 @@ static int mm_fit(gsb__ctx *c)
     return rc;
 }
 
+/* fit from merged MOMENTS statistics (partial_stats.h): the minimum and
+ * maximum of the concatenated partitions (multi-device fits, multidev/);
+ * option "dtype" ("float32" | "float64") is X's. */
+static int mm_fit_from_stats(gsb__ctx *c)
+{
+    gsb__stats st;
+    GSB_TRY(gsb__stats_parse(gsb__in(c, "stats"), GSB__STATS_MOMENTS, &st));
+    double lo, hi;
+    mm_range(c->params, &lo, &hi);
+    GSB_TRY(mm_check_range(c, lo, hi));
+    const char *dts = json_string_value(json_object_get(c->options, "dtype"));
+    gsb_dtype dt = dts && strcmp(dts, "float32") == 0 ? GSB_F32 : GSB_F64;
+    int64_t d = st.a;
+    gsb__tensor mn = GSB__TENSOR_NONE, mx = GSB__TENSOR_NONE;
+    int rc;
+    GSB_CHECK(gsb__tensor_alloc(gsb__cpu_backend(), dt, d, 1, &mn));
+    GSB_CHECK(gsb__tensor_alloc(gsb__cpu_backend(), dt, d, 1, &mx));
+    for (int64_t j = 0; j < d; j++) { /* values of X: exact in its dtype */
+        gsb__tensor_set(&mn, j, st.v[2 + 2 * d + j]);
+        gsb__tensor_set(&mx, j, st.v[2 + 3 * d + j]);
+    }
+    GSB_CHECK(gsb__fit_set_scalar(c, "n_features_in_", (double)d, GSB_I64));
+    rc = mm_store(c, &mn, &mx, (int64_t)st.v[1]);
+done:
+    gsb__tensor_free(&mn);
+    gsb__tensor_free(&mx);
+    return rc;
+}
+
 /*
  * partial_fit: the running minimum and maximum with the batch X.  A batch of
  * another dtype than the model's promotes the statistics to float64, as
@@ -687,6 +716,8 @@ static const gsb__method_desc mm_methods[] = {
      "scale X to feature_range (result \"X\")"},
     {"inverse_transform", mm_inverse_transform, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK}}, 0,
      "undo the scaling (result \"X\")"},
+    GSB__STATS_MOMENTS_ROW, GSB__STATS_MERGE_ROW,
+    GSB__FIT_FROM_STATS_ROW(mm_fit_from_stats, "moments"),
     {0}};
 
 static const gsb__attr_desc mm_attrs[] = {

@@ -1,0 +1,241 @@
+/*
+ * multidev_parity.h - a multi-device fit against the one-device fit (header
+ * only): the same estimator, parameters and data fitted in two sessions, and
+ * every public fitted attribute compared (names, shapes, values).  Shared by
+ * tests/c/test_multidev.c (cpu:N against cpu) and
+ * tests/cuda/test_cuda_multigpu.c (cuda:all against cuda:0).
+ */
+#ifndef GSB_TEST_MULTIDEV_PARITY_H
+#define GSB_TEST_MULTIDEV_PARITY_H
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_api_helpers.h"
+
+/* fit(X[, y][, w]) of est in session s; NULL (a failed check) on error. */
+static inline gsb_model *parity_fit(gsb_session *s, const char *est, const char *params,
+                                    const gsb_array *X, const gsb_array *y, const gsb_array *w)
+{
+    gsb_model *m = testing_model(s, est, params);
+    if (!m)
+        return NULL;
+    int rc = testing_fit(m, X, y, w);
+    CHECK_OK(rc);
+    if (rc != GSB_OK) {
+        gsb_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* Attribute name of a and b: same shape, values within tol relative
+ * (|a - b| <= tol (|b| + scale), scale the attribute's largest |b|, at least
+ * 1: an intercept near 0 is the difference of terms of the data's size). */
+static inline void parity_attr(gsb_model *a, gsb_model *b, const char *name, double tol)
+{
+    gsb_result *ra = NULL, *rb = NULL;
+    CHECK_OK(gsb_model_get_attr(a, name, &ra));
+    CHECK_OK(gsb_model_get_attr(b, name, &rb));
+    if (!ra || !rb) {
+        gsb_result_free(ra);
+        gsb_result_free(rb);
+        return;
+    }
+    const gsb_array *x = gsb_result_array(ra, 0), *y = gsb_result_array(rb, 0);
+    int64_t n = testing_numel(y);
+    CHECK(x->ndim == y->ndim && testing_numel(x) == n);
+    CHECK(x->dtype == y->dtype);
+    double scale = 1, worst = 0;
+    for (int64_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs(testing_at(y, i)));
+    int bad = 0;
+    for (int64_t i = 0; i < n && testing_numel(x) == n; i++) {
+        double u = testing_at(x, i), v = testing_at(y, i);
+        double err = fabs(u - v) / (fabs(v) + scale);
+        if (!(err <= tol)) /* NaN fails */
+            bad = 1;
+        if (err > worst || err != err)
+            worst = err;
+    }
+    if (bad)
+        fprintf(stderr, "  attribute %s: relative error %.3g > %.3g\n", name, worst, tol);
+    CHECK(!bad);
+    gsb_result_free(ra);
+    gsb_result_free(rb);
+}
+
+/* Every public attribute of the one-device model one, in multi too. */
+static inline void parity_all(gsb_model *multi, gsb_model *one, double tol)
+{
+    char *ja = NULL, *jb = NULL;
+    CHECK_OK(gsb_model_list_attrs(multi, &ja));
+    CHECK_OK(gsb_model_list_attrs(one, &jb));
+    json_t *la = ja ? json_loads(ja, 0, NULL) : NULL, *lb = jb ? json_loads(jb, 0, NULL) : NULL;
+    CHECK(la && lb && json_array_size(la) == json_array_size(lb));
+    if (la && lb && json_array_size(la) != json_array_size(lb))
+        fprintf(stderr, "  attributes: multi-device %s, one device %s\n", ja, jb);
+    size_t i;
+    json_t *v;
+    json_array_foreach(lb, i, v) parity_attr(multi, one, json_string_value(v), tol);
+    json_decref(la);
+    json_decref(lb);
+    gsb_free(ja);
+    gsb_free(jb);
+}
+
+/* est fitted in both sessions, compared; 1 when both fits ran. */
+static inline int parity_check(gsb_session *multi, gsb_session *one, const char *est,
+                               const char *params, const gsb_array *X, const gsb_array *y,
+                               const gsb_array *w, double tol)
+{
+    gsb_model *a = parity_fit(multi, est, params, X, y, w);
+    gsb_model *b = parity_fit(one, est, params, X, y, w);
+    if (a && b)
+        parity_all(a, b, tol);
+    int ok = a && b;
+    if (a)
+        gsb_model_free(a);
+    if (b)
+        gsb_model_free(b);
+    return ok;
+}
+
+/* KMeans from an explicit init (the k x d rows given) in both sessions: the
+ * same labels, centres and inertia (within tol), and n_iter_ in float64 (in
+ * float32 the centring mean may round one ulp apart between a GPU's
+ * float32 column means and the merged float64 moments, and with tol=0 the
+ * last iteration can hinge on that). */
+static inline void parity_kmeans(gsb_session *multi, gsb_session *one, const gsb_array *X,
+                                 const gsb_array *w, const gsb_array *init, double tol)
+{
+    char params[96];
+    snprintf(params, sizeof params, "{\"n_clusters\": %lld, \"n_init\": 1, \"tol\": 0}",
+             (long long)init->shape[0]);
+    gsb_model *a = testing_model(multi, "KMeans", params);
+    gsb_model *b = testing_model(one, "KMeans", params);
+    const gsb_array *ins[4] = {X, NULL, w, init};
+    if (a && b) {
+        CHECK_OK(gsb_model_call(a, "fit", ins, 4, NULL, NULL));
+        CHECK(strstr(gsb_warnings(), "first device") == NULL);
+        CHECK_OK(gsb_model_call(b, "fit", ins, 4, NULL, NULL));
+        parity_attr(a, b, "labels_", 0); /* identical */
+        parity_attr(a, b, "cluster_centers_", tol);
+        parity_attr(a, b, "inertia_", tol);
+        parity_attr(a, b, "n_features_in_", 0);
+        if (X->dtype == GSB_F64)
+            parity_attr(a, b, "n_iter_", 0);
+    }
+    if (a)
+        gsb_model_free(a);
+    if (b)
+        gsb_model_free(b);
+}
+
+/* LogisticRegression in both sessions: the same classes and coefficients
+ * (within tol), n_iter_ in float64 (float32 on a GPU sums the losses in
+ * float32, and the last iteration can hinge on that). */
+static inline void parity_logistic(gsb_session *multi, gsb_session *one, const char *params,
+                                   const gsb_array *X, const gsb_array *y, const gsb_array *w,
+                                   double tol)
+{
+    gsb_model *a = parity_fit(multi, "LogisticRegression", params, X, y, w);
+    CHECK(strstr(gsb_warnings(), "first device") == NULL);
+    gsb_model *b = parity_fit(one, "LogisticRegression", params, X, y, w);
+    if (a && b) {
+        parity_attr(a, b, "classes_", 0);
+        parity_attr(a, b, "coef_", tol);
+        parity_attr(a, b, "intercept_", tol);
+        parity_attr(a, b, "n_features_in_", 0);
+        if (X->dtype == GSB_F64)
+            parity_attr(a, b, "n_iter_", 0);
+    }
+    if (a)
+        gsb_model_free(a);
+    if (b)
+        gsb_model_free(b);
+}
+
+/* The estimators with a multi-device fit, on data X (n x d), y, w (doubles)
+ * in dtype dt; tol for float64 (float32: 1e-4, its own rounding). */
+static inline void parity_suite(gsb_session *multi, gsb_session *one, const double *X,
+                                const double *y, const double *w, int64_t n, int64_t d,
+                                gsb_dtype dt, double tol)
+{
+    void *xb = malloc((size_t)(n * d) * 8), *yb = malloc((size_t)n * 8);
+    if (dt == GSB_F32) {
+        testing_to_f32(X, xb, n * d);
+        testing_to_f32(y, yb, n);
+        tol = 1e-4;
+    } else {
+        memcpy(xb, X, (size_t)(n * d) * 8);
+        memcpy(yb, y, (size_t)n * 8);
+    }
+    gsb_array xa = gsb_array_2d(xb, dt, n, d), ya = gsb_array_1d(yb, dt, n);
+    gsb_array y2 = gsb_array_2d(yb, dt, n, 1), wa = gsb_array_1d((void *)w, GSB_F64, n);
+    CHECK(parity_check(multi, one, "StandardScaler", NULL, &xa, NULL, NULL, tol));
+    CHECK(parity_check(multi, one, "StandardScaler", NULL, &xa, NULL, &wa, tol));
+    CHECK(parity_check(multi, one, "StandardScaler", "{\"with_mean\": false}", &xa, NULL, NULL,
+                       tol));
+    CHECK(parity_check(multi, one, "MinMaxScaler", "{\"feature_range\": [-1, 2]}", &xa, NULL,
+                       NULL, 0));
+    if (n > d + 1) {
+        CHECK(parity_check(multi, one, "LinearRegression", NULL, &xa, &ya, NULL, tol));
+        CHECK(parity_check(multi, one, "LinearRegression", NULL, &xa, &y2, &wa, tol));
+        CHECK(parity_check(multi, one, "Ridge", "{\"alpha\": 2.5}", &xa, &ya, &wa, tol));
+        CHECK(parity_check(multi, one, "Ridge", "{\"fit_intercept\": false}", &xa, &y2, NULL,
+                           tol));
+        CHECK(parity_check(multi, one, "PCA", "{\"n_components\": 2}", &xa, NULL, NULL, tol));
+        CHECK(parity_check(multi, one, "PCA", "{\"whiten\": true}", &xa, NULL, NULL, tol));
+        /* a y given to a transformer is ignored, as scikit-learn's fit(X, y=None) */
+        CHECK(parity_check(multi, one, "PCA", "{\"n_components\": 2}", &xa, &ya, NULL, tol));
+        CHECK(parity_check(multi, one, "MinMaxScaler", NULL, &xa, &ya, NULL, tol));
+        CHECK(parity_check(multi, one, "TruncatedSVD",
+                           "{\"n_components\": 2, \"algorithm\": \"arpack\"}", &xa, NULL, NULL,
+                           tol));
+        /* KMeans from the first rows; then with a centre far from every point
+         * (an empty cluster: the farthest points relocate it) */
+        void *ib = malloc((size_t)(4 * d) * 8);
+        memcpy(ib, xb, (size_t)(3 * d) * (dt == GSB_F32 ? 4 : 8));
+        gsb_array ia = gsb_array_2d(ib, dt, 3, d);
+        parity_kmeans(multi, one, &xa, NULL, &ia, tol);
+        parity_kmeans(multi, one, &xa, &wa, &ia, tol);
+        memcpy(ib, xb, (size_t)(4 * d) * (dt == GSB_F32 ? 4 : 8));
+        for (int64_t j = 0; j < d; j++) {
+            if (dt == GSB_F32)
+                ((float *)ib)[3 * d + j] = 1e4f;
+            else
+                ((double *)ib)[3 * d + j] = 1e4;
+        }
+        gsb_array ie = gsb_array_2d(ib, dt, 4, d);
+        parity_kmeans(multi, one, &xa, NULL, &ie, tol);
+        free(ib);
+        /* LogisticRegression: two classes, and three with balanced class weights;
+         * 1e-5 (the issue's bar): the iterates differ by the losses' summation
+         * order only, but L-BFGS stops at its tolerance, which lets ~1e-7 show */
+        double ltol = tol > 1e-5 ? tol : 1e-5;
+        if (dt == GSB_F32) /* a GPU sums float32 losses: L-BFGS stops within ~1e-4 */
+            ltol = 1e-3;
+        double *l2 = malloc((size_t)n * 8), *l3 = malloc((size_t)n * 8), mean = 0;
+        for (int64_t i = 0; i < n; i++)
+            mean += y[i] / (double)n;
+        for (int64_t i = 0; i < n; i++) {
+            l2[i] = y[i] > mean ? 7 : -1;
+            l3[i] = y[i] > mean + 1 ? 2 : y[i] > mean - 1 ? 1 : 0;
+        }
+        gsb_array la = gsb_array_1d(l2, GSB_F64, n), lb = gsb_array_1d(l3, GSB_F64, n);
+        parity_logistic(multi, one, "{\"C\": 0.5}", &xa, &la, NULL, ltol);
+        parity_logistic(multi, one, "{\"class_weight\": \"balanced\"}", &xa, &lb, &wa, ltol);
+        parity_logistic(multi, one, "{\"fit_intercept\": false, \"C\": 2}", &xa, &lb, NULL,
+                        ltol);
+        free(l2);
+        free(l3);
+    }
+    free(xb);
+    free(yb);
+}
+
+#endif

@@ -1,0 +1,204 @@
+/*
+ * test_cuda_multigpu.c - several GPUs in one session (docs/MULTIGPU.md):
+ *   - the NCCL communicator against the host one (all-reduce of float32,
+ *     float64, int32, int64; all-gather; broadcast) over every visible GPU,
+ *     and over one GPU (one rank);
+ *   - "local?device=cuda:0" (the multi-device path, NCCL with one rank) and,
+ *     with two GPUs or more, "cuda:all" and "cuda:1" (a device other than the
+ *     default one: direct host copies, its own copy stream) against the
+ *     one-GPU fit ("local?device=cuda") of every estimator with a
+ *     multi-device fit: every fitted attribute within 1e-6 relative
+ *     (float64; float32: 1e-4).
+ * NCCL comes from $GSB_NCCL_LIBRARY or the places cuda_nccl.cu searches; a
+ * machine without it fails here, saying so.  Fewer than two GPUs: the parts
+ * that need two are skipped with a message, not failed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../c/multidev_parity.h"
+#include "backend/backend.h"
+#include "backend/comm.h"
+
+#define GSB__MAX_TEST_DEVICES 16
+
+static gsb_session *open_url(const char *url)
+{
+    gsb_session *s = NULL;
+    int rc = gsb_open(url, &s);
+    if (rc != GSB_OK)
+        fprintf(stderr, "gsb_open(%s): %s\n", url, gsb_errmsg());
+    CHECK_OK(rc);
+    return s;
+}
+
+/* NCCL's collectives on n GPUs against the host communicator's. */
+static void comm_against_host(int n)
+{
+    const gsb__backend *bes[GSB__MAX_TEST_DEVICES];
+    for (int r = 0; r < n; r++)
+        CHECK_OK(gsb__cuda_backend_device(r, &bes[r]));
+    gsb__comm *nc = NULL, *hc = NULL;
+    int rc = gsb__nccl_comm_open(bes, n, &nc);
+    if (rc != GSB_OK)
+        fprintf(stderr, "NCCL: %s\n", gsb_errmsg());
+    CHECK_OK(rc);
+    CHECK_OK(gsb__comm_host_open(n, &hc));
+    if (!nc || !hc)
+        goto out;
+    CHECK(nc->nranks == n && strcmp(nc->name, "nccl") == 0);
+    enum { CNT = 1000 };
+    static const gsb_dtype dts[4] = {GSB_F32, GSB_F64, GSB_I32, GSB_I64};
+    for (int t = 0; t < 4; t++) {
+        size_t es = gsb__comm_dtype_size(dts[t]);
+        void *a[GSB__MAX_TEST_DEVICES], *b[GSB__MAX_TEST_DEVICES];
+        for (int r = 0; r < n; r++) {
+            a[r] = malloc(CNT * es);
+            b[r] = malloc(CNT * es);
+            for (int i = 0; i < CNT; i++) {
+                double v = dts[t] == GSB_F32 || dts[t] == GSB_F64 ? testing_normal()
+                                                                  : (double)(i * 7 + r * 1000003);
+                switch (dts[t]) {
+                case GSB_F32: ((float *)a[r])[i] = (float)v; break;
+                case GSB_F64: ((double *)a[r])[i] = v; break;
+                case GSB_I32: ((int32_t *)a[r])[i] = (int32_t)v; break;
+                case GSB_I64: ((int64_t *)a[r])[i] = (int64_t)v << 20; break;
+                }
+            }
+            memcpy(b[r], a[r], CNT * es);
+        }
+        CHECK_OK(nc->ops->allreduce_sum(nc, a, CNT, dts[t]));
+        CHECK_OK(hc->ops->allreduce_sum(hc, b, CNT, dts[t]));
+        for (int r = 0; r < n; r++)
+            for (int i = 0; i < CNT; i++) {
+                double x, y;
+                switch (dts[t]) {
+                case GSB_F32: x = ((float *)a[r])[i]; y = ((float *)b[r])[i]; break;
+                case GSB_F64: x = ((double *)a[r])[i]; y = ((double *)b[r])[i]; break;
+                case GSB_I32: x = ((int32_t *)a[r])[i]; y = ((int32_t *)b[r])[i]; break;
+                default: x = (double)((int64_t *)a[r])[i]; y = (double)((int64_t *)b[r])[i];
+                }
+                /* floats: the ranks' order of summation may differ */
+                CHECK_CLOSE(x, y, dts[t] == GSB_F32 ? 1e-5 * (1 + fabs(y))
+                                  : dts[t] == GSB_F64 ? 1e-13 * (1 + fabs(y)) : 0);
+            }
+        for (int r = 0; r < n; r++) {
+            free(a[r]);
+            free(b[r]);
+        }
+    }
+    /* all-gather and broadcast of float64 */
+    double send[GSB__MAX_TEST_DEVICES][3], recv[GSB__MAX_TEST_DEVICES][3 * GSB__MAX_TEST_DEVICES];
+    const void *sp[GSB__MAX_TEST_DEVICES];
+    void *rp[GSB__MAX_TEST_DEVICES];
+    for (int r = 0; r < n; r++) {
+        for (int i = 0; i < 3; i++)
+            send[r][i] = 10.0 * r + i;
+        sp[r] = send[r];
+        rp[r] = recv[r];
+    }
+    CHECK_OK(nc->ops->allgather(nc, sp, rp, 3, GSB_F64));
+    for (int r = 0; r < n; r++)
+        for (int q = 0; q < n; q++)
+            for (int i = 0; i < 3; i++)
+                CHECK(recv[r][q * 3 + i] == 10.0 * q + i);
+    void *bp[GSB__MAX_TEST_DEVICES];
+    for (int r = 0; r < n; r++)
+        bp[r] = send[r];
+    CHECK_OK(nc->ops->broadcast(nc, bp, 3, GSB_F64, n - 1));
+    for (int r = 0; r < n; r++)
+        CHECK(send[r][2] == 10.0 * (n - 1) + 2);
+out:
+    if (nc)
+        nc->ops->destroy(nc);
+    if (hc)
+        hc->ops->destroy(hc);
+}
+
+#define N 2001
+#define D 8
+static double X[N * D], Y[N], W[N];
+
+static void make_data(void)
+{
+    testing_seed(23);
+    testing_fill_normal(X, N * D);
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < D; j++)
+            X[i * D + j] = X[i * D + j] * (1 + 0.5 * j) + j;
+        Y[i] = X[i * D] - 2 * X[i * D + 3] + 0.5 * X[i * D + 7] + 0.1 * testing_normal();
+        W[i] = 0.5 + testing_uniform();
+    }
+}
+
+static gsb_session *one_gpu;
+
+static void fits_against_one_gpu(const char *url)
+{
+    gsb_session *s = open_url(url);
+    if (!s)
+        return;
+    char *info = NULL;
+    if (gsb_session_info(s, &info) == GSB_OK)
+        printf("  %s: %s\n", url, info);
+    gsb_free(info);
+    parity_suite(s, one_gpu, X, Y, W, N, D, GSB_F64, 1e-6);
+    parity_suite(s, one_gpu, X, Y, W, N, D, GSB_F32, 1e-4);
+    parity_suite(s, one_gpu, X, Y, W, 3, D, GSB_F64, 1e-6); /* fewer rows than GPUs */
+    gsb_close(s);
+}
+
+static int n_gpus;
+
+static void test_nccl_one_rank(void) { comm_against_host(1); }
+static void test_cuda0_one_rank(void) { fits_against_one_gpu("local?device=cuda:0"); }
+
+static void test_nccl_all(void)
+{
+    if (n_gpus < 2) {
+        printf("  skipped: %d GPU visible, this part needs 2\n", n_gpus);
+        return;
+    }
+    comm_against_host(n_gpus < GSB__MAX_TEST_DEVICES ? n_gpus : GSB__MAX_TEST_DEVICES);
+}
+
+static void test_cuda_all(void)
+{
+    if (n_gpus < 2) {
+        printf("  skipped: %d GPU visible, this part needs 2\n", n_gpus);
+        return;
+    }
+    fits_against_one_gpu("local?device=cuda:all");
+    fits_against_one_gpu("local?device=cuda:1,0");
+}
+
+static void test_cuda_other_device(void)
+{
+    if (n_gpus < 2) {
+        printf("  skipped: %d GPU visible, this part needs 2\n", n_gpus);
+        return;
+    }
+    fits_against_one_gpu("local?device=cuda:1");
+}
+
+int main(void)
+{
+    if (!gsb__cuda_backend()) {
+        printf("skipped: no CUDA backend (%s)\n", gsb__cuda_unavailable_reason());
+        return 0;
+    }
+    n_gpus = gsb__cuda_device_count();
+    printf("%d GPU(s) visible; GSB_NCCL_LIBRARY=%s\n", n_gpus,
+           getenv("GSB_NCCL_LIBRARY") ? getenv("GSB_NCCL_LIBRARY") : "(unset)");
+    one_gpu = open_url("local?device=cuda");
+    if (!one_gpu)
+        return testing_done();
+    make_data();
+    RUN(test_nccl_one_rank);
+    RUN(test_cuda0_one_rank);
+    RUN(test_nccl_all);
+    RUN(test_cuda_all);
+    RUN(test_cuda_other_device);
+    return testing_close(one_gpu);
+}

@@ -1,0 +1,118 @@
+"""Multi-device sessions from Python (docs/MULTIGPU.md): gsb.set_config(device="cpu:N")
+runs the multi-device fits (rows split across N ranks, statistics combined exactly)
+on the CPU, so they are checked here against the one-device fit; with GSB_DEVICE=cuda
+(tools/gpu-check) "cuda:all" is checked against "cuda" too."""
+import os
+
+import numpy as np
+import pytest
+
+import gsb
+from gsb._registry import ALL
+
+SETS = [("cpu:2", "cpu"), ("cpu:3", "cpu")]
+if os.environ.get("GSB_DEVICE") == "cuda":
+    SETS.append(("cuda:all", "cuda"))
+
+CASES = [
+    ("StandardScaler", {}, False),
+    ("MinMaxScaler", {"feature_range": (-1, 2)}, False),
+    ("LinearRegression", {}, True),
+    ("Ridge", {"alpha": 2.0}, True),
+    ("PCA", {"n_components": 3}, False),
+    ("TruncatedSVD", {"n_components": 3, "algorithm": "arpack"}, False),
+    ("LogisticRegression", {"C": 0.5}, "labels"),
+]
+
+
+@pytest.fixture
+def restore_device():
+    before = gsb.get_config()["device"]
+    yield
+    gsb.set_config(device=before)
+
+
+def _data(n=203, d=6, dtype=np.float64):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(n, d)) * np.arange(1, d + 1) + np.arange(d)
+    y = X @ rng.normal(size=d) + 0.1 * rng.normal(size=n)
+    return X.astype(dtype), y.astype(dtype)
+
+
+def _fit(device, name, params, X, y):
+    gsb.set_config(device=device)
+    est = ALL[name](**params)
+    return est.fit(X, y) if y is not None else est.fit(X)
+
+
+def _attrs(est):
+    return {k: v for k, v in vars(est).items() if k.endswith("_") and not k.startswith("_")}
+
+
+@pytest.mark.filterwarnings("error::UserWarning")  # no "first device only" fallback
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("multi,one", SETS)
+@pytest.mark.parametrize("name,params,supervised", CASES)
+def test_multigpu_fit_parity(restore_device, name, params, supervised, multi, one, dtype):
+    X, y = _data(dtype=dtype)
+    if supervised == "labels":  # three classes, labels of numpy's choosing
+        y = np.digitize(y, np.quantile(y, [0.3, 0.7])).astype(np.int64)
+    a = _fit(multi, name, params, X, y if supervised else None)
+    b = _fit(one, name, params, X, y if supervised else None)
+    fa, fb = _attrs(a), _attrs(b)
+    assert fa.keys() == fb.keys()
+    rtol = 1e-6 if dtype == np.float64 else 1e-4
+    if name == "LogisticRegression":  # L-BFGS's stopping tolerance shows rounding: the bar
+        rtol = max(rtol, 1e-5)
+    if dtype == np.float32:  # a float32 GPU loss may take one L-BFGS step more or less
+        fa.pop("n_iter_", None)
+        fb.pop("n_iter_", None)
+    for k in fb:
+        va, vb = np.asarray(fa[k]), np.asarray(fb[k])
+        assert va.shape == vb.shape and va.dtype == vb.dtype, k
+        if va.dtype.kind in "fc":
+            np.testing.assert_allclose(va, vb, rtol=rtol, atol=rtol * max(1.0, np.max(np.abs(vb))),
+                                       err_msg=k)
+        else:
+            np.testing.assert_array_equal(va, vb, err_msg=k)
+
+
+@pytest.mark.filterwarnings("error::UserWarning")  # no "first device only" fallback
+@pytest.mark.parametrize("multi,one", SETS)
+def test_multigpu_kmeans_same_labels(restore_device, multi, one):
+    X, _ = _data()
+    params = {"n_clusters": 4, "init": X[:4].copy(), "n_init": 1}
+    a = _fit(multi, "KMeans", params, X, None)
+    b = _fit(one, "KMeans", params, X, None)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_allclose(a.cluster_centers_, b.cluster_centers_, rtol=1e-9)
+    assert a.n_iter_ == b.n_iter_
+
+
+def test_multigpu_transform_and_predict(restore_device):
+    X, y = _data()
+    a = _fit("cpu:2", "Ridge", {}, X, y)
+    b = _fit("cpu", "Ridge", {}, X, y)
+    np.testing.assert_allclose(a.predict(X), b.predict(X), rtol=1e-9)
+    gsb.set_config(device="cpu:2")
+    Z = ALL["StandardScaler"]().fit_transform(X)
+    np.testing.assert_allclose(Z.mean(axis=0), 0, atol=1e-12)
+
+
+def test_multigpu_fallback_warns(restore_device):
+    X, _ = _data()
+    gsb.set_config(device="cpu:2")
+    with pytest.warns(UserWarning, match="first device"):
+        km = ALL["KMeans"](n_clusters=3, n_init=1, random_state=0).fit(X)
+    gsb.set_config(device="cpu")
+    ref = ALL["KMeans"](n_clusters=3, n_init=1, random_state=0).fit(X)
+    np.testing.assert_array_equal(km.labels_, ref.labels_)
+
+
+def test_multigpu_device_strings(restore_device):
+    for good in ("cpu:2", "cuda:all", "cuda:0,1", "cuda:1"):
+        gsb.set_config(device=good)
+        assert gsb.get_config()["device"] == good
+    for bad in ("cuda:", "cpu:x", "gpu:1", "cuda:0,", "cuda:a"):
+        with pytest.raises(ValueError, match="device must be one of"):
+            gsb.set_config(device=bad)
