@@ -10,6 +10,7 @@
 #include "core/model.h"
 #include "core/rng.h"
 #include "core/validate.h"
+#include <stdatomic.h>
 #include <time.h>
 #include "testing.h"
 
@@ -266,11 +267,22 @@ static void test_progress_and_cancel(void)
     gsb_model_free(m);
 }
 
+/* Cancels every 20 ms until the fit has returned: a call clears the flag when it
+ * starts, so one cancel that fires before the fit begins (a loaded machine) would
+ * leave the looping fit running for ever. */
+typedef struct {
+    gsb_model *m;
+    atomic_int done;
+} cancel_arg;
+
 static void *cancel_thread(void *arg)
 {
+    cancel_arg *a = arg;
     struct timespec ts = {0, 20 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-    gsb_model_cancel(arg);
+    while (!atomic_load(&a->done)) {
+        nanosleep(&ts, NULL);
+        gsb_model_cancel(a->m);
+    }
     return NULL;
 }
 
@@ -280,9 +292,12 @@ static void test_cancel_from_other_thread(void)
     double x[4] = {1, 2, 3, 4};
     gsb_array X = arr2(x, 2, 2);
     CHECK_OK(gsb_model_set_params(m, "{\"mode\": \"loop\"}"));
+    cancel_arg a = {.m = m};
+    atomic_init(&a.done, 0);
     pthread_t t;
-    pthread_create(&t, NULL, cancel_thread, m);
+    pthread_create(&t, NULL, cancel_thread, &a);
     CHECK_ERR(gsb_model_fit(m, &X, NULL), GSB_ECANCELLED, "cancelled");
+    atomic_store(&a.done, 1);
     pthread_join(t, NULL);
     gsb_model_free(m);
 }
