@@ -131,3 +131,24 @@ void gsb__tensor_set(gsb__tensor *t, int64_t i, double v)
     case GSB_I64: ((int64_t *)t->data)[i] = (int64_t)v; break;
     }
 }
+
+static double read_elem(const char *p, gsb_dtype dt)
+{
+    switch (dt) {
+    case GSB_F32: return *(const float *)p;
+    case GSB_F64: return *(const double *)p;
+    case GSB_I32: return *(const int32_t *)p;
+    case GSB_I64: return (double)*(const int64_t *)p;
+    }
+    return 0;
+}
+
+void gsb__tensor_gather_strided(gsb__tensor *dst, int64_t rows, int64_t cols, const void *base,
+                                gsb_dtype dtype, int64_t s0, int64_t s1)
+{
+    const char *b = base;
+#pragma omp parallel for if (rows * cols > (1 << 18)) schedule(static)
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            gsb__tensor_set(dst, i * cols + j, read_elem(b + i * s0 + j * s1, dtype));
+}

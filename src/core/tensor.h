@@ -52,5 +52,9 @@ int gsb__tensor_to_host(const gsb__tensor *src, gsb__tensor *out);
 /* Read element i of a host tensor of any dtype as double / write it. */
 double gsb__tensor_get(const gsb__tensor *t, int64_t i);
 void gsb__tensor_set(gsb__tensor *t, int64_t i, double v);
+/* dst[i, j] (host, contiguous, rows x cols) = the dtype element at base + i * s0 + j * s1
+ * bytes (strides may be negative or 0), converted as gsb__tensor_set converts. */
+void gsb__tensor_gather_strided(gsb__tensor *dst, int64_t rows, int64_t cols, const void *base,
+                                gsb_dtype dtype, int64_t s0, int64_t s1);
 
 #endif

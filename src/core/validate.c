@@ -21,26 +21,11 @@ static int64_t stride_of(const gsb_array *a, int axis)
     return a->strides[axis];
 }
 
-static double read_elem(const char *p, gsb_dtype dt)
-{
-    switch (dt) {
-    case GSB_F32: return *(const float *)p;
-    case GSB_F64: return *(const double *)p;
-    case GSB_I32: return *(const int32_t *)p;
-    case GSB_I64: return (double)*(const int64_t *)p;
-    }
-    return 0;
-}
-
 void gsb__array_gather(const gsb_array *a, int64_t rows, int64_t cols, gsb__tensor *dst)
 {
     int64_t s0 = a->ndim >= 1 ? stride_of(a, 0) : 0;
     int64_t s1 = a->ndim == 2 ? stride_of(a, 1) : 0;
-    const char *base = a->data;
-#pragma omp parallel for if (rows * cols > (1 << 18)) schedule(static)
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < cols; j++)
-            gsb__tensor_set(dst, i * cols + j, read_elem(base + i * s0 + j * s1, a->dtype));
+    gsb__tensor_gather_strided(dst, rows, cols, a->data, a->dtype, s0, s1);
 }
 
 int gsb__array_is_c_contiguous(const gsb_array *a)

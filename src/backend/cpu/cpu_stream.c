@@ -173,17 +173,6 @@ void gsb__cpu_stage_close(const gsb__backend *be, gsb__stage *st)
 
 /* ---- strided_copy ------------------------------------------------------------ */
 
-static double read_elem(const char *p, gsb_dtype dt)
-{
-    switch (dt) {
-    case GSB_F32: return *(const float *)p;
-    case GSB_F64: return *(const double *)p;
-    case GSB_I32: return *(const int32_t *)p;
-    case GSB_I64: return (double)*(const int64_t *)p;
-    }
-    return 0;
-}
-
 int gsb__cpu_strided_copy(const gsb__backend *be, const void *src, gsb_dtype dtype, int64_t s0,
                           int64_t s1, gsb__tensor *dst)
 {
@@ -193,10 +182,6 @@ int gsb__cpu_strided_copy(const gsb__backend *be, const void *src, gsb_dtype dty
     int64_t rows = dst->rows, cols = dst->cols;
     if (rows * cols > 0 && !src)
         return gsb__err(GSB_EINTERNAL, "strided_copy: no source");
-    const char *base = src;
-#pragma omp parallel for if (rows * cols > (1 << 18)) schedule(static)
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < cols; j++)
-            gsb__tensor_set(dst, i * cols + j, read_elem(base + i * s0 + j * s1, dtype));
+    gsb__tensor_gather_strided(dst, rows, cols, src, dtype, s0, s1);
     return GSB_OK;
 }

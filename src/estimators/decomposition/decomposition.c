@@ -1062,13 +1062,9 @@ done:
     return rc;
 }
 
-static int tsvd_fit_impl(gsb__ctx *c, int want_out)
+/* scikit-learn's checks of TruncatedSVD's n_components against X's shape */
+static int tsvd_check_shape(int64_t n, int64_t d, int64_t k, int arpack)
 {
-    const gsb__backend *be = c->be;
-    const gsb__tensor *X = gsb__in(c, "X");
-    int64_t n = X->rows, d = X->cols, k = gsb__param_int(c->params, "n_components");
-    gsb_dtype dt = X->dtype;
-    int arpack = gsb__param_is(c->params, "algorithm", "arpack");
     if (d < 2)
         return gsb__err(GSB_EINVAL,
                         "Found array with %lld feature(s) (shape=(%lld, %lld)) while a minimum "
@@ -1079,6 +1075,17 @@ static int tsvd_fit_impl(gsb__ctx *c, int want_out)
     if (!arpack && k > d)
         return gsb__err(GSB_EINVAL, "n_components(%lld) must be <= n_features(%lld).",
                         (long long)k, (long long)d);
+    return GSB_OK;
+}
+
+static int tsvd_fit_impl(gsb__ctx *c, int want_out)
+{
+    const gsb__backend *be = c->be;
+    const gsb__tensor *X = gsb__in(c, "X");
+    int64_t n = X->rows, d = X->cols, k = gsb__param_int(c->params, "n_components");
+    gsb_dtype dt = X->dtype;
+    int arpack = gsb__param_is(c->params, "algorithm", "arpack");
+    GSB_TRY(tsvd_check_shape(n, d, k, arpack));
 
     gsb__stream_plan plan;
     /* in memory: X and the randomized SVD's workspace; streamed: the d x d sums */
@@ -1296,16 +1303,7 @@ int gsb__tsvd_fit_from_stats(gsb__ctx *c)
     GSB_TRY(dstats_get(c, &ds));
     int64_t n = ds.n, d = ds.d, k = gsb__param_int(c->params, "n_components");
     int arpack = gsb__param_is(c->params, "algorithm", "arpack");
-    if (d < 2)
-        return gsb__err(GSB_EINVAL,
-                        "Found array with %lld feature(s) (shape=(%lld, %lld)) while a minimum "
-                        "of 2 is required by TruncatedSVD.",
-                        (long long)d, (long long)n, (long long)d);
-    if (arpack && !(k > 0 && k < min64(n, d)))
-        return gsb__err(GSB_EINVAL, "`k` must be an integer satisfying `0 < k < min(A.shape)`.");
-    if (!arpack && k > d)
-        return gsb__err(GSB_EINVAL, "n_components(%lld) must be <= n_features(%lld).",
-                        (long long)k, (long long)d);
+    GSB_TRY(tsvd_check_shape(n, d, k, arpack));
     k = min64(k, min64(n, d));
     gsb__tensor V = GSB__TENSOR_NONE, comp = GSB__TENSOR_NONE;
     double *wh = NULL, *s = NULL, *ev = NULL, *ratio = NULL, *sign = NULL, full = 0;
