@@ -214,11 +214,12 @@ static int op_model_call(gsb__conn *c, gsb__req *rq, gsb__reply *rp)
     pthread_mutex_unlock(&h->call_lock);
     free(options);
     if (x.cancelled) {
-        atomic_fetch_add(&c->srv->metrics.cancelled, 1);
+        /* logged before counted: whoever sees the count (/metrics, tests) finds the line */
         gsb__logf(&c->srv->log, GSB__LOG_INFO, "call cancelled",
                   "conn=%llu req=%llu method=%.64s by=%s", (unsigned long long)c->id,
                   (unsigned long long)rq->id, method,
                   x.cancelled == 1 ? "cancel" : x.cancelled == 2 ? "vanished_client" : "bad_frame");
+        atomic_fetch_add(&c->srv->metrics.cancelled, 1);
     }
     if (rc == GSB_OK)
         rc = reply_warnings(rp);
