@@ -16,9 +16,16 @@ Cases (the issue's sizes; --scale multiplies the rows, 0.25 for a quick run):
   KMeans(100) 4M x 64 (explicit init, 20 Lloyd iterations: tol=0, max_iter=20),
   LinearRegression 4M x 256, PCA(16) 4M x 256.  kNN is not split yet (docs/MULTIGPU.md).
 Times include the upload of X (each GPU uploads its rows); float32 data.
+The collectives column: the strong-scaling fit's all-reduces / all-gathers (calls,
+bytes per rank, wall time, host copies included: the session info's counters).  Then
+bench_comm (built beside libgsb, or $GSB_BENCH_COMM) measures NCCL's own all-reduce
+bandwidth over every GPU (buffers in GPU memory: NVLink where there is one), and each
+case's collective bytes are set against it.
 """
 import argparse
 import json
+import os
+import subprocess
 import time
 
 import numpy as np
@@ -60,16 +67,42 @@ def make(name, X):
     return ALL["LinearRegression"]()
 
 
+def collectives():
+    """The session's collective counters (calls, bytes, seconds), zeros without a set."""
+    from gsb._session import get_session
+    c = get_session().info().get("devices", {}).get("collectives", {})
+    return (c.get("calls", 0), c.get("bytes", 0), c.get("seconds", 0.0))
+
+
 def timed(device, name, X, y, repeats):
+    """The best wall time of repeats fits, and that fit's collectives (calls, bytes, s)."""
     gsb.set_config(device=device)
-    best = float("nan")
+    best, coll = float("nan"), (0, 0, 0.0)
     for _ in range(repeats):
         est = make(name, X)
+        before = collectives()
         t0 = time.perf_counter()
         est.fit(X, y) if y is not None else est.fit(X)
         t = time.perf_counter() - t0
-        best = t if not best <= t else best
-    return best
+        after = collectives()
+        if not best <= t:
+            best, coll = t, tuple(a - b for a, b in zip(after, before))
+    return best, coll
+
+
+def comm_bandwidth():
+    """bench_comm's measurements (a list of dicts), [] when it cannot run."""
+    lib = os.environ.get("GSB_LIBRARY", "")
+    exe = os.environ.get("GSB_BENCH_COMM") or os.path.join(os.path.dirname(lib), "bench_comm")
+    if not os.path.exists(exe):
+        print(f"# no bench_comm ({exe}): NCCL's bandwidth not measured")
+        return []
+    try:
+        out = subprocess.run([exe], capture_output=True, text=True, timeout=300, check=True)
+    except (subprocess.SubprocessError, OSError) as e:
+        print(f"# bench_comm failed: {e}")
+        return []
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
 def main():
@@ -91,25 +124,46 @@ def main():
     print(f"# multi-device fits: {args.one} against {args.multi} ({gpus} ranks), float32, "
           f"best of {args.repeats}\n")
     print(f"| case | rows | {args.one} | {args.rank1} (1 rank) | {args.multi} strong | speed-up "
-          f"| {args.multi} weak (rows x ranks) | weak efficiency |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          f"| {args.multi} weak (rows x ranks) | weak efficiency | collectives (strong) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, n0 in cases:
         n = max(1000, int(n0 * args.scale))
         X, y = case_data(name, n, rng)
-        one = timed(args.one, name, X, y, args.repeats)
-        rank1 = timed(args.rank1, name, X, y, args.repeats) if args.rank1 else float("nan")
-        strong = timed(args.multi, name, X, y, args.repeats) if gpus > 1 else float("nan")
+        one, _ = timed(args.one, name, X, y, args.repeats)
+        rank1, _ = (timed(args.rank1, name, X, y, args.repeats) if args.rank1
+                    else (float("nan"), None))
+        strong, coll = (timed(args.multi, name, X, y, args.repeats) if gpus > 1
+                        else (float("nan"), (0, 0, 0.0)))
         weak = float("nan")
         if gpus > 1:
             Xw = np.concatenate([X] * gpus)
             yw = None if y is None else np.concatenate([y] * gpus)
-            weak = timed(args.multi, name, Xw, yw, args.repeats)
+            weak, _ = timed(args.multi, name, Xw, yw, args.repeats)
             del Xw, yw
         row = {"case": name, "rows": n, "ranks": gpus, "one": one, "rank1": rank1,
-               "strong": strong, "weak": weak}
+               "strong": strong, "weak": weak, "coll_calls": coll[0], "coll_bytes": coll[1],
+               "coll_seconds": coll[2]}
         rows.append(row)
         print(f"| {name} | {n} | {one:.3f} s | {rank1:.3f} s | {strong:.3f} s | "
-              f"{one / strong:.2f}x | {weak:.3f} s | {one / weak:.2f} |", flush=True)
+              f"{one / strong:.2f}x | {weak:.3f} s | {one / weak:.2f} | {coll[0]} calls, "
+              f"{coll[1] / 1e6:.2f} MB, {coll[2] * 1e3:.1f} ms |", flush=True)
+    if gpus > 1 and args.multi.startswith("cuda"):
+        bw = comm_bandwidth()
+        if bw:
+            print(f"\n# NCCL all-reduce over {bw[0]['ranks']} GPUs (bench_comm, float32, "
+                  f"buffers in GPU memory)\n")
+            print("| bytes per rank | time | algbw | busbw |")
+            print("|---:|---:|---:|---:|")
+            for b in bw:
+                print(f"| {b['bytes']} | {b['seconds'] * 1e6:.1f} us | {b['algbw']:.1f} GB/s "
+                      f"| {b['busbw']:.1f} GB/s |")
+            peak = max(b["algbw"] for b in bw)
+            print(f"\nAt the measured peak ({peak:.1f} GB/s algbw) each case's collective "
+                  f"bytes would move in: " + ", ".join(
+                      f"{r['case']} {r['coll_bytes'] / (peak * 1e9) * 1e3:.3f} ms "
+                      f"(took {r['coll_seconds'] * 1e3:.1f} ms)" for r in rows))
+            for r in rows:
+                r["nccl_peak_algbw"] = peak
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

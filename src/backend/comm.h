@@ -39,6 +39,12 @@ typedef struct gsb__comm_ops {
     /* every bufs[r] becomes bufs[root] */
     int (*broadcast)(gsb__comm *c, void *const *bufs, int64_t count, gsb_dtype dtype, int root);
     void (*destroy)(gsb__comm *c);
+    /* the transport's own all-reduce (sum) of count elements already in each
+     * rank's memory (no host copies), timed: *seconds per all-reduce, the
+     * mean of iters after one warm-up (bench/comm_bandwidth.c).  NULL for
+     * the host communicator. */
+    int (*time_allreduce)(gsb__comm *c, int64_t count, gsb_dtype dtype, int iters,
+                          double *seconds);
 } gsb__comm_ops;
 
 struct gsb__comm {

@@ -71,7 +71,7 @@ static int host_broadcast(gsb__comm *c, void *const *bufs, int64_t count, gsb_dt
 static void host_destroy(gsb__comm *c) { free(c); }
 
 static const gsb__comm_ops host_ops = {host_allreduce, host_allgather, host_broadcast,
-                                       host_destroy};
+                                       host_destroy, NULL};
 
 int gsb__comm_host_open(int nranks, gsb__comm **out)
 {

@@ -114,3 +114,12 @@ void gsb__devset_free(void *p)
     pthread_mutex_destroy(&ds->warn_lock);
     free(ds);
 }
+
+void gsb__devset_count_collective(gsb__devset *ds, int64_t bytes, double seconds)
+{
+    pthread_mutex_lock(&ds->warn_lock);
+    ds->coll_calls++;
+    ds->coll_bytes += bytes;
+    ds->coll_seconds += seconds;
+    pthread_mutex_unlock(&ds->warn_lock);
+}

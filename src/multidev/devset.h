@@ -40,8 +40,10 @@ typedef struct gsb__devset {
     gsb__devset_fit_fn fit;
     char label[96];                       /* "cuda:0,1", "cpu:3": for messages */
     pthread_mutex_t warn_lock;            /* warned: estimators told once that they */
-    const void *warned[64];               /* run on the first device only */
-    int n_warned;
+    const void *warned[64];               /* run on the first device only; and the */
+    int n_warned;                         /* collective counters below */
+    int64_t coll_calls, coll_bytes;       /* the fits' collectives (all-reduce, all-gather): */
+    double coll_seconds;                  /* count, bytes per rank, wall time (session info) */
 } gsb__devset;
 
 /* 1 when device names a set (contains ':'), else 0 (one backend, as before). */
@@ -49,5 +51,7 @@ int gsb__devset_is_set(const char *device);
 /* Open the set device names: its backends and its communicator. */
 int gsb__devset_open(const char *device, gsb__devset **out);
 void gsb__devset_free(void *ds); /* a session's impl_free */
+/* Count one collective of `bytes` per rank that took `seconds` (any thread). */
+void gsb__devset_count_collective(gsb__devset *ds, int64_t bytes, double seconds);
 
 #endif

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/dispatch.h"
 #include "core/tensor.h"
@@ -297,6 +298,11 @@ int gsb__md_step(gsb__mdfit *f, const char *method, gsb__tensor *in, const json_
 
 /* ---- combining ------------------------------------------------------------------- */
 
+static double seconds_between(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(b->tv_sec - a->tv_sec) + 1e-9 * (double)(b->tv_nsec - a->tv_nsec);
+}
+
 static int sum_kind(int kind)
 {
     return kind == GSB__STATS_LLOYD || kind == GSB__STATS_LOSSGRAD || kind == GSB__STATS_COST;
@@ -373,11 +379,16 @@ int gsb__md_combine(gsb__mdfit *f, gsb__nlist *outs, gsb__tensor *out)
             memcpy(send[r], st[r]->data, blk);
     }
     int rc;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (sum_kind(kind)) {
         void *payload[GSB__MAX_DEVICES];
         for (int r = 0; r < n; r++)
             payload[r] = (double *)send[r] + GSB__STATS_HEAD;
         rc = ds->comm->ops->allreduce_sum(ds->comm, payload, len - GSB__STATS_HEAD, GSB_F64);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        gsb__devset_count_collective(ds, (len - GSB__STATS_HEAD) * (int64_t)sizeof(double),
+                                     seconds_between(&t0, &t1));
         if (rc == GSB_OK) {
             gsb__tensor v = gsb__tensor_host_view(send[first], GSB_F64, len, 1);
             rc = gsb__tensor_to_host(&v, out); /* the header is the first rank's */
@@ -385,6 +396,9 @@ int gsb__md_combine(gsb__mdfit *f, gsb__nlist *outs, gsb__tensor *out)
         }
     } else {
         rc = ds->comm->ops->allgather(ds->comm, (const void *const *)send, recv, len, GSB_F64);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        gsb__devset_count_collective(ds, len * (int64_t)sizeof(double),
+                                     seconds_between(&t0, &t1));
         if (rc == GSB_OK)
             rc = fold(recv[0], n, len, out);
     }

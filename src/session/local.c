@@ -125,10 +125,18 @@ static int local_info(gsb_session *s, char **out_json)
                                                        (json_int_t)free_b));
     if (s->memory_cap)
         json_object_set_new(o, "memory_cap", json_integer((json_int_t)s->memory_cap));
-    if (s->devset) /* several devices: which, and how their statistics travel */
-        json_object_set_new(o, "devices", json_pack("{s:s, s:i, s:s}", "set", s->devset->label,
-                                                    "ranks", s->devset->n, "comm",
-                                                    s->devset->comm->name));
+    if (s->devset) { /* several devices: which, how their statistics travel, and the
+                      * fits' collectives so far (count, bytes per rank, wall seconds) */
+        gsb__devset *ds = s->devset;
+        pthread_mutex_lock(&ds->warn_lock);
+        json_t *coll = json_pack("{s:I, s:I, s:f}", "calls", (json_int_t)ds->coll_calls,
+                                 "bytes", (json_int_t)ds->coll_bytes, "seconds",
+                                 ds->coll_seconds);
+        pthread_mutex_unlock(&ds->warn_lock);
+        json_object_set_new(o, "devices", json_pack("{s:s, s:i, s:s, s:o*}", "set", ds->label,
+                                                    "ranks", ds->n, "comm", ds->comm->name,
+                                                    "collectives", coll));
+    }
     gsb__copy_stats cs;
     if (g && g->ops->copy_stats && g->ops->copy_stats(g, &cs) == GSB_OK)
         json_object_set_new(o, "copies",

@@ -5,14 +5,20 @@
  *     and over one GPU (one rank);
  *   - "local?device=cuda:0" (the multi-device path, NCCL with one rank) and,
  *     with two GPUs or more, "cuda:all" and "cuda:1" (a device other than the
- *     default one: direct host copies, its own copy stream) against the
+ *     default one: its own staging buffers, copy threads and copy stream) against the
  *     one-GPU fit ("local?device=cuda") of every estimator with a
  *     multi-device fit: every fitted attribute within 1e-6 relative
- *     (float64; float32: 1e-4).
+ *     (float64; float32: 1e-4);
+ *   - staged uploads and downloads (pageable host memory larger than the
+ *     staging buffers) from two threads per GPU on every GPU at once, each
+ *     holding only its own GPU's op lock, every byte back as it went;
+ *   - NCCL's own all-reduce timed (the op bench_comm measures with), on
+ *     every GPU: it runs, and takes some time.
  * NCCL comes from $GSB_NCCL_LIBRARY or the places cuda_nccl.cu searches; a
  * machine without it fails here, saying so.  Fewer than two GPUs: the parts
  * that need two are skipped with a message, not failed.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +26,7 @@
 #include "../c/multidev_parity.h"
 #include "backend/backend.h"
 #include "backend/comm.h"
+#include "core/tensor.h"
 
 #define GSB__MAX_TEST_DEVICES 16
 
@@ -151,6 +158,91 @@ static void fits_against_one_gpu(const char *url)
 
 static int n_gpus;
 
+/* ---- copies on every GPU at once ----------------------------------------------- */
+
+enum { RT_FLOATS = 24 << 20, RT_ROUNDS = 2 }; /* 96 MiB: past the 64 MiB of staging */
+
+typedef struct round_trip {
+    const gsb__backend *be;
+    unsigned seed;
+    int bad; /* 1: a failed op or a wrong byte */
+    char msg[256];
+} round_trip;
+
+static void *round_trip_main(void *p)
+{
+    round_trip *t = p;
+    float *a = malloc((size_t)RT_FLOATS * sizeof *a), *b = malloc((size_t)RT_FLOATS * sizeof *b);
+    gsb__tensor dev = GSB__TENSOR_NONE;
+    if (!a || !b || gsb__tensor_alloc(t->be, GSB_F32, RT_FLOATS, 1, &dev) != GSB_OK) {
+        t->bad = 1;
+        snprintf(t->msg, sizeof t->msg, "allocation: %s", gsb_errmsg());
+        goto out;
+    }
+    for (int round = 0; round < RT_ROUNDS && !t->bad; round++) {
+        unsigned x = t->seed * 2654435761u + (unsigned)round;
+        for (int i = 0; i < RT_FLOATS; i++) {
+            x = x * 1664525u + 1013904223u;
+            a[i] = (float)(x >> 8);
+        }
+        if (t->be->ops->upload(t->be, &dev, a) != GSB_OK ||
+            t->be->ops->download(t->be, &dev, b) != GSB_OK) {
+            t->bad = 1;
+            snprintf(t->msg, sizeof t->msg, "copy: %s", gsb_errmsg());
+        } else if (memcmp(a, b, (size_t)RT_FLOATS * sizeof *a) != 0) {
+            t->bad = 1;
+            snprintf(t->msg, sizeof t->msg, "round %d: the bytes came back changed", round);
+        }
+    }
+out:
+    gsb__tensor_free(&dev);
+    free(a);
+    free(b);
+    return NULL;
+}
+
+static void test_concurrent_copies(void)
+{
+    int n = n_gpus < 4 ? n_gpus : 4, nt = 2 * n;
+    round_trip t[8];
+    pthread_t tid[8];
+    int started[8] = {0};
+    for (int i = 0; i < nt; i++) {
+        t[i] = (round_trip){NULL, (unsigned)i + 1, 0, ""};
+        CHECK_OK(gsb__cuda_backend_device(i % n, &t[i].be));
+    }
+    for (int i = 0; i < nt; i++)
+        if (t[i].be)
+            started[i] = pthread_create(&tid[i], NULL, round_trip_main, &t[i]) == 0;
+    for (int i = 0; i < nt; i++) {
+        if (started[i])
+            pthread_join(tid[i], NULL);
+        if (t[i].bad)
+            fprintf(stderr, "  GPU %d, thread %d: %s\n", i % n, i, t[i].msg);
+        CHECK(started[i] && !t[i].bad);
+    }
+}
+
+static void test_timed_allreduce(void)
+{
+    const gsb__backend *bes[GSB__MAX_TEST_DEVICES];
+    int n = n_gpus < GSB__MAX_TEST_DEVICES ? n_gpus : GSB__MAX_TEST_DEVICES;
+    for (int r = 0; r < n; r++)
+        CHECK_OK(gsb__cuda_backend_device(r, &bes[r]));
+    gsb__comm *nc = NULL;
+    CHECK_OK(gsb__nccl_comm_open(bes, n, &nc));
+    if (!nc)
+        return;
+    double s = -1;
+    CHECK(nc->ops->time_allreduce != NULL);
+    if (nc->ops->time_allreduce) {
+        CHECK_OK(nc->ops->time_allreduce(nc, 1 << 20, GSB_F32, 5, &s));
+        CHECK(s > 0 && s < 10);
+        printf("  NCCL all-reduce of 4 MiB over %d GPU(s): %.1f us\n", n, s * 1e6);
+    }
+    nc->ops->destroy(nc);
+}
+
 static void test_nccl_one_rank(void) { comm_against_host(1); }
 static void test_cuda0_one_rank(void) { fits_against_one_gpu("local?device=cuda:0"); }
 
@@ -200,5 +292,7 @@ int main(void)
     RUN(test_nccl_all);
     RUN(test_cuda_all);
     RUN(test_cuda_other_device);
+    RUN(test_concurrent_copies);
+    RUN(test_timed_allreduce);
     return testing_close(one_gpu);
 }

@@ -99,6 +99,25 @@ def test_multigpu_transform_and_predict(restore_device):
     np.testing.assert_allclose(Z.mean(axis=0), 0, atol=1e-12)
 
 
+def test_multigpu_collective_counters(restore_device):
+    """session info counts the fits' collectives (bench/multigpu.py reads them): Ridge
+    gathers its Gram statistics once, (2 + q + q^2) float64 plus the header per rank."""
+    from gsb._session import get_session
+
+    X, y = _data()
+    gsb.set_config(device="cpu:2")
+
+    def counters():
+        return get_session().info()["devices"]["collectives"]
+
+    before = counters()
+    ALL["Ridge"]().fit(X, y)
+    after = counters()
+    assert after["calls"] == before["calls"] + 1
+    assert after["bytes"] - before["bytes"] >= 8 * (2 + 7 + 49)
+    assert after["seconds"] >= before["seconds"]
+
+
 def test_multigpu_fallback_warns(restore_device):
     X, _ = _data()
     gsb.set_config(device="cpu:2")

@@ -19,13 +19,17 @@
  *
  * Threads: ops may come from any thread (a server, a threaded client, the
  * rank threads of a multi-device fit).  Every entry of the ops table runs
- * under one recursive lock, shared by every device's backend, with the
- * backend's device made current on the calling thread: the stream, the
- * cuBLAS and cuSOLVER handles and the staging buffer are shared state, and
- * the GPU runs one stream in order anyway, so serialising costs nothing
- * there.  Recursive, because an op may call other ops through the table.
+ * under its device's recursive op lock, with the device made current on the
+ * calling thread: the stream, the cuBLAS and cuSOLVER handles and the
+ * staging buffers and copy threads (cuda_copy.cu) are the device's shared
+ * state, and the GPU runs one stream in order anyway, so serialising costs
+ * nothing there.  Different devices never wait for each other: the ranks of
+ * a multi-device fit upload, compute and download at the same time.
+ * Recursive, because an op may call other ops through the table.
  * host_register is the exception: pinning a large range takes a while and
- * needs only the device and the range table, so it runs outside the lock.
+ * needs only the device and the range table, so it runs outside the lock;
+ * host_unregister takes every device's lock (any device may be copying
+ * from the range).
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -63,18 +67,18 @@ struct cuda_state {
     /* cuBLAS' workspace, ours: left to itself cuBLAS would cudaMalloc it,
      * which can fail while our pool holds the memory it keeps for reuse */
     void *blas_ws;
+    pthread_mutex_t lock; /* the device's op lock (recursive) */
     int opened;
 };
 
-/* one state per CUDA device number, opened on demand; the lock is every
- * device's (the staging buffers and copy pool of cuda_copy.cu are shared,
- * and a multi-device fit's GPUs overlap their kernels anyway: ops only
- * enqueue, so the lock is held briefly except across a copy's wait) */
+/* one state per CUDA device number, opened on demand, each with its own op
+ * lock (made for every slot by the first open) */
 cuda_state states[GSB__CUDA_MAX_DEVICES];
 cuda_state *primary = nullptr; /* gsb_backend_open's: the process's default GPU */
 gsb__host_api host_copy;
-pthread_mutex_t lock;
-int lock_made;
+/* guards opening (host_copy, locks_made, a state's open) */
+pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
+int locks_made;
 
 size_t dtype_size(gsb_dtype dt)
 {
@@ -156,15 +160,18 @@ int bind_device(int device)
     return GSB_OK;
 }
 
-/* Held for the length of one op: the lock, and the device made current. */
+/* Held for the length of one op: the device's lock, and the device made current. */
 struct op_scope {
     int rc;
+    pthread_mutex_t *mu;
     explicit op_scope(const gsb__backend *be)
     {
-        pthread_mutex_lock(&lock);
-        rc = bind_device(gsb__cuda_ctx_of(be)->device);
+        int device = gsb__cuda_ctx_of(be)->device;
+        mu = &states[device].lock;
+        pthread_mutex_lock(mu);
+        rc = bind_device(device);
     }
-    ~op_scope() { pthread_mutex_unlock(&lock); }
+    ~op_scope() { pthread_mutex_unlock(mu); }
     op_scope(const op_scope &) = delete;
     op_scope &operator=(const op_scope &) = delete;
 };
@@ -359,12 +366,17 @@ static int cuda_host_register(const gsb__backend *be, void *p, size_t n)
     return gsb__cuda_pin(p, n);
 }
 
-/* Under the op lock: no copy from or to the range can be running when it is unpinned. */
+/* Under every device's op lock: no copy from or to the range (on any device)
+ * can be running when it is unpinned. */
 static void cuda_host_unregister(const gsb__backend *be, void *p)
 {
-    op_scope scope(be);
-    if (scope.rc == GSB_OK)
+    int all[GSB__CUDA_MAX_DEVICES];
+    for (int d = 0; d < GSB__CUDA_MAX_DEVICES; d++)
+        all[d] = d;
+    gsb__cuda_lock_devices(all, GSB__CUDA_MAX_DEVICES);
+    if (bind_device(gsb__cuda_ctx_of(be)->device) == GSB_OK)
         gsb__cuda_unpin(p);
+    gsb__cuda_unlock_devices(all, GSB__CUDA_MAX_DEVICES);
 }
 
 template <typename D>
@@ -472,8 +484,7 @@ static int pick_device(int count, int *device, char *why, size_t why_len)
 static void close_partial(cuda_state *g)
 {
     gsb__cuda_ctx *ctx = &g->ctx;
-    if (ctx->staged)
-        gsb__cuda_copy_close();
+    gsb__cuda_copy_close(ctx->device);
     if (ctx->solver)
         cusolverDnDestroy(ctx->solver);
     if (ctx->blas)
@@ -569,9 +580,8 @@ static int open_device(cuda_state *g, char *why, size_t why_len)
     OPEN_STEP(cudaMemPoolSetAttribute(ctx->pool, cudaMemPoolAttrReleaseThreshold, &keep),
               "configuring the memory pool");
 
-    /* the staging buffers (the first device's); pinning refused is not fatal
-     * (pageable copies) */
-    if (ctx->staged && gsb__cuda_copy_open() != GSB_OK) {
+    /* the device's staging buffers; pinning refused is not fatal (pageable copies) */
+    if (gsb__cuda_copy_open(ctx->device) != GSB_OK) {
         say(why, why_len, "CUDA device %d: setting up host copies failed", ctx->device);
         return GSB_EBACKEND;
     }
@@ -639,31 +649,73 @@ static void bind_ops(gsb__backend_ops *o)
     o->copy_stats = gsb__cuda_copy_stats; /* atomic counters: no op lock */
 }
 
-extern "C" void gsb__cuda_lock(void) { pthread_mutex_lock(&lock); }
-extern "C" void gsb__cuda_unlock(void) { pthread_mutex_unlock(&lock); }
+/* devices[0..n) in ascending order into out (n small: insertion sort) */
+static void ascending(const int *devices, int n, int *out)
+{
+    for (int i = 0; i < n; i++) {
+        int v = devices[i], j = i;
+        for (; j > 0 && out[j - 1] > v; j--)
+            out[j] = out[j - 1];
+        out[j] = v;
+    }
+}
 
-/* The plugin's lock and host API, made by the first open. */
-static int open_common(const gsb__host_api *host, char *why, size_t why_len)
+extern "C" void gsb__cuda_lock_devices(const int *devices, int n)
+{
+    int order[GSB__CUDA_MAX_DEVICES];
+    n = n < GSB__CUDA_MAX_DEVICES ? n : GSB__CUDA_MAX_DEVICES;
+    ascending(devices, n, order);
+    for (int i = 0; i < n; i++)
+        pthread_mutex_lock(&states[order[i]].lock);
+}
+
+extern "C" void gsb__cuda_unlock_devices(const int *devices, int n)
+{
+    n = n < GSB__CUDA_MAX_DEVICES ? n : GSB__CUDA_MAX_DEVICES;
+    for (int i = 0; i < n; i++)
+        pthread_mutex_unlock(&states[devices[i]].lock);
+}
+
+/* The plugin's locks and host API, made by the first open (open_mu held). */
+static int open_common_locked(const gsb__host_api *host, char *why, size_t why_len)
 {
     if (!host || host->abi != GSB__BACKEND_ABI || !host->err) {
         say(why, why_len, "the CUDA backend speaks plugin ABI %d, libgsb offered %d",
             GSB__BACKEND_ABI, host ? host->abi : -1);
         return GSB_EUNSUPPORTED;
     }
-    if (lock_made)
+    if (locks_made)
         return GSB_OK;
     host_copy = *host;
     gsb__cuda_host = &host_copy;
     pthread_mutexattr_t attr;
-    if (pthread_mutexattr_init(&attr) != 0 ||
-        pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) != 0 ||
-        pthread_mutex_init(&lock, &attr) != 0) {
-        say(why, why_len, "cannot create the CUDA backend's lock");
-        return GSB_EBACKEND;
+    if (pthread_mutexattr_init(&attr) != 0)
+        goto fail;
+    if (pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) != 0) {
+        pthread_mutexattr_destroy(&attr);
+        goto fail;
     }
+    for (int d = 0; d < GSB__CUDA_MAX_DEVICES; d++)
+        if (pthread_mutex_init(&states[d].lock, &attr) != 0) {
+            for (int j = 0; j < d; j++)
+                pthread_mutex_destroy(&states[j].lock);
+            pthread_mutexattr_destroy(&attr);
+            goto fail;
+        }
     pthread_mutexattr_destroy(&attr);
-    lock_made = 1;
+    locks_made = 1;
     return GSB_OK;
+fail:
+    say(why, why_len, "cannot create the CUDA backend's locks");
+    return GSB_EBACKEND;
+}
+
+static int open_common(const gsb__host_api *host, char *why, size_t why_len)
+{
+    pthread_mutex_lock(&open_mu);
+    int rc = open_common_locked(host, why, why_len);
+    pthread_mutex_unlock(&open_mu);
+    return rc;
 }
 
 static int device_count(int *count, char *why, size_t why_len)
@@ -682,17 +734,16 @@ static int device_count(int *count, char *why, size_t why_len)
     return GSB_OK;
 }
 
-/* Device `device`'s backend, opened on first use (under the lock). */
-static int open_state(int device, int staged, const gsb__backend **out, char *why,
-                      size_t why_len)
+/* Device `device`'s backend, opened on first use (under open_mu, then its op lock). */
+static int open_state(int device, const gsb__backend **out, char *why, size_t why_len)
 {
     cuda_state *g = &states[device];
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&open_mu);
+    pthread_mutex_lock(&g->lock);
     int rc = GSB_OK;
     if (!g->opened) {
         memset(&g->ctx, 0, sizeof g->ctx);
         g->ctx.device = device;
-        g->ctx.staged = staged;
         rc = open_device(g, why, why_len);
         if (rc != GSB_OK) {
             close_partial(g);
@@ -705,7 +756,8 @@ static int open_state(int device, int staged, const gsb__backend **out, char *wh
             g->opened = 1;
         }
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&g->lock);
+    pthread_mutex_unlock(&open_mu);
     if (rc == GSB_OK)
         *out = &g->be;
     return rc;
@@ -720,15 +772,20 @@ gsb_backend_open(const gsb__host_api *host, const gsb__backend **out, char *why,
     }
     *out = NULL;
     PASS(open_common(host, why, why_len));
-    if (primary) { /* the loader opens once; a second open gets the same backend */
-        *out = &primary->be;
+    pthread_mutex_lock(&open_mu);
+    cuda_state *opened = primary;
+    pthread_mutex_unlock(&open_mu);
+    if (opened) { /* the loader opens once; a second open gets the same backend */
+        *out = &opened->be;
         return GSB_OK;
     }
     int count, device;
     PASS(device_count(&count, why, why_len));
     PASS(pick_device(count, &device, why, why_len));
-    PASS(open_state(device, 1, out, why, why_len));
+    PASS(open_state(device, out, why, why_len));
+    pthread_mutex_lock(&open_mu);
     primary = &states[device];
+    pthread_mutex_unlock(&open_mu);
     return GSB_OK;
 }
 
@@ -749,9 +806,7 @@ gsb_backend_open_device(const gsb__host_api *host, int ordinal, const gsb__backe
         say(why, why_len, "no CUDA device %d (this machine has %d)", ordinal, count);
         return GSB_EUNSUPPORTED;
     }
-    /* the staging buffers are the default device's (opened first, by the
-     * loader): the others copy directly */
-    return open_state(ordinal, 0, out, why, why_len);
+    return open_state(ordinal, out, why, why_len);
 }
 
 extern "C" __attribute__((visibility("default"))) int gsb_cuda_device_count(void)

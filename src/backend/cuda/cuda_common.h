@@ -27,10 +27,6 @@ typedef struct gsb__cuda_ctx {
                                     chunks on every GPU: cuda_linalg.cu) */
     int sm_count;
     char name[256];              /* "NVIDIA H200, 139 GiB" */
-    int staged;                  /* 1: host copies may use cuda_copy.cu's staging buffers
-                                    (made on this device: the first one opened); the
-                                    other devices of a multi-device session copy
-                                    directly (cudaMemcpyAsync, then a wait) */
 } gsb__cuda_ctx;
 
 /* CUDA device numbers the plugin keeps state for (a backend per device) */
@@ -53,10 +49,12 @@ int gsb__cuda_fail_rt(cudaError_t e, const char *what, const char *file, int lin
 int gsb__cuda_fail_blas(cublasStatus_t s, const char *what, const char *file, int line);
 int gsb__cuda_fail_solver(cusolverStatus_t s, const char *what, const char *file, int line);
 
-/* The plugin's op lock (recursive, every device's): held around work that
- * enqueues on several devices' streams at once (cuda_nccl.cu's collectives). */
-void gsb__cuda_lock(void);
-void gsb__cuda_unlock(void);
+/* The op locks (recursive, one per device) of the n devices named, taken in
+ * ascending device order (so two such callers cannot deadlock): held around
+ * work that enqueues on several devices' streams at once (cuda_nccl.cu's
+ * collectives).  The op lock of one device is every op's on that device. */
+void gsb__cuda_lock_devices(const int *devices, int n);
+void gsb__cuda_unlock_devices(const int *devices, int n);
 
 /* Scratch device memory from the pool, in stream order (free with gsb__cuda_free). */
 int gsb__cuda_alloc(const gsb__backend *be, size_t bytes, void **out);
@@ -64,22 +62,24 @@ void gsb__cuda_free(const gsb__backend *be, void *p);
 
 /*
  * cuda_copy.cu: host <-> device bytes (upload and download's engine) and
- * pinned host ranges.  copy_open pins the staging buffers at open (refused:
- * a log line, and copies go pageable); h2d returns once the host bytes may
- * be reused, d2h once they have arrived.  Called under the op lock, except
- * pin (host_register), which only touches the range table and the driver.
+ * pinned host ranges.  copy_open pins a device's staging buffers at its open
+ * (refused: a log line, and its copies go pageable); h2d returns once the
+ * host bytes may be reused, d2h once they have arrived.  Called under the
+ * device's op lock, except pin (host_register), which only touches the
+ * range table and the driver.
  */
-int gsb__cuda_copy_open(void);
-void gsb__cuda_copy_close(void);
+int gsb__cuda_copy_open(int device);
+void gsb__cuda_copy_close(int device);
 int gsb__cuda_copy_h2d(const gsb__backend *be, void *dst, const void *src, size_t bytes);
 int gsb__cuda_copy_d2h(const gsb__backend *be, void *dst, const void *src, size_t bytes);
 int gsb__cuda_pin(void *p, size_t n);
 void gsb__cuda_unpin(void *p);
 /* [p, p + n) is page-locked (registered with host_register, or the driver says so
- * for n >= 1 MiB); a memcpy on the copy threads; the traffic counters of copy_stats
- * (uploads and downloads count themselves; cuda_stream.cu's fills call it) */
+ * for n >= 1 MiB); a memcpy on be's device's copy threads (its op lock held); the
+ * traffic counters of copy_stats (uploads and downloads count themselves;
+ * cuda_stream.cu's fills call it) */
 int gsb__cuda_host_pinned(const void *p, size_t n);
-void gsb__cuda_parallel_copy(void *dst, const void *src, size_t n);
+void gsb__cuda_parallel_copy(const gsb__backend *be, void *dst, const void *src, size_t n);
 void gsb__cuda_count_copy(int to_device, size_t bytes);
 
 #ifdef __cplusplus

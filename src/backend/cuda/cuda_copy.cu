@@ -34,10 +34,14 @@
  *     copies from pageable memory, which the driver stages itself, then a
  *     wait.
  *
- * The staging buffers, their events and the pool are used only under the
- * backend's op lock (upload and download are ops), so one copy runs at a
- * time.  The range table has its own lock: host_register runs outside the
- * op lock (pinning a large range takes a while and touches nothing else).
+ * Every device has its own staging buffers, events and copy pool (a
+ * "copier"), used only under that device's op lock (upload and download are
+ * ops): one copy at a time per device, while the devices of a multi-device
+ * session copy at once, their host sides on their own threads, so the ranks'
+ * uploads overlap instead of taking turns (and none falls back to the
+ * driver's slow pageable copy).  The range table has its own lock:
+ * host_register runs outside the op locks (pinning a large range takes a
+ * while and touches nothing else).
  *
  * A range that was freed without host_unregister stays in the table; if
  * malloc later hands out the same addresses, copies from there take way 1
@@ -79,12 +83,11 @@ inline size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 struct staging_state {
     char *buf[2];         /* halves of one pinned allocation; NULL: no staging */
     size_t half;
-    cudaEvent_t done[2];  /* recorded after the last DMA that used buf[b] */
+    cudaEvent_t done[2];  /* recorded after the last DMA that used buf[b] (its device's) */
 };
-staging_state st;
 
 /* Bytes per chunk of a staged copy of `bytes` (see the file comment). */
-size_t chunk_for(size_t bytes)
+size_t chunk_for(const staging_state &st, size_t bytes)
 {
     size_t c = (bytes / 4 + 63) & ~(size_t)63;
     if (c < MIN_CHUNK)
@@ -101,20 +104,25 @@ size_t chunk_for(size_t bytes)
  * The caller copies parts too, so a job finishes even if no worker wakes.
  */
 struct copy_pool {
-    pthread_mutex_t m;
-    pthread_cond_t go, fin;
-    int tried;                  /* start attempted (once per process) */
-    int workers;                /* threads started besides the caller */
-    unsigned long long gen;     /* bumped per job: workers wake on a change */
-    char *dst;
-    const char *src;
-    size_t len, part, nparts, next, left;
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t go = PTHREAD_COND_INITIALIZER, fin = PTHREAD_COND_INITIALIZER;
+    int tried = 0;               /* start attempted (once per device and process) */
+    int workers = 0;             /* threads started besides the caller */
+    unsigned long long gen = 0;  /* bumped per job: workers wake on a change */
+    char *dst = nullptr;
+    const char *src = nullptr;
+    size_t len = 0, part = 0, nparts = 0, next = 0, left = 0;
 };
-copy_pool pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                  0, 0, 0, nullptr, nullptr, 0, 0, 0, 0, 0};
+
+/* A device's staging and copy threads (its op lock guards both). */
+struct copier {
+    staging_state st;
+    copy_pool pool;
+};
+copier copiers[GSB__CUDA_MAX_DEVICES];
 
 /* Copies parts of the current job until none is left; pool.m held on entry and exit. */
-void take_parts_locked()
+void take_parts_locked(copy_pool &pool)
 {
     while (pool.next < pool.nparts) {
         size_t i = pool.next++;
@@ -129,21 +137,22 @@ void take_parts_locked()
     }
 }
 
-void *pool_worker(void *)
+void *pool_worker(void *arg)
 {
+    copy_pool &pool = *(copy_pool *)arg;
     pthread_mutex_lock(&pool.m);
     unsigned long long seen = pool.gen; /* a job already running finishes without us */
     for (;;) {
         while (pool.gen == seen)
             pthread_cond_wait(&pool.go, &pool.m);
         seen = pool.gen;
-        take_parts_locked();
+        take_parts_locked(pool);
     }
     return nullptr;
 }
 
-/* Threads per copy, the caller included: $GSB_CUDA_COPY_THREADS, else
- * DEFAULT_COPY_THREADS capped by the processors online. */
+/* Threads per copy (per device), the caller included: $GSB_CUDA_COPY_THREADS,
+ * else DEFAULT_COPY_THREADS capped by the processors online. */
 int copy_threads()
 {
     const char *env = getenv("GSB_CUDA_COPY_THREADS");
@@ -161,7 +170,7 @@ int copy_threads()
 }
 
 /* Starts the workers once; a thread that cannot be created just means fewer. */
-void pool_start()
+void pool_start(copy_pool &pool)
 {
     if (pool.tried)
         return;
@@ -174,7 +183,7 @@ void pool_start()
     if (pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0) {
         for (int i = 0; i < want; i++) {
             pthread_t t;
-            if (pthread_create(&t, &attr, pool_worker, nullptr) != 0)
+            if (pthread_create(&t, &attr, pool_worker, &pool) != 0)
                 break;
             pool.workers++;
         }
@@ -183,13 +192,13 @@ void pool_start()
 }
 
 /* memcpy with the pool's threads (one thread for small copies). */
-void parallel_copy(char *dst, const char *src, size_t len)
+void parallel_copy(copy_pool &pool, char *dst, const char *src, size_t len)
 {
     if (len < 2 * PART_MIN) {
         memcpy(dst, src, len);
         return;
     }
-    pool_start();
+    pool_start(pool);
     if (pool.workers == 0) {
         memcpy(dst, src, len);
         return;
@@ -207,7 +216,7 @@ void parallel_copy(char *dst, const char *src, size_t len)
     pool.left = pool.nparts;
     pool.gen++;
     pthread_cond_broadcast(&pool.go);
-    take_parts_locked();
+    take_parts_locked(pool);
     while (pool.left > 0)
         pthread_cond_wait(&pool.fin, &pool.m);
     pthread_mutex_unlock(&pool.m);
@@ -326,17 +335,21 @@ extern "C" int gsb__cuda_copy_stats(const gsb__backend *be, gsb__copy_stats *out
 
 extern "C" int gsb__cuda_host_pinned(const void *p, size_t n) { return n > 0 && host_pinned(p, n); }
 
-extern "C" void gsb__cuda_parallel_copy(void *dst, const void *src, size_t n)
+extern "C" void gsb__cuda_parallel_copy(const gsb__backend *be, void *dst, const void *src,
+                                        size_t n)
 {
-    parallel_copy((char *)dst, (const char *)src, n);
+    parallel_copy(copiers[gsb__cuda_ctx_of(be)->device].pool, (char *)dst, (const char *)src, n);
 }
 
 /* ---- opening ------------------------------------------------------------------------ */
 
-extern "C" int gsb__cuda_copy_open(void)
+/* device current; its op lock (or the open lock) held */
+extern "C" int gsb__cuda_copy_open(int device)
 {
+    staging_state &st = copiers[device].st;
     void *p = nullptr;
-    cudaError_t e = cudaHostAlloc(&p, STAGING_BYTES, cudaHostAllocDefault);
+    /* portable: page-locked for every device (implied with unified addressing anyway) */
+    cudaError_t e = cudaHostAlloc(&p, STAGING_BYTES, cudaHostAllocPortable);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         fprintf(stderr, "gsb: cannot pin host memory (%s); using pageable copies\n",
@@ -361,8 +374,9 @@ extern "C" int gsb__cuda_copy_open(void)
     return GSB_OK;
 }
 
-extern "C" void gsb__cuda_copy_close(void)
+extern "C" void gsb__cuda_copy_close(int device)
 {
+    staging_state &st = copiers[device].st;
     if (st.buf[0]) {
         for (int b = 0; b < 2; b++)
             cudaEventDestroy(st.done[b]);
@@ -380,22 +394,25 @@ extern "C" int gsb__cuda_copy_h2d(const gsb__backend *be, void *dst, const void 
     if (bytes == 0)
         return GSB_OK;
     gsb__cuda_count_copy(1, bytes);
-    cudaStream_t stream = gsb__cuda_ctx_of(be)->stream;
+    const gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
+    cudaStream_t stream = ctx->stream;
+    copier &cp = copiers[ctx->device];
+    staging_state &st = cp.st;
     char *d = (char *)dst;
     const char *h = (const char *)src;
-    if (!st.buf[0] || !gsb__cuda_ctx_of(be)->staged || host_pinned(h, bytes)) {
+    if (!st.buf[0] || host_pinned(h, bytes)) {
         /* ways 1 and 3 (a stream copy: the legacy stream does not order with ours) */
         CUDA_TRY(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream));
         CUDA_TRY(cudaStreamSynchronize(stream));
         return GSB_OK;
     }
-    size_t chunk = chunk_for(bytes);
+    size_t chunk = chunk_for(st, bytes);
     for (size_t off = 0, i = 0; off < bytes; off += chunk, i++) {
         size_t len = min_sz(chunk, bytes - off);
         int b = (int)(i & 1);
         /* the DMA that last read this buffer (chunk i - 2, or an earlier copy) is done */
         CUDA_TRY(cudaEventSynchronize(st.done[b]));
-        parallel_copy(st.buf[b], h + off, len);
+        parallel_copy(cp.pool, st.buf[b], h + off, len);
         CUDA_TRY(cudaMemcpyAsync(d + off, st.buf[b], len, cudaMemcpyHostToDevice, stream));
         CUDA_TRY(cudaEventRecord(st.done[b], stream));
     }
@@ -408,15 +425,18 @@ extern "C" int gsb__cuda_copy_d2h(const gsb__backend *be, void *dst, const void 
     if (bytes == 0)
         return GSB_OK;
     gsb__cuda_count_copy(0, bytes);
-    cudaStream_t stream = gsb__cuda_ctx_of(be)->stream;
+    const gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
+    cudaStream_t stream = ctx->stream;
+    copier &cp = copiers[ctx->device];
+    staging_state &st = cp.st;
     char *h = (char *)dst;
     const char *d = (const char *)src;
-    if (!st.buf[0] || !gsb__cuda_ctx_of(be)->staged || host_pinned(h, bytes)) {
+    if (!st.buf[0] || host_pinned(h, bytes)) {
         CUDA_TRY(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, stream));
         CUDA_TRY(cudaStreamSynchronize(stream));
         return GSB_OK;
     }
-    size_t chunk = chunk_for(bytes), chunks = (bytes + chunk - 1) / chunk;
+    size_t chunk = chunk_for(st, bytes), chunks = (bytes + chunk - 1) / chunk;
     /* chunk i lands in buffer i & 1.  Buffer (i & 1) was last read by the
      * host copy of chunk i - 2, finished before chunk i is queued; an
      * upload's DMA still reading it is ahead of ours on the stream. */
@@ -431,7 +451,7 @@ extern "C" int gsb__cuda_copy_d2h(const gsb__backend *be, void *dst, const void 
             size_t j = i - 1, off = j * chunk, len = min_sz(chunk, bytes - off);
             int b = (int)(j & 1);
             CUDA_TRY(cudaEventSynchronize(st.done[b]));
-            parallel_copy(h + off, st.buf[b], len);
+            parallel_copy(cp.pool, h + off, st.buf[b], len);
         }
     }
     return GSB_OK;

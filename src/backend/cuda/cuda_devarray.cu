@@ -27,7 +27,9 @@
 
 namespace {
 
-cudaEvent_t order_event = nullptr; /* one event, recorded and waited for at once */
+/* one event per device (an event is recorded on its own device's streams),
+ * recorded and waited for at once under that device's op lock */
+cudaEvent_t order_event[GSB__CUDA_MAX_DEVICES];
 
 bool no_ordering(void *stream) { return stream == (void *)(intptr_t)-1; }
 
@@ -40,13 +42,14 @@ cudaStream_t caller_stream(void *stream)
     return (cudaStream_t)stream;
 }
 
-/* `after` waits (on the GPU) for the work queued so far on `before` */
-int order(cudaStream_t before, cudaStream_t after)
+/* `after` waits (on the GPU) for the work queued so far on `before` (device's) */
+int order(int device, cudaStream_t before, cudaStream_t after)
 {
-    if (!order_event)
-        CUDA_TRY(cudaEventCreateWithFlags(&order_event, cudaEventDisableTiming));
-    CUDA_TRY(cudaEventRecord(order_event, before));
-    CUDA_TRY(cudaStreamWaitEvent(after, order_event, 0));
+    cudaEvent_t &ev = order_event[device];
+    if (!ev)
+        CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventRecord(ev, before));
+    CUDA_TRY(cudaStreamWaitEvent(after, ev, 0));
     return GSB_OK;
 }
 
@@ -99,12 +102,13 @@ extern "C" int gsb__cuda_device_import(const gsb__backend *be, const void *ptr, 
     }
     if (no_ordering(stream))
         return GSB_OK;
-    return order(caller_stream(stream), ctx->stream);
+    return order(ctx->device, caller_stream(stream), ctx->stream);
 }
 
 extern "C" int gsb__cuda_device_export(const gsb__backend *be, void *stream)
 {
     if (no_ordering(stream))
         return GSB_OK;
-    return order(gsb__cuda_ctx_of(be)->stream, caller_stream(stream));
+    return order(gsb__cuda_ctx_of(be)->device, gsb__cuda_ctx_of(be)->stream,
+                 caller_stream(stream));
 }

@@ -5,7 +5,8 @@
  * scratch buffer on its GPU, issues one NCCL call per rank between
  * ncclGroupStart and ncclGroupEnd (one host thread drives every device), and
  * copies the results back, all on the ranks' backend streams, under the
- * plugin's op lock so that no other op interleaves on those streams.
+ * ranks' op locks (taken in device order) so that no other op interleaves
+ * on those streams.
  *
  * NCCL is loaded at run time, so the plugin builds and runs without it (one
  * GPU): from the path the engine passes ($GSB_NCCL_LIBRARY), else
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/comm.h"
 #include "backend/cuda/cuda_common.h"
@@ -282,9 +284,10 @@ int collective(nccl_comm *c, op_kind op, const void *const *send, void *const *r
 int locked(gsb__comm *base, op_kind op, const void *const *send, void *const *recv,
            int64_t count, gsb_dtype dtype, int root)
 {
-    gsb__cuda_lock();
-    int rc = collective((nccl_comm *)base, op, send, recv, count, dtype, root);
-    gsb__cuda_unlock();
+    nccl_comm *c = (nccl_comm *)base;
+    gsb__cuda_lock_devices(c->device, base->nranks);
+    int rc = collective(c, op, send, recv, count, dtype, root);
+    gsb__cuda_unlock_devices(c->device, base->nranks);
     return rc;
 }
 
@@ -304,10 +307,61 @@ int nccl_broadcast(gsb__comm *c, void *const *bufs, int64_t count, gsb_dtype dty
     return locked(c, OP_BROADCAST, (const void *const *)bufs, bufs, count, dtype, root);
 }
 
+/* count elements all-reduced in place in every rank's scratch, iters times after
+ * a warm-up, timed on the host around the whole group (lock held) */
+int time_allreduce_locked(nccl_comm *c, int64_t count, gsb_dtype dtype, int iters,
+                          double *seconds)
+{
+    int n = c->base.nranks, dt = nccl_dtype(dtype);
+    if (count < 1 || dt < 0 || iters < 1)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "comm nccl: bad count %lld, dtype %d or iters %d",
+                            (long long)count, (int)dtype, iters);
+    size_t bytes = (size_t)count * gsb__comm_dtype_size(dtype);
+    GSB_PASS(ensure_scratch(c, bytes));
+    for (int r = 0; r < n; r++) { /* defined contents: zeros */
+        CUDA_TRY(cudaSetDevice(c->device[r]));
+        CUDA_TRY(cudaMemsetAsync(c->scratch[r], 0, bytes, c->stream[r]));
+    }
+    struct timespec t0 = {0, 0}, t1 = {0, 0};
+    for (int it = 0; it <= iters; it++) { /* it 0: the warm-up, untimed */
+        NCCL_TRY(api.group_start(), "ncclGroupStart");
+        for (int r = 0; r < n; r++) {
+            nccl_result_t res = api.all_reduce(c->scratch[r], c->scratch[r], (size_t)count, dt,
+                                               NCCL_SUM, c->comm[r], c->stream[r]);
+            if (res != NCCL_OK) {
+                int rc = nccl_fail(res, "ncclAllReduce");
+                (void)api.group_end();
+                return rc;
+            }
+        }
+        NCCL_TRY(api.group_end(), "ncclGroupEnd");
+        if (it == 0 || it == iters) {
+            for (int r = 0; r < n; r++) {
+                CUDA_TRY(cudaSetDevice(c->device[r]));
+                CUDA_TRY(cudaStreamSynchronize(c->stream[r]));
+            }
+            clock_gettime(CLOCK_MONOTONIC, it == 0 ? &t0 : &t1);
+        }
+    }
+    *seconds = ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) /
+               iters;
+    return GSB_OK;
+}
+
+int nccl_time_allreduce(gsb__comm *base, int64_t count, gsb_dtype dtype, int iters,
+                        double *seconds)
+{
+    nccl_comm *c = (nccl_comm *)base;
+    gsb__cuda_lock_devices(c->device, base->nranks);
+    int rc = time_allreduce_locked(c, count, dtype, iters, seconds);
+    gsb__cuda_unlock_devices(c->device, base->nranks);
+    return rc;
+}
+
 void nccl_destroy(gsb__comm *base)
 {
     nccl_comm *c = (nccl_comm *)base;
-    gsb__cuda_lock();
+    gsb__cuda_lock_devices(c->device, base->nranks);
     for (int r = 0; r < base->nranks; r++) {
         if (cudaSetDevice(c->device[r]) != cudaSuccess)
             continue;
@@ -319,11 +373,12 @@ void nccl_destroy(gsb__comm *base)
             (void)cudaFree(c->scratch[r]);
     }
     (void)cudaGetLastError();
-    gsb__cuda_unlock();
+    gsb__cuda_unlock_devices(c->device, base->nranks);
     free(c);
 }
 
-const gsb__comm_ops nccl_ops = {nccl_allreduce, nccl_allgather, nccl_broadcast, nccl_destroy};
+const gsb__comm_ops nccl_ops = {nccl_allreduce, nccl_allgather, nccl_broadcast, nccl_destroy,
+                                nccl_time_allreduce};
 
 } // namespace
 
@@ -356,9 +411,9 @@ gsb_nccl_comm_open(const gsb__backend *const *bes, int n, const char *nccl_path,
         c->device[r] = gsb__cuda_ctx_of(bes[r])->device;
         c->stream[r] = gsb__cuda_ctx_of(bes[r])->stream;
     }
-    gsb__cuda_lock();
+    gsb__cuda_lock_devices(c->device, n);
     nccl_result_t res = api.comm_init_all(c->comm, n, c->device);
-    gsb__cuda_unlock();
+    gsb__cuda_unlock_devices(c->device, n);
     if (res != NCCL_OK) {
         char num[16];
         snprintf(num, sizeof num, "%d", n);

@@ -28,9 +28,11 @@
  *
  * Every entry runs under the backend's op lock (cuda_backend.cu), like any
  * op; a ring lives between its open and close across many ops, so the ring
- * owns its buffers and events and the lock only guards the shared copy
- * stream and the cache.
+ * owns its buffers and events and the lock only guards its device's copy
+ * stream.  The cache of pinned buffers is every device's (they are
+ * portable), under a lock of its own.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -47,6 +49,7 @@ struct gsb__stage {
     cudaEvent_t consumed[GSB__STAGE_MAX_BUFFERS];
     int filled[GSB__STAGE_MAX_BUFFERS];    /* copied[k] has been recorded */
     cudaStream_t copy_stream;              /* the ring's device's copy stream */
+    const gsb__backend *be;                /* the ring's device (its copy threads) */
 };
 
 namespace {
@@ -63,6 +66,7 @@ struct pinned_cache {
     size_t cap[CACHE_SLOTS];
 };
 pinned_cache cache;
+pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 
 int ensure_copy_stream(int device, cudaStream_t *out)
 {
@@ -77,19 +81,21 @@ int ensure_copy_stream(int device, cudaStream_t *out)
 /* a cached pinned buffer of at least n bytes (taken out of the cache), or NULL */
 char *cache_take(size_t n, size_t *cap)
 {
-    for (int i = 0; i < CACHE_SLOTS; i++)
+    char *p = nullptr;
+    pthread_mutex_lock(&cache_mu);
+    for (int i = 0; i < CACHE_SLOTS && !p; i++)
         if (cache.p[i] && cache.cap[i] >= n) {
-            char *p = cache.p[i];
+            p = cache.p[i];
             *cap = cache.cap[i];
             cache.p[i] = nullptr;
             cache.cap[i] = 0;
-            return p;
         }
-    return nullptr;
+    pthread_mutex_unlock(&cache_mu);
+    return p;
 }
 
 /* back into the cache; the smallest cached buffer goes when it is full */
-void cache_put(char *p, size_t cap)
+void cache_put_locked(char *p, size_t cap)
 {
     int slot = -1;
     for (int i = 0; i < CACHE_SLOTS && slot < 0; i++)
@@ -112,6 +118,13 @@ void cache_put(char *p, size_t cap)
     cache.cap[slot] = cap;
 }
 
+void cache_put(char *p, size_t cap)
+{
+    pthread_mutex_lock(&cache_mu);
+    cache_put_locked(p, cap);
+    pthread_mutex_unlock(&cache_mu);
+}
+
 int check_buffer(const gsb__stage *st, int k, const char *op)
 {
     if (!st || k < 0 || k >= st->nbuf)
@@ -130,7 +143,8 @@ bool ensure_pinned(gsb__stage *st, int k)
     char *p = cache_take(st->bytes, &cap);
     if (!p) {
         cap = st->bytes ? st->bytes : 1;
-        if (cudaHostAlloc((void **)&p, cap, cudaHostAllocDefault) != cudaSuccess) {
+        /* portable: the cache hands it to any device's ring later */
+        if (cudaHostAlloc((void **)&p, cap, cudaHostAllocPortable) != cudaSuccess) {
             (void)cudaGetLastError();
             st->pin_refused = 1;
             return false;
@@ -161,7 +175,7 @@ int fill_segment(gsb__stage *st, int k, const gsb__stage_seg *seg)
     if (st->filled[k])
         CUDA_TRY(cudaEventSynchronize(st->copied[k]));
     st->filled[k] = 0; /* waited for: only this fill's record counts from here */
-    gsb__cuda_parallel_copy(st->pinned[k] + seg->offset, seg->host, seg->bytes);
+    gsb__cuda_parallel_copy(st->be, st->pinned[k] + seg->offset, seg->host, seg->bytes);
     CUDA_TRY(cudaMemcpyAsync(dst, st->pinned[k] + seg->offset, seg->bytes,
                              cudaMemcpyHostToDevice, st->copy_stream));
     return GSB_OK;
@@ -315,6 +329,7 @@ extern "C" int gsb__cuda_stage_open(const gsb__backend *be, size_t bytes, int nb
     if (!st)
         return GSB_CUDA_ERR(GSB_ENOMEM, "out of host memory");
     st->copy_stream = cs;
+    st->be = be;
     st->bytes = bytes;
     st->nbuf = nbuf;
     cudaStream_t compute = gsb__cuda_ctx_of(be)->stream;

@@ -69,8 +69,10 @@ struct Plans {
     uint64_t used;        /* last use, for eviction; 0: empty slot */
 };
 
-Plans cache[CACHE_PLANS];
-uint64_t cache_clock;
+/* per device (a plan belongs to the device it was made on), each used under
+ * its device's op lock */
+Plans cache[GSB__CUDA_MAX_DEVICES][CACHE_PLANS];
+uint64_t cache_clock[GSB__CUDA_MAX_DEVICES];
 
 /* complex cells of one channel's half spectrum */
 int64_t spectrum_cells(int64_t m, int d) { return d == 1 ? m / 2 + 1 : m * (m / 2 + 1); }
@@ -103,33 +105,35 @@ done:
     return rc;
 }
 
-/* The plans for (m, d): cached, or made (evicting the least recently used). */
-int get_plans(cudaStream_t s, int64_t m, int d, const Plans **out)
+/* device's plans for (m, d): cached, or made (evicting the least recently used). */
+int get_plans(int device, cudaStream_t s, int64_t m, int d, const Plans **out)
 {
+    Plans *slots = cache[device];
+    uint64_t &tick = cache_clock[device];
     int slot = 0;
     for (int i = 0; i < CACHE_PLANS; i++) {
-        if (cache[i].used && cache[i].m == m && cache[i].d == d) {
-            cache[i].used = ++cache_clock;
-            *out = &cache[i];
+        if (slots[i].used && slots[i].m == m && slots[i].d == d) {
+            slots[i].used = ++tick;
+            *out = &slots[i];
             return GSB_OK;
         }
-        if (cache[i].used < cache[slot].used)
+        if (slots[i].used < slots[slot].used)
             slot = i;
     }
-    if (cache[slot].used) {
+    if (slots[slot].used) {
         /* plans still queued on the stream must not be destroyed under them */
         CUDA_TRY(cudaStreamSynchronize(s));
-        cufftDestroy(cache[slot].fwd);
-        cufftDestroy(cache[slot].inv);
-        cache[slot].used = 0;
+        cufftDestroy(slots[slot].fwd);
+        cufftDestroy(slots[slot].inv);
+        slots[slot].used = 0;
     }
     Plans p;
     int rc = make_plans(s, m, d, &p);
     if (rc != GSB_OK)
         return rc;
-    p.used = ++cache_clock;
-    cache[slot] = p;
-    *out = &cache[slot];
+    p.used = ++tick;
+    slots[slot] = p;
+    *out = &slots[slot];
     return GSB_OK;
 }
 
@@ -309,7 +313,7 @@ int convolve(const gsb__backend *be, const gsb__tensor *Y, const gsb__tsne_grid 
     cufftDoubleComplex *spec = NULL;
     double *zrow = NULL;
     int rc;
-    GSB_CUDA_CHECK(get_plans(s, g.m, d, &plans));
+    GSB_CUDA_CHECK(get_plans(gsb__cuda_ctx_of(be)->device, s, g.m, d, &plans));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, real_bytes, (void **)&grid));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, spec_bytes, (void **)&spec));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)n * sizeof(double), (void **)&zrow));
