@@ -92,10 +92,15 @@ def timed(device, name, X, y, repeats):
 
 def comm_bandwidth():
     """bench_comm's measurements (a list of dicts), [] when it cannot run."""
-    lib = os.environ.get("GSB_LIBRARY", "")
-    exe = os.environ.get("GSB_BENCH_COMM") or os.path.join(os.path.dirname(lib), "bench_comm")
-    if not os.path.exists(exe):
-        print(f"# no bench_comm ({exe}): NCCL's bandwidth not measured")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    lib = os.environ.get("GSB_LIBRARY")
+    tried = [os.environ.get("GSB_BENCH_COMM"),
+             lib and os.path.join(os.path.dirname(lib), "bench_comm"),
+             os.path.join(root, "build-gpu", "bench_comm"), os.path.join(root, "build", "bench_comm")]
+    tried = [t for t in tried if t]
+    exe = next((t for t in tried if os.path.exists(t)), None)
+    if not exe:
+        print(f"# no bench_comm (looked at {', '.join(tried)}): NCCL's bandwidth not measured")
         return []
     try:
         out = subprocess.run([exe], capture_output=True, text=True, timeout=300, check=True)
