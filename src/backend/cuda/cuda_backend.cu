@@ -637,6 +637,7 @@ static void bind_ops(gsb__backend_ops *o)
     o->device_import = guarded<gsb__cuda_device_import>::call;
     o->device_export = guarded<gsb__cuda_device_export>::call;
     o->copy_stats = gsb__cuda_copy_stats; /* atomic counters: no op lock */
+    o->sync = guarded<gsb__cuda_sync>::call;
 }
 
 extern "C" void gsb__cuda_lock(void) { pthread_mutex_lock(&lock); }
