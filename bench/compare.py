@@ -29,12 +29,18 @@ disagree is marked in the target column.
 
 --scale F runs every case at F times its rows (a dry run of the gpu suite on a CPU:
 --suite gpu --scale 0.001 --repeats 1); such rows are marked and not judged.
+
+--profile runs gsb alone (no scikit-learn) with GSB_PROFILE=1 and prints where each
+fit's time went (core/profile.h: phases, each after the device's queued work);
+--wrap "CMD ARGS" runs bench_gsb under a tool, e.g. --wrap "ncu --log-file F
+--print-summary per-kernel --launch-skip 500 --launch-count 200" for kernel times.
 """
 import argparse
 import json
 import os
 import platform
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -316,21 +322,28 @@ def time_sklearn(case, X, y, repeats, extra):
             None if n_iter is None else int(np.max(n_iter)))
 
 
-def time_gsb(case, X, y, repeats, bench, extra):
+def time_gsb(case, X, y, repeats, bench, extra, wrap=(), profile=False):
     """bench_gsb on the very arrays scikit-learn got (GSB_BENCH_DATA); the fit
-    inputs in extra go as DIR/NAME.bin."""
+    inputs in extra go as DIR/NAME.bin.  profile: GSB_PROFILE's lines are printed;
+    wrap: a command bench_gsb runs under."""
     name, est, params, factory, n, d, target, nq, method = case[:9]
     with tempfile.TemporaryDirectory(prefix="gsb-bench-") as tmp:
         X.tofile(os.path.join(tmp, "X.bin"))
         y.tofile(os.path.join(tmp, "y.bin"))
         for key, arr in extra.items():
             arr.tofile(os.path.join(tmp, f"{key}.bin"))
-        out = subprocess.run(
-            [bench, est, json.dumps(params), str(n), str(d),
+        env = dict(os.environ, GSB_BENCH_DATA=tmp)
+        if profile:
+            env["GSB_PROFILE"] = "1"
+        done = subprocess.run(
+            [*wrap, bench, est, json.dumps(params), str(n), str(d),
              "f32" if X.dtype == np.float32 else "f64", target, str(nq), str(repeats), method],
-            check=True, capture_output=True, text=True,
-            env=dict(os.environ, GSB_BENCH_DATA=tmp)).stdout
-    return json.loads(out)
+            check=True, capture_output=True, text=True, env=env)
+    if profile:
+        print(f"## {name}, {X.dtype}")
+        print("\n".join(line for line in done.stderr.splitlines() if "gsb profile" in line),
+              flush=True)
+    return json.loads(done.stdout)
 
 
 def scaled(case, factor):
@@ -371,6 +384,10 @@ def main():
                     help="run each case at F times its rows and queries (at least 1000 rows), "
                          "targets not judged: a quick check of a suite's cases, e.g. "
                          "--suite gpu --scale 0.001 on a CPU")
+    ap.add_argument("--profile", action="store_true",
+                    help="gsb alone, with GSB_PROFILE=1: print each call's phase times")
+    ap.add_argument("--wrap", default="", metavar="CMD",
+                    help="run bench_gsb under this command (a profiler)")
     ap.add_argument("--json", default=None, metavar="PATH",
                     help="also write the results as JSON (for bench/plot.py)")
     args = ap.parse_args()
@@ -408,8 +425,10 @@ def main():
             if callable(case[2]):
                 case = case[:2] + (case[2](X),) + case[3:]
             extra = fit_inputs(case, X, rng)
-            sk = time_sklearn(case, X, y, min(sk_repeats, cap), extra)
-            r = time_gsb(case, X, y, min(args.repeats, cap), args.bench, extra)
+            sk = (None, None, None) if args.profile else time_sklearn(
+                case, X, y, min(sk_repeats, cap), extra)
+            r = time_gsb(case, X, y, min(args.repeats, cap), args.bench, extra,
+                         shlex.split(args.wrap), args.profile)
             del X, y, extra
             rows.append(result_row(case, dtype_name, sk,
                                    (r["fit_ms"], r["predict_ms"], r.get("n_iter"))))

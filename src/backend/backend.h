@@ -476,6 +476,9 @@ typedef struct gsb__backend_ops {
      * tests check that a device input was not copied and that a fit
      * streamed, benchmarks the streaming rate */
     int (*copy_stats)(const gsb__backend *be, gsb__copy_stats *out);
+    /* wait on the host for the work queued so far (GSB_PROFILE's phase marks,
+     * core/profile.h); NULL on the CPU backend, whose ops return when done */
+    int (*sync)(const gsb__backend *be);
 } gsb__backend_ops;
 
 struct gsb__backend {
@@ -490,10 +493,10 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 8 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+#define GSB__BACKEND_ABI 9 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
                               5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch;
                               8: axpy, row_scale, stage_*, strided_copy, device_import/export,
-                              copy_stats */
+                              copy_stats; 9: sync */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

@@ -17,6 +17,7 @@
 #include "core/data.h"
 #include "core/devarray.h"
 #include "core/model.h"
+#include "core/profile.h"
 #include "core/validate.h"
 #include "multidev/devset.h"
 
@@ -353,7 +354,10 @@ static int run_validated(gsb__model *m, const gsb__method_desc *md, gsb__tensor 
     GSB_TRY(check_fits(m, md, xi_, X, c.be));
     /* small work on the CPU: each small BLAS or LAPACK call runs single-threaded
      * by itself (backend/cpu/cpu_threads.c) */
-    return run_fn(&c, md, in);
+    gsb__profile_begin(c.be, m->est->name, md->name);
+    int rc = run_fn(&c, md, in);
+    gsb__profile_end();
+    return rc;
 }
 
 /* Run md on the context; a fit swaps its new attributes in only on success. */

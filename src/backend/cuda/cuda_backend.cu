@@ -647,6 +647,7 @@ static void bind_ops(gsb__backend_ops *o)
     o->device_import = guarded<gsb__cuda_device_import>::call;
     o->device_export = guarded<gsb__cuda_device_export>::call;
     o->copy_stats = gsb__cuda_copy_stats; /* atomic counters: no op lock */
+    o->sync = guarded<gsb__cuda_sync>::call;
 }
 
 /* devices[0..n) in ascending order into out (n small: insertion sort) */

@@ -1,8 +1,8 @@
 /*
  * cuda_check.cu - nonfinite (NaN/inf scan of data already on the GPU: the
  * engine validates data handles and callers' device arrays there instead of
- * scanning on the host) and mem_info.  Twins: gsb__host_nonfinite in
- * core/validate.c; mem_info has no CPU meaning.
+ * scanning on the host), mem_info and sync.  Twins: gsb__host_nonfinite in
+ * core/validate.c; mem_info and sync have no CPU meaning.
  */
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_ops.h"
@@ -77,5 +77,12 @@ extern "C" int gsb__cuda_mem_info(const gsb__backend *be, size_t *free_bytes, si
         reserved > used)
         *free_bytes += (size_t)(reserved - used);
     (void)cudaGetLastError();
+    return GSB_OK;
+}
+
+/* The backend's stream drained (the sync op: GSB_PROFILE's phase marks). */
+extern "C" int gsb__cuda_sync(const gsb__backend *be)
+{
+    CUDA_TRY(cudaStreamSynchronize(gsb__cuda_ctx_of(be)->stream));
     return GSB_OK;
 }

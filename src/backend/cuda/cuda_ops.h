@@ -56,6 +56,7 @@ int gsb__cuda_rand_normal(const gsb__backend *be, gsb__tensor *t, uint64_t seed)
 /* cuda_check.cu */
 int gsb__cuda_nonfinite(const gsb__backend *be, const gsb__tensor *t, int *out);
 int gsb__cuda_mem_info(const gsb__backend *be, size_t *free_bytes, size_t *total_bytes);
+int gsb__cuda_sync(const gsb__backend *be);
 
 int gsb__cuda_pairwise(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *Y,
                        gsb__metric metric, gsb__tensor *D);

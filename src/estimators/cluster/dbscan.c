@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/profile.h"
 #include "estimators/neighbors/radius_search.h"
 
 /* ---- parameters ----------------------------------------------------------- */
@@ -303,11 +304,14 @@ static int cluster_search(gsb__rsearch *s, db_state *st, int64_t budget)
         for (int64_t i = 0; i < st->n; i++)
             st->kept_ptr[i + 1] = st->kept_ptr[i] + st->counts[i];
         GSB_CHECK(gsb__rsearch_self_visit(s, st->counts, NULL, 0, visit_keep, st));
+        gsb__profile_mark("neighbourhoods kept");
         if (st->w)
             GSB_CHECK(visit_kept(st, NULL, 1, visit_core_weights));
         GSB_CHECK(visit_kept(st, st->core, 1, visit_union));
         label_cores(st);
+        gsb__profile_mark("core components");
         GSB_CHECK(visit_kept(st, st->core, 0, visit_border));
+        gsb__profile_mark("border samples");
         goto done;
     }
     if (st->w)
@@ -484,7 +488,9 @@ static int dbscan_fit(gsb__ctx *c)
             goto done;
         }
         GSB_CHECK(gsb__rsearch_open(&s, c, c->be, X, metric, p, eps, budget));
+        gsb__profile_mark("search set up");
         GSB_CHECK(gsb__rsearch_self_counts(&s, st.counts));
+        gsb__profile_mark("neighbour counts");
         for (int64_t i = 0; i < st.n; i++)
             st.core[i] = (double)st.counts[i] >= st.min_samples;
         GSB_CHECK(cluster_search(&s, &st, budget));

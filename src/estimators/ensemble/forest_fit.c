@@ -25,6 +25,7 @@
 #include "backend/forest_math.h"
 #include "core/alloc.h"
 #include "core/model.h"
+#include "core/profile.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "core/warn.h"
@@ -488,6 +489,7 @@ done:
 static int grow_all(fit_state *s, const uint64_t *seeds, int64_t from, int64_t to)
 {
     int rc = prepare_data(s);
+    gsb__profile_mark("X to the backend, binned");
     int64_t per_tree = tree_cap(s);
     for (int64_t t0 = from; t0 < to && rc == GSB_OK;) {
         int64_t t1 = t0 + 1;
@@ -716,7 +718,9 @@ int gsb__forest_fit(gsb__ctx *c, int classify)
     gsb__rng bin_rng;
     gsb__rng_seed(&bin_rng, bin_seed);
     GSB_CHECK(gsb__forest_edges(X, s.n_real, &bin_rng, &edges));
+    gsb__profile_mark("bin edges (host)");
     rc = grow_all(&s, seeds, n_old, cfg.n_estimators);
+    gsb__profile_mark(rc == GSB_OK ? "trees grown" : "trees tried");
     if (rc == GSB_EUNSUPPORTED && s.be != gsb__cpu_backend()) {
         /* a limit of the GPU kernels (shared memory per histogram): the CPU can */
         while (model.n_trees > n_old) {
@@ -729,6 +733,7 @@ int gsb__forest_fit(gsb__ctx *c, int classify)
         s.be = gsb__cpu_backend();
         s.trees_done = 0;
         rc = grow_all(&s, seeds, n_old, cfg.n_estimators);
+        gsb__profile_mark("trees grown again on the CPU (the GPU's kernels refused)");
     }
     if (rc != GSB_OK)
         goto done;

@@ -37,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/profile.h"
 #include "core/rng.h"
 #include "estimators/common/pyrepr.h"
 #include "backend/tsne_grid.h"
@@ -232,6 +233,7 @@ static int affinities(gsb__ctx *c, const gsb__tensor *X, const tsne_cfg *cfg, p_
     }
     gsb__knn_opts o = {k, cfg->metric, cfg->precomputed, 0};
     GSB_CHECK(gsb__knn_graph_build(c, c->be, X, &o, &g));
+    gsb__profile_mark("knn graph");
     if (cfg->square)
         for (int64_t e = 0; e < n * k; e++)
             g.dist[e] *= g.dist[e];
@@ -239,6 +241,7 @@ static int affinities(gsb__ctx *c, const gsb__tensor *X, const tsne_cfg *cfg, p_
     GSB_CHECK(gsb__tsne_joint_p(&g, cfg->perplexity, cfg->method == M_EXACT, &P, &mean_sigma));
     GSB_CHECK(gsb__progress(c, "mean sigma", n, mean_sigma));
     GSB_CHECK(upload_p(c->be, &P, out));
+    gsb__profile_mark("P (sigmas, symmetrised) and its upload");
 done:
     gsb__knn_graph_free(&g);
     gsb__csr_free(&P);
@@ -352,11 +355,13 @@ static int optimize(descent *s, int64_t *n_iter, double *kl)
     const tsne_cfg *cfg = s->cfg;
     gd_run one = {0, EXPLORATION_ITER, EXPLORATION_ITER, 0.5, cfg->exaggeration, 0, 0};
     GSB_TRY(gradient_descent(s, &one));
+    gsb__profile_mark("early exaggeration");
     GSB_TRY(gsb__progress(s->c, "early exaggeration done", one.last + 1, one.error));
     /* scikit-learn's condition, which its first phase always meets */
     gd_run two = {one.last + 1, cfg->max_iter, cfg->n_iter_without_progress, 0.8, 1.0, 0, 0};
     if (one.last < EXPLORATION_ITER || cfg->max_iter - EXPLORATION_ITER > 0) {
         GSB_TRY(gradient_descent(s, &two));
+        gsb__profile_mark("second phase");
         *n_iter = two.last;
         *kl = two.error;
     } else {
@@ -409,6 +414,7 @@ static int tsne_fit_impl(gsb__ctx *c, int want_out)
     int rc;
     GSB_CHECK(affinities(c, X, &cfg, &P));
     GSB_CHECK(gsb__tsne_init(c, X, cfg.k, seed, &Y0));
+    gsb__profile_mark("initial embedding");
     s.c = c;
     s.cfg = &cfg;
     s.P = &P;

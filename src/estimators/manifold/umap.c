@@ -38,6 +38,7 @@
 
 #include "core/alloc.h"
 #include "core/estimator.h"
+#include "core/profile.h"
 #include "core/rng.h"
 #include "core/warn.h"
 #include "estimators/manifold/umap_embed.h"
@@ -253,10 +254,12 @@ static int fit_graph(gsb__ctx *c, const umap_cfg *g, const gsb__tensor *X32, gsb
     gsb__fcsr A = {0};
     int rc;
     GSB_CHECK(gsb__knn_graph_exact(c, X32, NULL, g->n_neighbors, g->metric, &dist, &idx));
+    gsb__profile_mark("knn graph");
     disconnect(&dist, &idx, g->disconnection);
     GSB_CHECK(memberships(&dist, &idx, X32->rows, log2((double)g->n_neighbors),
                           g->local_connectivity, 0, &A));
     GSB_CHECK(gsb__fuzzy_union(&A, g->mix, G));
+    gsb__profile_mark("fuzzy simplicial set");
     const gsb__tensor *y = gsb__in(c, "y");
     if (y) {
         if (!gsb__param_is(c->params, "target_metric", "categorical")) {
@@ -294,11 +297,13 @@ static int fit_layout(gsb__ctx *c, const umap_cfg *g, const gsb__tensor *X32, co
                          &rng, 0};
     int rc;
     GSB_CHECK(gsb__umap_initial_layout(c, &P, &in, emb));
+    gsb__profile_mark("initial layout (prune, spectral)");
     *spectral_failures = in.spectral_failures;
     gsb__umap_sgd_run r = {n_epochs, a, b, g->gamma, g->learning_rate, g->neg_rate, 2.0,
                            gsb__rng_next(&rng), gsb__param_is_none(c->params, "random_state"),
                            "epoch"};
     GSB_CHECK(gsb__umap_optimize(c, &P, emb, NULL, g->dim, &r));
+    gsb__profile_mark("SGD epochs");
 done:
     gsb__fcsr_free(&P);
     return rc;
@@ -483,6 +488,7 @@ static int umap_transform(gsb__ctx *c)
     }
     int64_t k = g.n_neighbors < f.raw->rows ? g.n_neighbors : f.raw->rows;
     GSB_CHECK(gsb__knn_graph_exact(c, f.raw, &X32, k, g.metric, &dist, &idx));
+    gsb__profile_mark("knn of the new points");
     disconnect(&dist, &idx, g.disconnection);
     double lc = g.local_connectivity - 1.0 > 0.0 ? g.local_connectivity - 1.0 : 0.0;
     GSB_CHECK(memberships(&dist, &idx, f.raw->rows, log2((double)k), lc, 1, &T));

@@ -1,0 +1,39 @@
+"""GSB_PROFILE=1: each method call prints its phases and total on stderr
+(core/profile.h), on whichever device the suite runs; off, nothing is printed."""
+import os
+import re
+
+from conftest import run_with_shim
+
+DEVICE = os.environ.get("GSB_DEVICE", "cpu")
+CODE = (
+    "import numpy as np, gsb\n"
+    f"gsb.set_config(device={DEVICE!r})\n"
+    "from gsb.cluster import DBSCAN\n"
+    "X = np.random.default_rng(0).standard_normal((400, 2))\n"
+    "DBSCAN(eps=0.3, min_samples=5).fit(X)\n")
+PHASES = ["search set up", "neighbour counts", "neighbourhoods kept", "core components",
+          "border samples", "(rest)", "total"]
+
+
+def _lines(out):
+    assert out.returncode == 0, out.stderr
+    return [line for line in out.stderr.splitlines() if line.startswith("gsb profile:")]
+
+
+def test_profile_prints_each_phase_and_the_total():
+    lines = _lines(run_with_shim(CODE, GSB_PROFILE="1"))
+    found = {}
+    for line in lines:
+        m = re.fullmatch(r"gsb profile: DBSCAN\.fit \[(\w+)\] (.+) ([0-9.]+) ms", line)
+        assert m, line
+        found[m.group(2)] = float(m.group(3))
+    assert list(found) == PHASES
+    assert all(v >= 0 for v in found.values())
+    parts = sum(v for k, v in found.items() if k != "total")
+    assert abs(parts - found["total"]) <= 0.05 + 1e-3 * found["total"]
+
+
+def test_profile_off_prints_nothing():
+    assert _lines(run_with_shim(CODE, GSB_PROFILE="0")) == []
+    assert _lines(run_with_shim(CODE, GSB_PROFILE="")) == []
