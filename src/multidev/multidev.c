@@ -128,12 +128,10 @@ void gsb__multidev_split(int64_t n, int nranks, int r, int64_t *r0, int64_t *r1)
 
 /* ---- running something on every rank ------------------------------------------ */
 
-typedef int (*rank_fn)(gsb__mdfit *f, int r, void *arg);
-
 typedef struct rank_task {
     gsb__mdfit *f;
     int r;
-    rank_fn fn;
+    gsb__md_rank_fn fn;
     void *arg;
     int rc;
     char msg[1024];
@@ -148,9 +146,7 @@ static void *task_main(void *p)
     return NULL;
 }
 
-/* fn on every rank with rows, ranks 1.. on threads of their own; the first
- * failure (in rank order) is the result, with its message. */
-static int each_rank(gsb__mdfit *f, rank_fn fn, void *arg)
+int gsb__md_each(gsb__mdfit *f, gsb__md_rank_fn fn, void *arg)
 {
     int n = f->ds->n;
     rank_task t[GSB__MAX_DEVICES];
@@ -217,7 +213,7 @@ int gsb__md_open(gsb__devset *ds, gsb__model *m, const gsb__tensor *X, const gsb
         if (w)
             s->w = row_view(w, s->r0, s->r1);
     }
-    int rc = each_rank(f, place_shard, NULL);
+    int rc = gsb__md_each(f, place_shard, NULL);
     if (rc != GSB_OK)
         gsb__md_close(f);
     return rc;
@@ -284,7 +280,7 @@ int gsb__md_run(gsb__mdfit *f, const char *method, const gsb__md_extra *extra, i
     if (!smd)
         return gsb__err(GSB_EINTERNAL, "%s has no method %s", f->m->est->name, method);
     run_args a = {smd, extra, n_extra, options, with_offset, outs};
-    return each_rank(f, run_shard, &a);
+    return gsb__md_each(f, run_shard, &a);
 }
 
 int gsb__md_step(gsb__mdfit *f, const char *method, gsb__tensor *in, const json_t *options,

@@ -33,6 +33,12 @@ typedef struct gsb__md_extra {
     const gsb__tensor *t;
 } gsb__md_extra;
 
+/* fn on every rank with rows at once, ranks 1.. on threads of their own
+ * (the calling thread is rank 0); the first failure (in rank order) is the
+ * result, with its message. */
+typedef int (*gsb__md_rank_fn)(gsb__mdfit *f, int r, void *arg);
+int gsb__md_each(gsb__mdfit *f, gsb__md_rank_fn fn, void *arg);
+
 /* Split the fit's inputs over ds and place each shard on its device. */
 int gsb__md_open(gsb__devset *ds, gsb__model *m, const gsb__tensor *X, const gsb__tensor *y,
                  const gsb__tensor *w, gsb__mdfit *f);

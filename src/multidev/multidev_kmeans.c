@@ -4,7 +4,10 @@
  * of kmeans_stats.c, as the Dask driver (python/gsb/dask/cluster.py) runs
  * them, over shards that stay on their devices for the whole loop:
  *   the column means (the "shift" the fit centres X by) and variances (tol)
- *   from the ranks' stats_moments; then per iteration stats_lloyd on every
+ *   from the ranks' stats_moments; each shard centred once, on its device,
+ *   as lloyd() centres X once (stats_lloyd's option centred: no centred copy
+ *   per iteration; the raw shards come back for predict); then per
+ *   iteration stats_lloyd on every
  *   rank (per-cluster sums, counts, inertia: all-reduced), when a cluster
  *   is empty the farthest points (gathered and merged), and lloyd_step on the
  *   first device; fit_from_stats stores the centres, and labels_ are each
@@ -32,6 +35,8 @@ typedef struct km_state {
     gsb__tensor centres64, shift64; /* the same in float64 (the driver steps' inputs) */
     double tol;           /* absolute: tol * mean variance */
     json_t *opts;         /* {"dtype": X's} */
+    gsb__tensor held[GSB__MAX_DEVICES]; /* per rank: X - shift (owned) while the raw
+                                           shard is out of f.sh[r].x, then swapped back */
 } km_state;
 
 static double round_dt(gsb_dtype dt, double v) { return dt == GSB_F32 ? (double)(float)v : v; }
@@ -109,15 +114,45 @@ static void set_centres(km_state *s, const gsb__tensor *c)
     }
 }
 
+/* Rank r's shard centred on its device (X - shift in X's dtype, as
+ * stats_lloyd would centre it) into s->held[r]. */
+static int centre_shard(gsb__mdfit *f, int r, void *arg)
+{
+    km_state *s = arg;
+    const gsb__shard *sh = &f->sh[r];
+    gsb__tensor Sb = GSB__TENSOR_NONE;
+    int rc = gsb__tensor_to(sh->be, &s->shift, &Sb);
+    Sb.rows = s->d; /* the 1 x d shift as the d-vector col_affine reads */
+    Sb.cols = 1;
+    if (rc == GSB_OK)
+        rc = gsb__tensor_alloc(sh->be, s->dt, sh->x.rows, s->d, &s->held[r]);
+    if (rc == GSB_OK)
+        rc = sh->be->ops->col_affine(sh->be, &sh->x, &Sb, NULL, NULL, &s->held[r]);
+    gsb__tensor_free(&Sb);
+    return rc;
+}
+
+/* The centred shards in place of the raw ones, or back (an involution). */
+static void swap_shards(km_state *s)
+{
+    for (int r = 0; r < s->f.ds->n; r++) {
+        if (!s->held[r].data)
+            continue; /* a rank without rows */
+        gsb__tensor t = s->f.sh[r].x;
+        s->f.sh[r].x = s->held[r];
+        s->held[r] = t;
+    }
+}
+
+/* stats_lloyd on every rank's centred shard (far: the farthest points too). */
 static int lloyd_stats(km_state *s, int64_t far, gsb__tensor *out)
 {
     gsb__md_extra extra[2] = {{"centers", &s->centres}, {"shift", &s->shift}};
-    if (!far)
-        return gsb__md_stats(&s->f, "stats_lloyd", extra, 2, NULL, 0, out);
-    json_t *o = json_pack("{s:I}", "far", (json_int_t)far);
+    json_t *o = far ? json_pack("{s:b, s:I}", "centred", 1, "far", (json_int_t)far)
+                    : json_pack("{s:b}", "centred", 1);
     if (!o)
         return gsb__err(GSB_ENOMEM, "out of memory");
-    int rc = gsb__md_stats(&s->f, "stats_lloyd", extra, 2, o, 1, out);
+    int rc = gsb__md_stats(&s->f, "stats_lloyd", extra, 2, o, far ? 1 : 0, out);
     json_decref(o);
     return rc;
 }
@@ -205,6 +240,7 @@ static int finish(km_state *s, gsb__tensor *stats, int64_t n_iter)
 static int run(km_state *s, const gsb__tensor *init)
 {
     GSB_TRY(moments(s));
+    GSB_TRY(gsb__md_each(&s->f, centre_shard, s));
     for (int64_t q = 0; q < s->k * s->d; q++) { /* the given centres, moved like X */
         double v = round_dt(s->dt, gsb__tensor_get(init, q) - gsb__tensor_get(&s->shift, q % s->d));
         gsb__tensor_set(&s->centres, q, v);
@@ -213,6 +249,7 @@ static int run(km_state *s, const gsb__tensor *init)
     int64_t max_iter = gsb__param_int(s->f.m->params, "max_iter"), it;
     gsb__tensor stats = GSB__TENSOR_NONE;
     int moved = 1, rc = GSB_OK;
+    swap_shards(s); /* centred shards for the loop */
     for (it = 0; it < max_iter && rc == GSB_OK; it++) {
         if (atomic_load(&s->f.m->cancel)) {
             rc = gsb__err(GSB_ECANCELLED, "KMeans.fit was cancelled at iteration %lld",
@@ -229,6 +266,7 @@ static int run(km_state *s, const gsb__tensor *init)
         gsb__tensor_free(&stats);
         rc = lloyd_stats(s, 0, &stats);
     }
+    swap_shards(s); /* the raw shards back (predict's labels_, md_close) */
     if (rc == GSB_OK)
         rc = finish(s, &stats, n_iter);
     gsb__tensor_free(&stats);
@@ -275,6 +313,8 @@ int gsb__md_kmeans_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *m
     gsb__tensor_free(&s.shift);
     gsb__tensor_free(&s.centres64);
     gsb__tensor_free(&s.shift64);
+    for (int r = 0; r < GSB__MAX_DEVICES; r++)
+        gsb__tensor_free(&s.held[r]);
     json_decref(s.opts);
     gsb__md_close(&s.f);
     return rc;

@@ -9,6 +9,8 @@
  *   cluster weighted sums and counts of X - shift and the inertia, the
  *   backend's argmin_sqdist and segment_sum, as lloyd() runs them), merged
  *   by summing;
+ *   (option centred: X is already X - shift, as the multi-device driver
+ *   keeps its shards for the whole loop, so no centred copy per call);
  *   when a cluster is empty, stats_lloyd with far = n_empty (each
  *   partition's n_empty points farthest from their centre, merged by
  *   distance, ties to the smaller global row) for scikit-learn's relocation;
@@ -92,7 +94,8 @@ static void part_free(km_part *p)
     free(p->wh);
 }
 
-/* Centre the partition and run the E-step against C (centred coordinates). */
+/* Centre the partition (unless option centred says X is centred already)
+ * and run the E-step against C (centred coordinates). */
 static int part_estep(gsb__ctx *c, km_part *p)
 {
     const gsb__backend *be = c->be;
@@ -111,11 +114,16 @@ static int part_estep(gsb__ctx *c, km_part *p)
         GSB_CHECK(gsb__tensor_from_f64(be, GSB_F64, p->wh, n, 1, &p->w));
     GSB_CHECK(gsb__tensor_to(be, X, &Xb));
     GSB_CHECK(gsb__tensor_to(be, C, &Cb));
-    GSB_CHECK(gsb__tensor_to(be, sh, &Sb));
-    Sb.rows = d; /* the 1 x d shift as the d-vector col_affine reads */
-    Sb.cols = 1;
-    GSB_CHECK(gsb__tensor_alloc(be, X->dtype, n, d, &p->Xc));
-    GSB_CHECK(be->ops->col_affine(be, &Xb, &Sb, NULL, NULL, &p->Xc));
+    if (gsb__opt_bool(c, "centred", 0)) {
+        p->Xc = Xb; /* X itself (a view) or its copy on be */
+        Xb = GSB__TENSOR_NONE;
+    } else {
+        GSB_CHECK(gsb__tensor_to(be, sh, &Sb));
+        Sb.rows = d; /* the 1 x d shift as the d-vector col_affine reads */
+        Sb.cols = 1;
+        GSB_CHECK(gsb__tensor_alloc(be, X->dtype, n, d, &p->Xc));
+        GSB_CHECK(be->ops->col_affine(be, &Xb, &Sb, NULL, NULL, &p->Xc));
+    }
     GSB_CHECK(gsb__tensor_alloc(be, GSB_I32, n, 1, &p->labels));
     GSB_CHECK(gsb__tensor_alloc(be, X->dtype, n, 1, &p->mind));
     if (C->rows > 0)
