@@ -1,8 +1,8 @@
 /*
  * stream.h - streamed (out-of-core) fits: reading a host X that does not fit
  * the backend's memory in batches of rows, through the backend's staging
- * ring (backend.h's stage_* ops: pinned, double-buffered, the copy of batch
- * i + 1 overlapping the compute on batch i), and the per-batch sufficient
+ * ring (backend.h's stage_* ops: pinned, 2 to 4 buffers deep, the copies of
+ * batches i + 1 .. overlapping the compute on batch i), and the per-batch sufficient
  * statistics the streamed fits accumulate.
  *
  * An estimator's fit asks gsb__stream_plan_for whether X fits; if not, it
@@ -32,6 +32,8 @@ typedef struct gsb__stream_plan {
     int streamed;       /* X does not fit: read it in batches */
     int64_t batch_rows; /* rows per batch when streamed */
     size_t budget;      /* the backend memory the call may use (core/budget.h) */
+    size_t ring_bytes;  /* what the staging ring may take when streamed: room for
+                           more than the two buffers the batch size assumes */
 } gsb__stream_plan;
 
 /*
