@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gpu_arrays.py - GPU arrays and out-of-core fits on the device (issue 17).
 
-    python3 bench/gpu_arrays.py [--cases RE] [--scale S] [--repeats R] [--json FILE]
+    python3 bench/gpu_arrays.py [--cases RE] [--scale S] [--repeats R] [--json FILE] [--trace]
     python3 bench/gpu_arrays.py --device cpu --scale 0.05   (no GPU: the out-of-core cases
                                                            on the CPU backend, times only)
 
@@ -21,10 +21,17 @@ Needs a GPU and CuPy; gsb as the tests find it (GSB_LIBRARY, PYTHONPATH).  The c
 Goal: out-of-core from page-locked memory at >= 80% of the pinned bandwidth.  Pageable
 X goes through a memcpy into pinned staging first, bounded by host memory bandwidth;
 KMeans page-locks X for its many passes (cudaHostRegister), so its later passes are DMAs.
---scale multiplies the row counts (0.1 for a quick run).
+The rate is the bytes copied over the whole fit's time (validation, setup and the solve
+included).  The in-memory time is the median of the same repeats (the first fit of a size
+also grows the GPU's memory pool).  --scale multiplies the row counts (0.1 for a quick
+run).  --trace sets GSB_STREAM_TRACE=1: each streamed fit's ring prints one line to stderr
+(the link's busy time and rate, the compute per batch, the host's staging: which of them
+bounds the fit; docs/CUDA.md, "Out of core"); the timings of a traced run carry the
+events' small cost.
 """
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -129,12 +136,16 @@ def case_out_of_core(args, rows, pinned_bw):
         X, y = data(n, d)
         target = y if with_y else None
         gsb.set_config(gpu_memory_cap=None)
-        t_mem, _, _ = timed_fit(make, X, target, 1)  # the same fit in memory, for reference
+        # the same fit in memory, for reference (median: the first also grows the pool)
+        t_mem, _, _ = timed_fit(make, X, target, args.repeats)
         cap = int(X.nbytes / 1.5)
         gsb.set_config(gpu_memory_cap=cap)
         Xp = gsb.empty(X.shape, X.dtype)  # page-locked: the session's arena
         np.copyto(Xp, X)
         for label, Xin in (("pageable", X), ("page-locked", Xp)):
+            if args.trace:
+                print(f"# {name}, X {label}: trace lines of {args.repeats} fits",
+                      file=sys.stderr, flush=True)
             t, moved, count = timed_fit(make, Xin, target, args.repeats)
             rate = moved / t if pinned_bw else float("nan")
             rows.append({"case": name, "input": label, "time_s": t, "in_memory_s": t_mem,
@@ -171,7 +182,11 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="also write the rows as JSON")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--trace", action="store_true",
+                    help="GSB_STREAM_TRACE=1: one line per streamed fit's ring on stderr")
     args = ap.parse_args()
+    if args.trace:
+        os.environ["GSB_STREAM_TRACE"] = "1"  # read by the CUDA ring at each open
     rows, pinned_bw, pageable_bw = [], None, None
     if args.device == "cuda":
         cupy = cupy_or_exit()
