@@ -21,8 +21,10 @@
  *     on the first pageable fill and kept in a small cache for the next
  *     ring, since pinning costs ~0.3 ms per MiB.  When pinning is refused,
  *     the DMA goes from pageable memory and the host waits for it.
- * acquire makes the compute stream wait for copied[k]; release records
- * consumed[k] after the compute queued on the buffer.  So with two buffers
+ * acquire makes the compute stream wait for copied[k] (and counts the fill
+ * in copy_stats: a fill never acquired, a stream's prefetch of a pass that
+ * does not come, is not counted); release records consumed[k] after the
+ * compute queued on the buffer.  So with two buffers
  * the DMA of batch i + 1 runs while the kernels of batch i do, and with
  * pageable memory the host's copy of batch i + 2 too.
  *
@@ -71,6 +73,8 @@ struct gsb__stage {
     cudaEvent_t copied[GSB__STAGE_MAX_BUFFERS];
     cudaEvent_t consumed[GSB__STAGE_MAX_BUFFERS];
     int filled[GSB__STAGE_MAX_BUFFERS];    /* copied[k] has been recorded */
+    size_t pending[GSB__STAGE_MAX_BUFFERS]; /* bytes of k's fill, counted at acquire */
+    int unread[GSB__STAGE_MAX_BUFFERS];    /* k was filled and not acquired since */
     cudaStream_t copy_stream;              /* the ring's device's copy stream */
     stage_trace *trace;                    /* $GSB_STREAM_TRACE, else NULL */
 };
@@ -541,7 +545,8 @@ extern "C" int gsb__cuda_stage_fill(const gsb__backend *be, gsb__stage *st, int 
     CUDA_TRY(cudaEventRecord(st->copied[k], st->copy_stream));
     st->filled[k] = 1;
     trace_mark(st, k, 1, st->copy_stream);
-    gsb__cuda_count_copy(1, total);
+    st->pending[k] = total;
+    st->unread[k] = 1;
     return GSB_OK;
 }
 
@@ -553,6 +558,9 @@ extern "C" int gsb__cuda_stage_acquire(const gsb__backend *be, gsb__stage *st, i
         return rc;
     CUDA_TRY(cudaStreamWaitEvent(gsb__cuda_ctx_of(be)->stream, st->copied[k], 0));
     trace_mark(st, k, 2, gsb__cuda_ctx_of(be)->stream);
+    if (st->unread[k]) /* copy_stats: the fills used (a stream's prefetch may go unused) */
+        gsb__cuda_count_copy(1, st->pending[k]);
+    st->unread[k] = 0;
     *dev = st->dev[k];
     return GSB_OK;
 }

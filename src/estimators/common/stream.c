@@ -32,6 +32,10 @@
 
 #define TARGET_BATCH_BYTES ((size_t)256 << 20)
 #define PLAN_BUFFERS 2
+/* fills a stream of several passes queues past the end of a pass: one keeps
+ * the link busy across the pass's end and wastes at most one batch's copy at
+ * the end of the fit (a fill never acquired is not counted as a copy) */
+#define NEXT_PASS_AHEAD 1
 #define ALIGN 256
 
 static size_t align_up(size_t v) { return (v + ALIGN - 1) / ALIGN * ALIGN; }
@@ -99,11 +103,13 @@ static int64_t rows_of_batch(const gsb__stream *s, int64_t i)
     return s->n - first < s->batch_rows ? s->n - first : s->batch_rows;
 }
 
-/* Queue the copy of batch i into buffer i % nbuf. */
-static int fill(gsb__stream *s, int64_t i)
+/* Queue fill number g, batch (g - pass_start) mod nbatches (past the pass's
+ * end: the next pass's), into buffer g % nbuf. */
+static int fill(gsb__stream *s, int64_t g)
 {
     gsb__stage_seg segs[1 + GSB__STREAM_MAX_EXTRA];
     int nseg = 0;
+    int64_t i = (g - s->pass_start) % s->nbatches;
     int64_t first = i * s->batch_rows, rows = rows_of_batch(s, i);
     for (int k = 0; k < s->nsrc; k++) {
         if (!s->src[k])
@@ -113,7 +119,7 @@ static int fill(gsb__stream *s, int64_t i)
         segs[nseg].offset = s->offset[k];
         nseg++;
     }
-    return s->be->ops->stage_fill(s->be, s->ring, (int)(i % s->nbuf), segs, nseg);
+    return s->be->ops->stage_fill(s->be, s->ring, (int)(g % s->nbuf), segs, nseg);
 }
 
 int gsb__stream_open(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tensor *X,
@@ -139,6 +145,7 @@ int gsb__stream_open(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tenso
         s->src[1 + k] = extra[k];
     }
     s->nsrc = 1 + n_extra;
+    s->repeat = passes > 1;
     size_t bytes = 0;
     for (int k = 0; k < s->nsrc; k++) {
         if (!s->src[k])
@@ -166,7 +173,7 @@ static int cancelled(gsb__stream *s)
     if (!atomic_load(&m->cancel))
         return GSB_OK;
     return gsb__err(GSB_ECANCELLED, "%s.%s was cancelled at batch %lld", s->c->est->name,
-                    s->c->method->name, (long long)s->next_out);
+                    s->c->method->name, (long long)(s->next_out - s->pass_start));
 }
 
 int gsb__stream_next(gsb__stream *s, gsb__batch *b, int *more)
@@ -179,14 +186,17 @@ int gsb__stream_next(gsb__stream *s, gsb__batch *b, int *more)
         s->held = 0;
     }
     GSB_TRY(cancelled(s));
-    /* keep the ring full: this batch and the next ones up to nbuf */
-    while (s->next_fill < s->nbatches && s->next_fill < s->next_out + s->nbuf) {
+    /* keep the ring full: this batch and the next ones up to nbuf, and for a
+     * stream of several passes the next pass's first batch, whose copy then
+     * runs while the caller ends this pass (KMeans: its Lloyd step) */
+    int64_t end = s->pass_start + s->nbatches + (s->repeat ? NEXT_PASS_AHEAD : 0);
+    while (s->next_fill < end && s->next_fill < s->next_out + s->nbuf) {
         GSB_TRY(fill(s, s->next_fill));
         s->next_fill++;
     }
-    if (s->next_out >= s->nbatches)
+    if (s->next_out - s->pass_start >= s->nbatches)
         return GSB_OK;
-    int64_t i = s->next_out, k = i % s->nbuf;
+    int64_t i = s->next_out - s->pass_start, k = s->next_out % s->nbuf;
     void *dev;
     GSB_TRY(be->ops->stage_acquire(be, s->ring, (int)k, &dev));
     s->held = 1;
@@ -214,8 +224,16 @@ int gsb__stream_rewind(gsb__stream *s)
         GSB_TRY(s->be->ops->stage_release(s->be, s->ring, (int)((s->next_out - 1) % s->nbuf)));
         s->held = 0;
     }
-    /* fills queued ahead of the end of a pass: acquire them so the ring's
-     * buffers are consumed in order (batches i and nbuf + i share a buffer) */
+    int64_t read = s->next_out - s->pass_start;
+    if (read >= s->nbatches) { /* at the end: the fills queued are the next pass's first */
+        s->pass_start += s->nbatches;
+        return GSB_OK;
+    }
+    if (read == 0) /* nothing read yet: the fills queued are this pass's first */
+        return GSB_OK;
+    /* in the middle: acquire the fills queued ahead so the ring's buffers are
+     * consumed in order (fills g and g + nbuf share a buffer), then start
+     * afresh from an empty ring */
     while (s->next_out < s->next_fill) {
         int k = (int)(s->next_out % s->nbuf);
         void *dev;
@@ -223,7 +241,7 @@ int gsb__stream_rewind(gsb__stream *s)
         GSB_TRY(s->be->ops->stage_release(s->be, s->ring, k));
         s->next_out++;
     }
-    s->next_fill = s->next_out = 0;
+    s->pass_start = s->next_out;
     return GSB_OK;
 }
 
