@@ -189,7 +189,7 @@ int gsb__stream_next(gsb__stream *s, gsb__batch *b, int *more)
     /* keep the ring full: this batch and the next ones up to nbuf, and for a
      * stream of several passes the next pass's first batch, whose copy then
      * runs while the caller ends this pass (KMeans: its Lloyd step) */
-    int64_t end = s->pass_start + s->nbatches + (s->repeat ? NEXT_PASS_AHEAD : 0);
+    int64_t end = s->pass_start + s->nbatches + (s->repeat && s->nbatches ? NEXT_PASS_AHEAD : 0);
     while (s->next_fill < end && s->next_fill < s->next_out + s->nbuf) {
         GSB_TRY(fill(s, s->next_fill));
         s->next_fill++;
