@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gpu_arrays.py - GPU arrays and out-of-core fits on the device (issue 17).
 
-    python3 bench/gpu_arrays.py [--cases RE] [--scale S] [--repeats R] [--json FILE]
+    python3 bench/gpu_arrays.py [--cases RE] [--scale S] [--repeats R] [--json FILE] [--trace]
     python3 bench/gpu_arrays.py --device cpu --scale 0.05   (no GPU: the out-of-core cases
                                                            on the CPU backend, times only)
 
@@ -21,13 +21,25 @@ Needs a GPU and CuPy; gsb as the tests find it (GSB_LIBRARY, PYTHONPATH).  The c
 Goal: out-of-core from page-locked memory at >= 80% of the pinned bandwidth.  Pageable
 X goes through a memcpy into pinned staging first, bounded by host memory bandwidth;
 KMeans page-locks X for its many passes (cudaHostRegister), so its later passes are DMAs.
---scale multiplies the row counts (0.1 for a quick run).
+The rate is the bytes copied over the whole fit's time (validation, setup and the solve
+included).  The in-memory time is the median of the same repeats (the first fit of a size
+also grows the GPU's memory pool).  --scale multiplies the row counts (0.1 for a quick
+run).  --trace sets GSB_STREAM_TRACE=1: each streamed fit's ring prints one line to stderr
+(the link's busy time and rate, the compute per batch, the host's staging: which of them
+bounds the fit; docs/CUDA.md, "Out of core"), and the table gains the ring's open-to-close
+time (median over the repeats) and the copied bytes over it: the stream alone, without the
+validation, setup and solve around it; the timings of a traced run carry the events'
+small cost.
 """
 import argparse
+import contextlib
 import json
+import math
+import os
 import re
 import statistics
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -91,6 +103,34 @@ def timed_fit(make, X, y, repeats):
     return statistics.median(times), statistics.median(moved), statistics.median(count)
 
 
+@contextlib.contextmanager
+def stderr_into(lines):
+    """Collect what the process writes to fd 2 (the C library's trace lines) into lines,
+    and write it on to stderr afterwards."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode(errors="replace")
+            sys.stderr.write(text)
+            sys.stderr.flush()
+            lines.extend(text.splitlines())
+
+
+def ring_seconds(lines):
+    """The median over fits of the ring's open-to-close time (GSB_STREAM_TRACE lines)."""
+    found = [float(m.group(1)) / 1e3 for m in
+             (re.search(r"ring open to close ([0-9.]+) ms", x) for x in lines
+              if x.startswith("gsb stream trace:")) if m]
+    return statistics.median(found) if found else float("nan")
+
+
 def data(n, d, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d), dtype=np.float32)
@@ -129,20 +169,28 @@ def case_out_of_core(args, rows, pinned_bw):
         X, y = data(n, d)
         target = y if with_y else None
         gsb.set_config(gpu_memory_cap=None)
-        t_mem, _, _ = timed_fit(make, X, target, 1)  # the same fit in memory, for reference
+        # the same fit in memory, for reference (median: the first also grows the pool)
+        t_mem, _, _ = timed_fit(make, X, target, args.repeats)
         cap = int(X.nbytes / 1.5)
         gsb.set_config(gpu_memory_cap=cap)
         Xp = gsb.empty(X.shape, X.dtype)  # page-locked: the session's arena
         np.copyto(Xp, X)
         for label, Xin in (("pageable", X), ("page-locked", Xp)):
-            t, moved, count = timed_fit(make, Xin, target, args.repeats)
+            traced = []
+            if args.trace:
+                print(f"# {name}, X {label}: trace lines of {args.repeats} fits",
+                      file=sys.stderr, flush=True)
+            with stderr_into(traced) if args.trace else contextlib.nullcontext():
+                t, moved, count = timed_fit(make, Xin, target, args.repeats)
             rate = moved / t if pinned_bw else float("nan")
+            ring_s = ring_seconds(traced)
             rows.append({"case": name, "input": label, "time_s": t, "in_memory_s": t_mem,
                          "x_gib": X.nbytes / GIB, "cap_gib": cap / GIB,
                          "uploaded_gib": moved / GIB, "copies": count,
                          "rate_gbs": rate / 1e9,
                          "pinned_gbs": pinned_bw / 1e9 if pinned_bw else float("nan"),
-                         "of_pinned": rate / pinned_bw if pinned_bw else float("nan")})
+                         "of_pinned": rate / pinned_bw if pinned_bw else float("nan"),
+                         "ring_s": ring_s, "ring_gbs": moved / ring_s / 1e9})
         del Xp
         gsb.set_config(gpu_memory_cap=None)
 
@@ -153,15 +201,19 @@ def print_table(rows, pinned_bw, pageable_bw):
               f"{pageable_bw / 1e9:.1f} GB/s ({gsb.session_info().get('gpu')})\n")
     else:
         print("\nCPU backend (streamed under the cap, compared with the fit in memory)\n")
+    # with --trace: the ring's open-to-close (the stream alone) and the copied bytes over it
+    ring = any(not math.isnan(r.get("ring_s", float("nan"))) for r in rows)
     print("| case | X in | fit s | in memory s | X GiB | cap GiB | copied GiB | rate GB/s | "
-          "% of pinned |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+          "% of pinned |" + (" ring s | ring GB/s |" if ring else ""))
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if ring else ""))
     for r in rows:
         print(f"| {r['case']} | {r['input']} | {r['time_s']:.3f} | "
               f"{r.get('in_memory_s', float('nan')):.3f} | {r['x_gib']:.2f} | "
               f"{r.get('cap_gib', float('nan')):.2f} | {r['uploaded_gib']:.3f} | "
               f"{r.get('rate_gbs', float('nan')):.1f} | "
-              f"{100 * r.get('of_pinned', float('nan')):.0f} |")
+              f"{100 * r.get('of_pinned', float('nan')):.0f} |" +
+              (f" {r.get('ring_s', float('nan')):.3f} | "
+               f"{r.get('ring_gbs', float('nan')):.1f} |" if ring else ""))
 
 
 def main():
@@ -171,7 +223,11 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="also write the rows as JSON")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--trace", action="store_true",
+                    help="GSB_STREAM_TRACE=1: one line per streamed fit's ring on stderr")
     args = ap.parse_args()
+    if args.trace:
+        os.environ["GSB_STREAM_TRACE"] = "1"  # read by the CUDA ring at each open
     rows, pinned_bw, pageable_bw = [], None, None
     if args.device == "cuda":
         cupy = cupy_or_exit()

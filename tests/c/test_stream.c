@@ -391,9 +391,19 @@ static void test_stage_ring(void)
     for (int i = 0; i < 8; i++)
         b[i] = -i;
     gsb__stage_seg segs[2] = {{a, sizeof a, 0}, {b, sizeof b, 512}};
+    gsb__copy_stats c0, c1, c2, c3;
+    CHECK_OK(be->ops->copy_stats(be, &c0));
     CHECK_OK(be->ops->stage_fill(be, st, 1, segs, 2));
+    CHECK_OK(be->ops->copy_stats(be, &c1));
     void *dev = NULL;
     CHECK_OK(be->ops->stage_acquire(be, st, 1, &dev));
+    CHECK_OK(be->ops->copy_stats(be, &c2));
+    CHECK_OK(be->ops->stage_acquire(be, st, 1, &dev)); /* again: counted once */
+    CHECK_OK(be->ops->copy_stats(be, &c3));
+    /* a fill counts when it is acquired (a stream's unused prefetch does not) */
+    CHECK(c1.h2d_count == c0.h2d_count && c1.h2d_bytes == c0.h2d_bytes);
+    CHECK(c2.h2d_count == c0.h2d_count + 1 && c2.h2d_bytes == c0.h2d_bytes + sizeof a + sizeof b);
+    CHECK(c3.h2d_count == c2.h2d_count && c3.h2d_bytes == c2.h2d_bytes);
     CHECK(dev && ((uintptr_t)dev % 256) == 0);
     CHECK(memcmp(dev, a, sizeof a) == 0 && memcmp((char *)dev + 512, b, sizeof b) == 0);
     CHECK_OK(be->ops->stage_release(be, st, 1));

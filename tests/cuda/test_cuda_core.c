@@ -626,23 +626,28 @@ static void test_gemm_long_k(void)
     gemm_long_case(2048, 2048, 1500, 0, 1, 1.0, 0.0, 0);
 }
 
-static void syrk_long_case(int64_t m, int64_t n, double alpha, double beta)
+/* float64 over a long inner dimension (k >= 8192, n <= 256: chunks of 4096
+ * as one batched DGEMM, cuda_linalg.cu) against the exact product too */
+static const double LONG_K_EXACT_TOL_F64 = 1e-12;
+
+static void syrk_long_case_dt(gsb_dtype dt, int64_t m, int64_t n, double alpha, double beta)
 {
     int before = case_begin();
-    gsb__tensor hA = host_random(GSB_F32, m, n, 1.0);
+    gsb__tensor hA = host_random(dt, m, n, 1.0);
     double *sym = random_symmetric(n);
-    gsb__tensor hC = host_of(GSB_F32, n, n, sym);
+    gsb__tensor hC = host_of(dt, n, n, sym);
     double *c0 = values(&hC), *a = values(&hA);
     gsb__tensor gA = to_gpu(&hA);
-    gsb__tensor gC = beta == 0 ? gpu_poisoned(GSB_F32, n, n) : to_gpu(&hC);
+    gsb__tensor gC = beta == 0 ? gpu_poisoned(dt, n, n) : to_gpu(&hC);
+    double exact_tol = dt == GSB_F64 ? LONG_K_EXACT_TOL_F64 : LONG_K_EXACT_TOL;
     CHECK_OK(gpu->ops->syrk(gpu, alpha, &gA, beta, &gC));
     double *ref = xmalloc(sizeof(double) * (size_t)(n * n)), *g = values(&gC);
     matmul(a, 1, a, 0, n, n, m, ref);
     for (int64_t i = 0; i < n * n; i++)
         ref[i] = alpha * ref[i] + (beta != 0 ? beta * c0[i] : 0.0);
     double e = rel_diff(g, ref, n * n, 0.0);
-    if (!(e <= LONG_K_EXACT_TOL)) {
-        fprintf(stderr, "error %g against the exact product (tol %g)\n", e, LONG_K_EXACT_TOL);
+    if (!(e <= exact_tol)) {
+        fprintf(stderr, "error %g against the exact product (tol %g)\n", e, exact_tol);
         testing_cur_failed = 1;
     }
     for (int64_t i = 0; i < n; i++) /* both triangles, exactly symmetric */
@@ -653,7 +658,7 @@ static void syrk_long_case(int64_t m, int64_t n, double alpha, double beta)
                 break;
             }
     CHECK_OK(cpu->ops->syrk(cpu, alpha, &hA, beta, &hC));
-    CHECK_MATCH(&gC, &hC, tol_for(GSB_F32));
+    CHECK_MATCH(&gC, &hC, tol_for(dt));
     free(sym);
     free(c0);
     free(a);
@@ -663,8 +668,13 @@ static void syrk_long_case(int64_t m, int64_t n, double alpha, double beta)
     gsb__tensor_free(&hC);
     gsb__tensor_free(&gA);
     gsb__tensor_free(&gC);
-    CASE_END(before, "syrk float32 m=%lld n=%lld alpha=%g beta=%g", (long long)m,
-             (long long)n, alpha, beta);
+    CASE_END(before, "syrk %s m=%lld n=%lld alpha=%g beta=%g", gsb_dtype_name(dt),
+             (long long)m, (long long)n, alpha, beta);
+}
+
+static void syrk_long_case(int64_t m, int64_t n, double alpha, double beta)
+{
+    syrk_long_case_dt(GSB_F32, m, n, alpha, beta);
 }
 
 static void test_syrk_long_k(void)
@@ -674,6 +684,16 @@ static void test_syrk_long_k(void)
     syrk_long_case(512, 3, 1.0, 0.0);
     syrk_long_case(3000, 300, 1.0, 0.0);
     syrk_long_case(1000, 1, -2.0, 1.0);
+    /* float64: a streamed batch's Gram shape (4 chunks + 3616 rows), beta = 1
+     * as the streamed fits accumulate, exactly two chunks, the least n and
+     * the largest, and one row and one column outside the chunked path */
+    syrk_long_case_dt(GSB_F64, 20000, 64, 1.0, 0.0);
+    syrk_long_case_dt(GSB_F64, 20000, 64, 1.0, 1.0);
+    syrk_long_case_dt(GSB_F64, 8192, 3, 0.7, 0.3);
+    syrk_long_case_dt(GSB_F64, 9000, 1, -2.0, 1.0);
+    syrk_long_case_dt(GSB_F64, 9000, 256, 1.0, 0.0);
+    syrk_long_case_dt(GSB_F64, 8191, 5, 1.0, 0.0);
+    syrk_long_case_dt(GSB_F64, 9000, 257, 1.0, 0.0);
 }
 
 /* ---- eigh and posv --------------------------------------------------------------- */

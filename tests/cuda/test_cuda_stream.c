@@ -129,7 +129,7 @@ static void test_stage_ring(void)
 {
     int64_t cases[][3] = {{1, 3, 1}, {1000, 7, 64}, {100003, 33, 4096}, {300000, 64, 100000}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
-        for (int nbuf = 1; nbuf <= 3; nbuf++)
+        for (int nbuf = 1; nbuf <= GSB__STAGE_MAX_BUFFERS; nbuf++)
             for (int pinned = 0; pinned < 2; pinned++) {
                 int before = case_begin();
                 ring_case(cases[c][0], cases[c][1], cases[c][2], nbuf, pinned);
@@ -137,6 +137,15 @@ static void test_stage_ring(void)
                          (long long)cases[c][0], (long long)cases[c][1],
                          (long long)cases[c][2], nbuf, pinned);
             }
+    /* traced rings (GSB_STREAM_TRACE: events on both streams, a line at close)
+     * give the same sums */
+    setenv("GSB_STREAM_TRACE", "1", 1);
+    for (int pinned = 0; pinned < 2; pinned++) {
+        int before = case_begin();
+        ring_case(100003, 33, 4096, GSB__STAGE_MAX_BUFFERS, pinned);
+        CASE_END(before, "traced, pinned %d", pinned);
+    }
+    unsetenv("GSB_STREAM_TRACE");
     gsb__stage *st = NULL;
     CHECK(gpu->ops->stage_open(gpu, 64, GSB__STAGE_MAX_BUFFERS + 1, &st) == GSB_EINTERNAL);
     CHECK_OK(gpu->ops->stage_open(gpu, 64, 2, &st));
@@ -148,7 +157,7 @@ static void test_stage_ring(void)
     gpu->ops->stage_close(gpu, st);
 }
 
-/* Uploads, downloads and fills are counted. */
+/* Uploads, downloads and fills are counted; a fill when it is acquired, once. */
 static void test_copy_stats(void)
 {
     gsb__copy_stats a, b;
@@ -157,6 +166,24 @@ static void test_copy_stats(void)
     CHECK_OK(gpu->ops->copy_stats(gpu, &b));
     CHECK(b.h2d_count >= a.h2d_count + 1 && b.h2d_bytes >= a.h2d_bytes + 40000);
     CHECK(b.d2h_count >= a.d2h_count + 1 && b.d2h_bytes >= a.d2h_bytes + 40000);
+    gsb__stage *st = NULL;
+    CHECK_OK(gpu->ops->stage_open(gpu, 40000, 2, &st));
+    gsb__stage_seg seg = {h.data, 40000, 0};
+    gsb__copy_stats f0, f1, f2, f3;
+    void *dev = NULL;
+    CHECK_OK(gpu->ops->copy_stats(gpu, &f0));
+    CHECK_OK(gpu->ops->stage_fill(gpu, st, 1, &seg, 1));
+    CHECK_OK(gpu->ops->copy_stats(gpu, &f1));
+    CHECK_OK(gpu->ops->stage_acquire(gpu, st, 1, &dev));
+    CHECK_OK(gpu->ops->copy_stats(gpu, &f2));
+    CHECK_OK(gpu->ops->stage_acquire(gpu, st, 1, &dev));
+    CHECK_OK(gpu->ops->copy_stats(gpu, &f3));
+    CHECK_OK(gpu->ops->stage_release(gpu, st, 1));
+    CHECK_OK(gpu->ops->stage_fill(gpu, st, 0, &seg, 1)); /* never acquired: not counted */
+    gpu->ops->stage_close(gpu, st);
+    CHECK(f1.h2d_count == f0.h2d_count && f1.h2d_bytes == f0.h2d_bytes);
+    CHECK(f2.h2d_count == f0.h2d_count + 1 && f2.h2d_bytes == f0.h2d_bytes + 40000);
+    CHECK(f3.h2d_count == f2.h2d_count && f3.h2d_bytes == f2.h2d_bytes);
     gsb__tensor_free(&h);
     gsb__tensor_free(&g);
     gsb__tensor_free(&back);

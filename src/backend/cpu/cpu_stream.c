@@ -68,6 +68,8 @@ struct gsb__stage {
     size_t bytes;
     int nbuf;
     void *buf[GSB__STAGE_MAX_BUFFERS];
+    size_t pending[GSB__STAGE_MAX_BUFFERS]; /* bytes of k's fill, counted at acquire */
+    int unread[GSB__STAGE_MAX_BUFFERS];     /* k was filled and not acquired since */
 };
 
 int gsb__cpu_stage_open(const gsb__backend *be, size_t bytes, int nbuf, gsb__stage **out)
@@ -113,7 +115,8 @@ static void copy_bytes(void *dst, const void *src, size_t n)
 }
 
 /* the ring's copies, for copy_stats: on the CPU backend the only "uploads"
- * that move memory, so tests can see that a fit streamed */
+ * that move memory, so tests can see that a fit streamed (a fill counts when
+ * it is acquired, as on the GPU) */
 static _Atomic uint64_t staged_count, staged_bytes;
 
 int gsb__cpu_copy_stats(const gsb__backend *be, gsb__copy_stats *out)
@@ -137,12 +140,14 @@ int gsb__cpu_stage_fill(const gsb__backend *be, gsb__stage *st, int k, const gsb
         if (segs[i].bytes && !segs[i].host)
             return gsb__err(GSB_EINTERNAL, "stage_fill: no host memory");
     }
+    size_t total = 0;
     for (int i = 0; i < nseg; i++)
         if (segs[i].bytes) {
             copy_bytes((char *)st->buf[k] + segs[i].offset, segs[i].host, segs[i].bytes);
-            atomic_fetch_add(&staged_bytes, segs[i].bytes);
+            total += segs[i].bytes;
         }
-    atomic_fetch_add(&staged_count, 1);
+    st->pending[k] = total;
+    st->unread[k] = 1;
     return GSB_OK;
 }
 
@@ -152,6 +157,11 @@ int gsb__cpu_stage_acquire(const gsb__backend *be, gsb__stage *st, int k, void *
     *dev = NULL;
     GSB_TRY(check_buffer(st, k, "stage_acquire"));
     *dev = st->buf[k];
+    if (st->unread[k]) { /* counted when used, as the CUDA ring counts */
+        atomic_fetch_add(&staged_count, 1);
+        atomic_fetch_add(&staged_bytes, st->pending[k]);
+    }
+    st->unread[k] = 0;
     return GSB_OK;
 }
 

@@ -45,7 +45,18 @@
  * at most 256 terms, the rest is exact to double.  The same products, twice
  * the flops of syrk (both triangles), and the partials' traffic: a few ms
  * for X^T X of 1M x 256.  Large results (C of GEMM-benchmark size) and short
- * k keep one SGEMM.  float64 is untouched.
+ * k keep one SGEMM.
+ *
+ * float64 syrk over a long inner dimension with a small result (n <= 256,
+ * k >= 2 ACC64_KC: the Gram matrices of the streamed fits, 64 x 64 over
+ * ~300k rows a batch) goes the same way, for speed rather than accuracy:
+ * cuBLAS' DSYRK tiles only the small n x n output, so a handful of blocks
+ * walk all of k while the rest of the GPU idles (several times slower than
+ * the same product through DGEMM for tall-skinny A).  Chunks of ACC64_KC
+ * rows are independent DGEMMs of one strided batch, their float64 partials
+ * added in chunk order as above: deterministic, and the additions along k
+ * run over at most ACC64_KC terms at a time.  Other float64 gemms are
+ * untouched.
  *
  * Every op checks its arguments like the CPU twin (GSB_EINTERNAL on a
  * mismatch), works on ctx->stream, takes scratch from the pool, and syncs
@@ -79,6 +90,9 @@ constexpr int64_t ACC_KC = 256;
 constexpr int64_t ACC_MIN_K = 2 * ACC_KC;
 constexpr int64_t ACC_MAX_MN = (int64_t)1 << 22;
 constexpr int64_t ACC_PART_BYTES = (int64_t)64 << 20;
+/* float64 syrk in chunks (see the top): the chunk along k, the largest n */
+constexpr int64_t ACC64_KC = 4096;
+constexpr int64_t ACC64_MAX_N = 256;
 
 /* ---- argument checks (a mismatch is a bug in the caller) ------------------ */
 
@@ -223,6 +237,14 @@ template <> struct la<float> {
     {
         return cublasSgemm(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
     }
+    static cublasStatus_t gemm_sb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                  int m, int n, int k, const float *alpha, const float *A,
+                                  int lda, long long sa, const float *B, int ldb, long long sb,
+                                  const float *beta, float *C, int ldc, long long sc, int count)
+    {
+        return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta,
+                                         C, ldc, sc, count);
+    }
     static cublasStatus_t syrk(cublasHandle_t h, cublasFillMode_t uplo, cublasOperation_t t,
                                int n, int k, const float *alpha, const float *A, int lda,
                                const float *beta, float *C, int ldc)
@@ -250,6 +272,14 @@ template <> struct la<double> {
                                int ldc)
     {
         return cublasDgemm(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+    static cublasStatus_t gemm_sb(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                  int m, int n, int k, const double *alpha, const double *A,
+                                  int lda, long long sa, const double *B, int ldb, long long sb,
+                                  const double *beta, double *C, int ldc, long long sc, int count)
+    {
+        return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta,
+                                         C, ldc, sc, count);
     }
     static cublasStatus_t syrk(cublasHandle_t h, cublasFillMode_t uplo, cublasOperation_t t,
                                int n, int k, const double *alpha, const double *A, int lda,
@@ -323,7 +353,8 @@ template <typename T> __global__ void scale_kernel(int64_t n, T beta, T *p)
 
 /* acc[e] = (first ? 0 : acc[e]) + sum over b < nb of part[b mn + e], in
  * double, b ascending: a fixed order, so results repeat bit for bit */
-__global__ void acc_partials_kernel(int64_t mn, int64_t nb, const float *__restrict__ part,
+template <typename P>
+__global__ void acc_partials_kernel(int64_t mn, int64_t nb, const P *__restrict__ part,
                                     double *__restrict__ acc, int first)
 {
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < mn;
@@ -338,8 +369,9 @@ __global__ void acc_partials_kernel(int64_t mn, int64_t nb, const float *__restr
 /* C[i ldc + j] = alpha acc[i n + j] + beta C[i ldc + j] in double, rounded
  * once; C is not read when beta == 0 (BLAS); upper: only j >= i (syrk, whose
  * mirror fills the rest: each element is read and written by one thread) */
+template <typename T>
 __global__ void acc_finish_kernel(int64_t m, int64_t n, const double *__restrict__ acc,
-                                  double alpha, double beta, float *C, int64_t ldc, int upper)
+                                  double alpha, double beta, T *C, int64_t ldc, int upper)
 {
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < m * n;
          idx += (int64_t)gridDim.x * blockDim.x) {
@@ -349,7 +381,7 @@ __global__ void acc_finish_kernel(int64_t m, int64_t n, const double *__restrict
         double v = alpha * acc[idx];
         if (beta != 0.0)
             v += beta * (double)C[i * ldc + j];
-        C[i * ldc + j] = (float)v;
+        C[i * ldc + j] = (T)v;
     }
 }
 
@@ -443,51 +475,58 @@ bool use_acc(int64_t m, int64_t n, int64_t k, double alpha)
     return m > 0 && n > 0 && k >= ACC_MIN_K && m * n <= ACC_MAX_MN && alpha != 0.0;
 }
 
-/*
- * gemm_rm's float32 product summed in chunks of ACC_KC along k (use_acc
- * holds).  Chunk c of op(A) is columns [c KC, (c + 1) KC) of the m x k
- * operand: A + c KC for row-major m x k A (ta = 0), rows c KC.. of the
- * k x m A (ta = 1); op(B)'s chunk is rows c KC.. of k x n B (tb = 0) or
- * columns of n x k B (tb = 1).  So the full chunks are one strided batch
- * per group (the partials of a group fit ACC_PART_BYTES), and the
- * remainder, shorter than KC, one plain SGEMM.  upper: write C's upper
- * triangle only (syrk).
- */
-int gemm_f32_acc(const gsb__backend *be, int ta, int tb, int64_t m, int64_t n, int64_t k,
-                 double alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-                 double beta, float *C, int64_t ldc, int upper)
+/* The chunked float64 syrk applies (see the top): A has k rows, n columns. */
+bool use_acc64(int64_t n, int64_t k, double alpha)
 {
-    const int64_t mn = m * n, nfull = k / ACC_KC, rem = k - nfull * ACC_KC;
-    int64_t group = ACC_PART_BYTES / (mn * (int64_t)sizeof(float));
+    return n > 0 && n <= ACC64_MAX_N && k >= 2 * ACC64_KC && alpha != 0.0;
+}
+
+/*
+ * gemm_rm's product summed in chunks of kc along k (use_acc holds for
+ * float32 with kc = ACC_KC, use_acc64 for float64 syrk with ACC64_KC).
+ * Chunk c of op(A) is columns [c kc, (c + 1) kc) of the m x k operand:
+ * A + c kc for row-major m x k A (ta = 0), rows c kc.. of the k x m A
+ * (ta = 1); op(B)'s chunk is rows c kc.. of k x n B (tb = 0) or columns of
+ * n x k B (tb = 1).  So the full chunks are one strided batch per group
+ * (the partials of a group fit ACC_PART_BYTES), and the remainder, shorter
+ * than kc, one plain GEMM; the partials (in T) are added into a double
+ * accumulator in chunk order.  upper: write C's upper triangle only (syrk).
+ */
+template <typename T>
+int gemm_acc(const gsb__backend *be, int ta, int tb, int64_t m, int64_t n, int64_t k,
+             double alpha, const T *A, int64_t lda, const T *B, int64_t ldb, double beta, T *C,
+             int64_t ldc, int upper, int64_t kc)
+{
+    const int64_t mn = m * n, nfull = k / kc, rem = k - nfull * kc;
+    int64_t group = ACC_PART_BYTES / (mn * (int64_t)sizeof(T));
     group = group < 1 ? 1 : group > nfull ? nfull : group;
-    const long long sa = ta ? ACC_KC * lda : ACC_KC, sb = tb ? ACC_KC : ACC_KC * ldb;
+    const long long sa = ta ? kc * lda : kc, sb = tb ? kc : kc * ldb;
     dev_buf accb(be), partb(be);
     PASS(accb.alloc_n<double>(mn));
-    PASS(partb.alloc_n<float>(group * mn));
+    PASS(partb.alloc_n<T>(group * mn));
     double *acc = accb.as<double>();
-    float *part = partb.as<float>();
-    const float one = 1.0f, zero = 0.0f;
+    T *part = partb.as<T>();
+    const T one = T(1), zero = T(0);
     for (int64_t c0 = 0; c0 < nfull; c0 += group) {
         const int64_t nb = min64(group, nfull - c0);
         /* column-major, as gemm_rm: part_b^T (n x m, ld n) = op(B_b)^T op(A_b)^T */
-        CUBLAS_TRY(cublasSgemmStridedBatched(
-            gsb__cuda_ctx_of(be)->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-            ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)ACC_KC, &one, B + c0 * sb,
-            (int)ld(ldb), sb, A + c0 * sa, (int)ld(lda), sa, &zero, part, (int)n,
-            (long long)mn, (int)nb));
-        acc_partials_kernel<<<blocks_for(be, mn), THREADS, 0, stream_of(be)>>>(mn, nb, part, acc,
-                                                                                c0 == 0);
+        CUBLAS_TRY(la<T>::gemm_sb(gsb__cuda_ctx_of(be)->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)kc, &one,
+                                  B + c0 * sb, (int)ld(ldb), sb, A + c0 * sa, (int)ld(lda), sa,
+                                  &zero, part, (int)n, (long long)mn, (int)nb));
+        acc_partials_kernel<T><<<blocks_for(be, mn), THREADS, 0, stream_of(be)>>>(mn, nb, part,
+                                                                                   acc, c0 == 0);
         CUDA_LAUNCH_CHECK();
     }
     if (rem > 0) {
-        PASS(gemm_rm<float>(be, ta, tb, m, n, rem, 1.0, A + nfull * sa, lda, B + nfull * sb, ldb,
-                            0.0, part, n));
-        acc_partials_kernel<<<blocks_for(be, mn), THREADS, 0, stream_of(be)>>>(mn, 1, part, acc,
-                                                                                0);
+        PASS(gemm_rm<T>(be, ta, tb, m, n, rem, 1.0, A + nfull * sa, lda, B + nfull * sb, ldb, 0.0,
+                        part, n));
+        acc_partials_kernel<T><<<blocks_for(be, mn), THREADS, 0, stream_of(be)>>>(mn, 1, part,
+                                                                                   acc, 0);
         CUDA_LAUNCH_CHECK();
     }
-    acc_finish_kernel<<<blocks_for(be, mn), THREADS, 0, stream_of(be)>>>(m, n, acc, alpha, beta,
-                                                                          C, ldc, upper);
+    acc_finish_kernel<T><<<blocks_for(be, mn), THREADS, 0, stream_of(be)>>>(m, n, acc, alpha,
+                                                                             beta, C, ldc, upper);
     CUDA_LAUNCH_CHECK();
     return GSB_OK;
 }
@@ -500,7 +539,8 @@ int gemm_best(const gsb__backend *be, int ta, int tb, int64_t m, int64_t n, int6
 {
     if constexpr (std::is_same_v<T, float>) {
         if (use_acc(m, n, k, alpha))
-            return gemm_f32_acc(be, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, 0);
+            return gemm_acc<float>(be, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, 0,
+                                   ACC_KC);
     }
     return gemm_rm<T>(be, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -515,20 +555,25 @@ int syrk_t(const gsb__backend *be, double alpha, const gsb__tensor *A, double be
         PASS(scale(be, n * n, beta, c));
         return mirror_upper(be, n, c);
     }
+    /* C = A^T A: op(A) = A^T (A is the k x m operand, k = rows), op(B) = A;
+     * the upper triangle, then the mirror */
+    const T *at = (const T *)A->data;
     if constexpr (std::is_same_v<T, float>) {
         if (use_acc(n, n, m, alpha)) {
-            /* C = A^T A: op(A) = A^T (A is the k x m operand, k = rows), op(B) = A;
-             * the upper triangle, then the mirror */
-            const float *a = (const float *)A->data;
-            PASS(gemm_f32_acc(be, 1, 0, n, n, m, alpha, a, n, a, n, beta, c, n, 1));
+            PASS(gemm_acc<float>(be, 1, 0, n, n, m, alpha, at, n, at, n, beta, c, n, 1, ACC_KC));
+            return mirror_upper(be, n, c);
+        }
+    } else {
+        if (use_acc64(n, m, alpha)) {
+            PASS(gemm_acc<double>(be, 1, 0, n, n, m, alpha, at, n, at, n, beta, c, n, 1,
+                                  ACC64_KC));
             return mirror_upper(be, n, c);
         }
     }
     const T a = (T)alpha, b = (T)beta;
     /* column-major At (n x m, ld n): C = At At^T, lower (= row-major upper) */
     CUBLAS_TRY(la<T>::syrk(gsb__cuda_ctx_of(be)->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
-                           (int)n, (int)m, &a, (const T *)A->data, (int)ld(n), &b, c,
-                           (int)ld(n)));
+                           (int)n, (int)m, &a, at, (int)ld(n), &b, c, (int)ld(n)));
     return mirror_upper(be, n, c);
 }
 

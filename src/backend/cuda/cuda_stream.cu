@@ -21,8 +21,10 @@
  *     on the first pageable fill and kept in a small cache for the next
  *     ring, since pinning costs ~0.3 ms per MiB.  When pinning is refused,
  *     the DMA goes from pageable memory and the host waits for it.
- * acquire makes the compute stream wait for copied[k]; release records
- * consumed[k] after the compute queued on the buffer.  So with two buffers
+ * acquire makes the compute stream wait for copied[k] (and counts the fill
+ * in copy_stats: a fill never acquired, a stream's prefetch of a pass that
+ * does not come, is not counted); release records consumed[k] after the
+ * compute queued on the buffer.  So with two buffers
  * the DMA of batch i + 1 runs while the kernels of batch i do, and with
  * pageable memory the host's copy of batch i + 2 too.
  *
@@ -31,12 +33,37 @@
  * owns its buffers and events and the lock only guards its device's copy
  * stream.  The cache of pinned buffers is every device's (they are
  * portable), under a lock of its own.
+ *
+ * $GSB_STREAM_TRACE (set, not "0"): each ring times its fills with events
+ * (the DMAs on the copy stream, the compute between acquire and release on
+ * the compute stream) and the host's staging, and prints one line to stderr
+ * at close: whether a streamed fit is bound by the link, the compute or the
+ * host (docs/CUDA.md, "Out of core").  Off, it costs nothing.
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cuda/cuda_common.h"
+
+/* one traced fill: events around its DMAs (copy stream) and around the
+ * compute on its batch (compute stream, acquire to release) */
+struct trace_fill {
+    cudaEvent_t ev[4]; /* DMA start, DMA end, compute start, compute end */
+    int recorded;      /* how many of ev have been recorded, in that order */
+    size_t bytes;
+};
+
+struct stage_trace {
+    trace_fill *f;
+    int n, cap;
+    int last[GSB__STAGE_MAX_BUFFERS]; /* the fill last queued into buffer k */
+    double t_open, host_wait_s, host_copy_s;
+    size_t host_bytes;
+};
 
 struct gsb__stage {
     size_t bytes;
@@ -48,8 +75,11 @@ struct gsb__stage {
     cudaEvent_t copied[GSB__STAGE_MAX_BUFFERS];
     cudaEvent_t consumed[GSB__STAGE_MAX_BUFFERS];
     int filled[GSB__STAGE_MAX_BUFFERS];    /* copied[k] has been recorded */
+    size_t pending[GSB__STAGE_MAX_BUFFERS]; /* bytes of k's fill, counted at acquire */
+    int unread[GSB__STAGE_MAX_BUFFERS];    /* k was filled and not acquired since */
     cudaStream_t copy_stream;              /* the ring's device's copy stream */
     const gsb__backend *be;                /* the ring's device (its copy threads) */
+    stage_trace *trace;                    /* $GSB_STREAM_TRACE, else NULL */
 };
 
 namespace {
@@ -132,6 +162,148 @@ int check_buffer(const gsb__stage *st, int k, const char *op)
     return GSB_OK;
 }
 
+/* ---- $GSB_STREAM_TRACE ---------------------------------------------------------- */
+
+double now_s()
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void trace_free(stage_trace *tr)
+{
+    if (!tr)
+        return;
+    for (int i = 0; i < tr->n; i++)
+        for (int e = 0; e < 4; e++)
+            if (cudaEventDestroy(tr->f[i].ev[e]) != cudaSuccess)
+                (void)cudaGetLastError();
+    free(tr->f);
+    free(tr);
+}
+
+/* A CUDA call of the trace failed: the ring goes on untraced. */
+void trace_off(gsb__stage *st)
+{
+    (void)cudaGetLastError();
+    fprintf(stderr, "gsb stream trace: off for this ring (a CUDA event call failed)\n");
+    trace_free(st->trace);
+    st->trace = nullptr;
+}
+
+void trace_open(gsb__stage *st)
+{
+    const char *env = getenv("GSB_STREAM_TRACE");
+    if (!env || !*env || strcmp(env, "0") == 0)
+        return;
+    stage_trace *tr = (stage_trace *)calloc(1, sizeof *tr);
+    if (!tr)
+        return;
+    for (int k = 0; k < GSB__STAGE_MAX_BUFFERS; k++)
+        tr->last[k] = -1;
+    tr->t_open = now_s();
+    st->trace = tr;
+}
+
+/* Record event e of buffer k's current fill on stream s (e in order). */
+void trace_mark(gsb__stage *st, int k, int e, cudaStream_t s)
+{
+    stage_trace *tr = st->trace;
+    if (!tr || tr->last[k] < 0)
+        return;
+    trace_fill *f = &tr->f[tr->last[k]];
+    if (f->recorded != e)
+        return;
+    if (cudaEventRecord(f->ev[e], s) != cudaSuccess) {
+        trace_off(st);
+        return;
+    }
+    f->recorded = e + 1;
+}
+
+/* A new traced fill of `bytes` into buffer k: its events (the first DMA of
+ * the fill records the start: after the host's staging, so a DMA's time is
+ * the link's). */
+void trace_fill_begin(gsb__stage *st, int k, size_t bytes)
+{
+    stage_trace *tr = st->trace;
+    if (!tr)
+        return;
+    if (tr->n == tr->cap) {
+        int cap = tr->cap ? 2 * tr->cap : 64;
+        trace_fill *f = (trace_fill *)realloc(tr->f, (size_t)cap * sizeof *f);
+        if (!f) {
+            trace_off(st);
+            return;
+        }
+        tr->f = f;
+        tr->cap = cap;
+    }
+    trace_fill *f = &tr->f[tr->n];
+    memset(f, 0, sizeof *f);
+    for (int e = 0; e < 4; e++)
+        if (cudaEventCreate(&f->ev[e]) != cudaSuccess) {
+            for (int j = 0; j < e; j++)
+                if (cudaEventDestroy(f->ev[j]) != cudaSuccess)
+                    (void)cudaGetLastError();
+            trace_off(st);
+            return;
+        }
+    f->bytes = bytes;
+    tr->last[k] = tr->n++;
+}
+
+/* ms between two recorded events, 0 when unreadable */
+float elapsed_ms(cudaEvent_t a, cudaEvent_t b)
+{
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return ms;
+}
+
+/* At close (the copy stream drained): wait for the traced compute, print the line. */
+void trace_report(gsb__stage *st)
+{
+    stage_trace *tr = st->trace;
+    if (!tr)
+        return;
+    double dma_ms = 0, cmp_ms = 0, span_ms = 0;
+    size_t bytes = 0;
+    int batches = 0, first = -1, last = -1;
+    for (int i = 0; i < tr->n; i++) {
+        trace_fill *f = &tr->f[i];
+        if (f->recorded == 4 && cudaEventSynchronize(f->ev[3]) != cudaSuccess)
+            (void)cudaGetLastError();
+        if (f->recorded >= 2) {
+            dma_ms += elapsed_ms(f->ev[0], f->ev[1]);
+            bytes += f->bytes;
+            first = first < 0 ? i : first;
+            last = i;
+        }
+        if (f->recorded == 4) {
+            cmp_ms += elapsed_ms(f->ev[2], f->ev[3]);
+            batches++;
+        }
+    }
+    if (first >= 0)
+        span_ms = elapsed_ms(tr->f[first].ev[0], tr->f[last].ev[1]);
+    double gb = (double)bytes / 1e9;
+    fprintf(stderr,
+            "gsb stream trace: %d fills of %.1f MiB, %d buffers | link: %.3f GB, DMAs busy "
+            "%.1f ms (%.1f GB/s), first DMA start to last DMA end %.1f ms (%.1f GB/s) | "
+            "compute: %d batches, %.1f ms (%.2f ms each) | host staging: waited %.1f ms, "
+            "copied %.3f GB in %.1f ms | ring open to close %.1f ms\n",
+            tr->n, (double)st->bytes / 1048576.0, st->nbuf, gb, dma_ms,
+            dma_ms > 0 ? gb / (dma_ms / 1e3) : 0.0, span_ms,
+            span_ms > 0 ? gb / (span_ms / 1e3) : 0.0, batches, cmp_ms,
+            batches ? cmp_ms / batches : 0.0, 1e3 * tr->host_wait_s,
+            (double)tr->host_bytes / 1e9, 1e3 * tr->host_copy_s, 1e3 * (now_s() - tr->t_open));
+}
+
 /* pinned[k], made (or taken from the cache) on first use; false when refused */
 bool ensure_pinned(gsb__stage *st, int k)
 {
@@ -160,22 +332,32 @@ int fill_segment(gsb__stage *st, int k, const gsb__stage_seg *seg)
 {
     char *dst = (char *)st->dev[k] + seg->offset;
     if (gsb__cuda_host_pinned(seg->host, seg->bytes)) {
+        trace_mark(st, k, 0, st->copy_stream);
         CUDA_TRY(cudaMemcpyAsync(dst, seg->host, seg->bytes, cudaMemcpyHostToDevice,
                                  st->copy_stream));
         return GSB_OK;
     }
     if (!ensure_pinned(st, k)) {
         /* pageable DMA: the driver stages it and may return before it is done */
+        trace_mark(st, k, 0, st->copy_stream);
         CUDA_TRY(cudaMemcpyAsync(dst, seg->host, seg->bytes, cudaMemcpyHostToDevice,
                                  st->copy_stream));
         CUDA_TRY(cudaStreamSynchronize(st->copy_stream));
         return GSB_OK;
     }
     /* the DMA that last read pinned[k] (this buffer's previous fill) is done */
+    double t0 = st->trace ? now_s() : 0;
     if (st->filled[k])
         CUDA_TRY(cudaEventSynchronize(st->copied[k]));
     st->filled[k] = 0; /* waited for: only this fill's record counts from here */
+    double t1 = st->trace ? now_s() : 0;
     gsb__cuda_parallel_copy(st->be, st->pinned[k] + seg->offset, seg->host, seg->bytes);
+    if (st->trace) {
+        st->trace->host_wait_s += t1 - t0;
+        st->trace->host_copy_s += now_s() - t1;
+        st->trace->host_bytes += seg->bytes;
+    }
+    trace_mark(st, k, 0, st->copy_stream);
     CUDA_TRY(cudaMemcpyAsync(dst, st->pinned[k] + seg->offset, seg->bytes,
                              cudaMemcpyHostToDevice, st->copy_stream));
     return GSB_OK;
@@ -301,6 +483,8 @@ extern "C" void gsb__cuda_stage_close(const gsb__backend *be, gsb__stage *st)
     /* no DMA may still write a buffer or read a pinned twin when they go */
     if (st->copy_stream && cudaStreamSynchronize(st->copy_stream) != cudaSuccess)
         (void)cudaGetLastError();
+    trace_report(st);
+    trace_free(st->trace);
     for (int k = 0; k < st->nbuf; k++) {
         gsb__cuda_free(be, st->dev[k]);
         if (st->pinned[k])
@@ -340,6 +524,7 @@ extern "C" int gsb__cuda_stage_open(const gsb__backend *be, size_t bytes, int nb
         /* the first DMA into the buffer comes after its stream-ordered allocation */
         CUDA_CHECK(cudaEventRecord(st->consumed[k], compute));
     }
+    trace_open(st);
     *out = st;
     return GSB_OK;
 done:
@@ -365,6 +550,7 @@ extern "C" int gsb__cuda_stage_fill(const gsb__backend *be, gsb__stage *st, int 
     }
     /* the compute that read the buffer last (queued before its release) comes first */
     CUDA_TRY(cudaStreamWaitEvent(st->copy_stream, st->consumed[k], 0));
+    trace_fill_begin(st, k, total);
     for (int i = 0; i < nseg; i++)
         if (segs[i].bytes) {
             rc = fill_segment(st, k, &segs[i]);
@@ -373,7 +559,9 @@ extern "C" int gsb__cuda_stage_fill(const gsb__backend *be, gsb__stage *st, int 
         }
     CUDA_TRY(cudaEventRecord(st->copied[k], st->copy_stream));
     st->filled[k] = 1;
-    gsb__cuda_count_copy(1, total);
+    trace_mark(st, k, 1, st->copy_stream);
+    st->pending[k] = total;
+    st->unread[k] = 1;
     return GSB_OK;
 }
 
@@ -384,6 +572,10 @@ extern "C" int gsb__cuda_stage_acquire(const gsb__backend *be, gsb__stage *st, i
     if (rc != GSB_OK)
         return rc;
     CUDA_TRY(cudaStreamWaitEvent(gsb__cuda_ctx_of(be)->stream, st->copied[k], 0));
+    trace_mark(st, k, 2, gsb__cuda_ctx_of(be)->stream);
+    if (st->unread[k]) /* copy_stats: the fills used (a stream's prefetch may go unused) */
+        gsb__cuda_count_copy(1, st->pending[k]);
+    st->unread[k] = 0;
     *dev = st->dev[k];
     return GSB_OK;
 }
@@ -394,6 +586,7 @@ extern "C" int gsb__cuda_stage_release(const gsb__backend *be, gsb__stage *st, i
     if (rc != GSB_OK)
         return rc;
     CUDA_TRY(cudaEventRecord(st->consumed[k], gsb__cuda_ctx_of(be)->stream));
+    trace_mark(st, k, 3, gsb__cuda_ctx_of(be)->stream);
     return GSB_OK;
 }
 

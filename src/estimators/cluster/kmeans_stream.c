@@ -150,6 +150,21 @@ int gsb__km_stream_open(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw
     return GSB_OK;
 }
 
+/* out[i] = the i-th of n values of float dtype dt at src, as doubles.  A
+ * typed loop: it runs on the host between a batch's compute and the next
+ * fill, so its time adds to every batch (gsb__tensor_get, a call and a
+ * switch per element, took a sizeable share of a batch's copy time) */
+static void widen(const void *src, gsb_dtype dt, int64_t n, double *out)
+{
+    if (dt == GSB_F32) {
+        const float *f = src;
+        for (int64_t i = 0; i < n; i++)
+            out[i] = f[i];
+    } else {
+        memcpy(out, src, (size_t)n * sizeof *out);
+    }
+}
+
 /* E-step and M-step of one batch, its sums added to the pass's. */
 static int batch_step(gsb__km_stream *ks, const gsb__batch *b, const gsb__tensor *C, double wb,
                       int32_t *labels, double *mind)
@@ -169,9 +184,7 @@ static int batch_step(gsb__km_stream *ks, const gsb__batch *b, const gsb__tensor
     GSB_TRY(be->ops->axpy(be, 1.0, &ks->bcounts, &ks->counts));
     GSB_TRY(be->ops->download(be, &lab, labels + b->first));
     GSB_TRY(be->ops->download(be, &md, ks->stage));
-    gsb__tensor sh = gsb__tensor_host_view(ks->stage, ks->dtype, b->rows, 1);
-    for (int64_t i = 0; i < b->rows; i++)
-        mind[b->first + i] = gsb__tensor_get(&sh, i);
+    widen(ks->stage, ks->dtype, b->rows, mind + b->first);
     return GSB_OK;
 }
 

@@ -2,14 +2,23 @@
  * stream.c - streamed fits (stream.h): the plan, the batch stream over the
  * backend's staging ring, and the statistics accumulated over batches.
  *
- * The stream keeps nbuf = 2 buffers in flight: when batch i is handed out,
- * the fill of batch i + 1 is already queued (its copy runs while the caller
- * computes on batch i), and the buffer of batch i - 1 was released just
- * before, after the caller had queued its compute.  One buffer holds a
- * batch's rows of X and of each extra input, each at a 256-byte aligned
- * offset.  Batches are at most TARGET_BATCH_BYTES of X: large enough that a
- * copy's fixed costs (an event, a launch: ~10-20 us) are noise next to its
- * milliseconds on the link, small enough to leave the budget to the model.
+ * The stream keeps nbuf buffers in flight (2 to 4): when batch i is handed
+ * out, the fills of batches i + 1 .. i + nbuf - 1 are already queued (their
+ * copies run while the caller computes on batch i), and the buffer of batch
+ * i - 1 was released just before, after the caller had queued its compute.
+ * One buffer holds a batch's rows of X and of each extra input, each at a
+ * 256-byte aligned offset.  Batches are at most TARGET_BATCH_BYTES of X:
+ * large enough that a copy's fixed costs (an event, a launch: ~10-20 us) are
+ * noise next to its milliseconds on the link, small enough to leave the
+ * budget to the model.
+ *
+ * The batch size is planned for two buffers (PLAN_BUFFERS), so the batches,
+ * and with them every result, do not depend on the ring's depth; the ring
+ * then takes up to GSB__STAGE_MAX_BUFFERS of them where the plan's memory
+ * allows (plan->ring_bytes).  Two buffers leave the link idle whenever the
+ * caller waits on the host within a batch (KMeans reads its labels back,
+ * the moments their means): with nbuf - 1 copies queued ahead, the copy
+ * engine keeps going through such waits and through a slow batch.
  */
 #include "estimators/common/stream.h"
 
@@ -22,7 +31,11 @@
 #include "core/model.h"
 
 #define TARGET_BATCH_BYTES ((size_t)256 << 20)
-#define STREAM_BUFFERS 2
+#define PLAN_BUFFERS 2
+/* fills a stream of several passes queues past the end of a pass: one keeps
+ * the link busy across the pass's end and wastes at most one batch's copy at
+ * the end of the fit (a fill never acquired is not counted as a copy) */
+#define NEXT_PASS_AHEAD 1
 #define ALIGN 256
 
 static size_t align_up(size_t v) { return (v + ALIGN - 1) / ALIGN * ALIGN; }
@@ -44,16 +57,16 @@ int gsb__stream_plan_for(gsb__ctx *c, const gsb__tensor *X, double copies, size_
     if (need <= (double)out->budget || X->rows <= 1)
         return GSB_OK;
     size_t xrow = (size_t)X->cols * gsb_dtype_size(X->dtype);
-    size_t per_row = STREAM_BUFFERS * (xrow + row_bytes) + row_bytes;
+    size_t per_row = PLAN_BUFFERS * (xrow + row_bytes) + row_bytes;
     char bb[32], fb[32];
-    if (fixed >= out->budget || (out->budget - fixed) / 2 < per_row + STREAM_BUFFERS * ALIGN * 4)
+    if (fixed >= out->budget || (out->budget - fixed) / 2 < per_row + PLAN_BUFFERS * ALIGN * 4)
         return gsb__err(GSB_ENOMEM, "%s: not even the model's state (%s) and one row of X fit "
                         "in the %s memory gsb may use (%s)", c->est->name,
                         gsb__format_bytes(fixed, fb, sizeof fb), c->be->name,
                         gsb__format_bytes(out->budget, bb, sizeof bb));
     /* half of what is left for the ring and the batch's temporaries: the rest
      * stays free for the backend's own workspaces (cuBLAS, cuSOLVER) */
-    size_t usable = (out->budget - fixed) / 2 - STREAM_BUFFERS * ALIGN * 4;
+    size_t usable = (out->budget - fixed) / 2 - PLAN_BUFFERS * ALIGN * 4;
     int64_t rows = (int64_t)(usable / per_row);
     int64_t target = (int64_t)(TARGET_BATCH_BYTES / (xrow ? xrow : 1));
     if (rows > target)
@@ -62,7 +75,24 @@ int gsb__stream_plan_for(gsb__ctx *c, const gsb__tensor *X, double copies, size_
         rows = 1;
     out->streamed = 1;
     out->batch_rows = rows < X->rows ? rows : X->rows;
+    /* the ring may deepen into three quarters of what is left after the
+     * model's state, less the batch's temporaries (row_bytes per row, an
+     * overestimate: it counts the extras too); a quarter stays free for the
+     * backend's workspaces.  Two buffers always fit (the plan above). */
+    size_t temps = (size_t)out->batch_rows * row_bytes, share = (out->budget - fixed) / 4 * 3;
+    out->ring_bytes = share > temps ? share - temps : 0;
     return GSB_OK;
+}
+
+/* Buffers for a ring of `bytes` each: PLAN_BUFFERS, more while they fit
+ * plan->ring_bytes, never more than the pass has batches (nor than 4). */
+static int ring_depth(const gsb__stream_plan *plan, size_t bytes, int64_t nbatches)
+{
+    int nbuf = PLAN_BUFFERS;
+    while (nbuf < GSB__STAGE_MAX_BUFFERS && nbuf < nbatches &&
+           (size_t)(nbuf + 1) * bytes <= plan->ring_bytes)
+        nbuf++;
+    return nbuf;
 }
 
 /* ---- the stream --------------------------------------------------------------- */
@@ -73,11 +103,13 @@ static int64_t rows_of_batch(const gsb__stream *s, int64_t i)
     return s->n - first < s->batch_rows ? s->n - first : s->batch_rows;
 }
 
-/* Queue the copy of batch i into buffer i % nbuf. */
-static int fill(gsb__stream *s, int64_t i)
+/* Queue fill number g, batch (g - pass_start) mod nbatches (past the pass's
+ * end: the next pass's), into buffer g % nbuf. */
+static int fill(gsb__stream *s, int64_t g)
 {
     gsb__stage_seg segs[1 + GSB__STREAM_MAX_EXTRA];
     int nseg = 0;
+    int64_t i = (g - s->pass_start) % s->nbatches;
     int64_t first = i * s->batch_rows, rows = rows_of_batch(s, i);
     for (int k = 0; k < s->nsrc; k++) {
         if (!s->src[k])
@@ -87,7 +119,7 @@ static int fill(gsb__stream *s, int64_t i)
         segs[nseg].offset = s->offset[k];
         nseg++;
     }
-    return s->be->ops->stage_fill(s->be, s->ring, (int)(i % s->nbuf), segs, nseg);
+    return s->be->ops->stage_fill(s->be, s->ring, (int)(g % s->nbuf), segs, nseg);
 }
 
 int gsb__stream_open(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tensor *X,
@@ -102,7 +134,6 @@ int gsb__stream_open(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tenso
         return gsb__err(GSB_EUNSUPPORTED, "the %s backend cannot stream", be->name);
     s->c = c;
     s->be = be;
-    s->nbuf = STREAM_BUFFERS;
     s->n = X->rows;
     s->batch_rows = plan->batch_rows > 0 ? plan->batch_rows : 1;
     s->nbatches = (s->n + s->batch_rows - 1) / s->batch_rows;
@@ -114,6 +145,7 @@ int gsb__stream_open(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tenso
         s->src[1 + k] = extra[k];
     }
     s->nsrc = 1 + n_extra;
+    s->repeat = passes > 1;
     size_t bytes = 0;
     for (int k = 0; k < s->nsrc; k++) {
         if (!s->src[k])
@@ -128,6 +160,7 @@ int gsb__stream_open(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tenso
         s->registered = be->ops->host_register(be, X->data, gsb__tensor_nbytes(X)) == GSB_OK;
         gsb__err_clear();
     }
+    s->nbuf = ring_depth(plan, bytes, s->nbatches);
     int rc = be->ops->stage_open(be, bytes, s->nbuf, &s->ring);
     if (rc != GSB_OK)
         gsb__stream_close(s);
@@ -140,7 +173,7 @@ static int cancelled(gsb__stream *s)
     if (!atomic_load(&m->cancel))
         return GSB_OK;
     return gsb__err(GSB_ECANCELLED, "%s.%s was cancelled at batch %lld", s->c->est->name,
-                    s->c->method->name, (long long)s->next_out);
+                    s->c->method->name, (long long)(s->next_out - s->pass_start));
 }
 
 int gsb__stream_next(gsb__stream *s, gsb__batch *b, int *more)
@@ -153,14 +186,17 @@ int gsb__stream_next(gsb__stream *s, gsb__batch *b, int *more)
         s->held = 0;
     }
     GSB_TRY(cancelled(s));
-    /* keep the ring full: this batch and the next ones up to nbuf */
-    while (s->next_fill < s->nbatches && s->next_fill < s->next_out + s->nbuf) {
+    /* keep the ring full: this batch and the next ones up to nbuf, and for a
+     * stream of several passes the next pass's first batch, whose copy then
+     * runs while the caller ends this pass (KMeans: its Lloyd step) */
+    int64_t end = s->pass_start + s->nbatches + (s->repeat && s->nbatches ? NEXT_PASS_AHEAD : 0);
+    while (s->next_fill < end && s->next_fill < s->next_out + s->nbuf) {
         GSB_TRY(fill(s, s->next_fill));
         s->next_fill++;
     }
-    if (s->next_out >= s->nbatches)
+    if (s->next_out - s->pass_start >= s->nbatches)
         return GSB_OK;
-    int64_t i = s->next_out, k = i % s->nbuf;
+    int64_t i = s->next_out - s->pass_start, k = s->next_out % s->nbuf;
     void *dev;
     GSB_TRY(be->ops->stage_acquire(be, s->ring, (int)k, &dev));
     s->held = 1;
@@ -188,8 +224,16 @@ int gsb__stream_rewind(gsb__stream *s)
         GSB_TRY(s->be->ops->stage_release(s->be, s->ring, (int)((s->next_out - 1) % s->nbuf)));
         s->held = 0;
     }
-    /* fills queued ahead of the end of a pass: acquire them so the ring's
-     * buffers are consumed in order (batches i and nbuf + i share a buffer) */
+    int64_t read = s->next_out - s->pass_start;
+    if (read >= s->nbatches) { /* at the end: the fills queued are the next pass's first */
+        s->pass_start += s->nbatches;
+        return GSB_OK;
+    }
+    if (read == 0) /* nothing read yet: the fills queued are this pass's first */
+        return GSB_OK;
+    /* in the middle: acquire the fills queued ahead so the ring's buffers are
+     * consumed in order (fills g and g + nbuf share a buffer), then start
+     * afresh from an empty ring */
     while (s->next_out < s->next_fill) {
         int k = (int)(s->next_out % s->nbuf);
         void *dev;
@@ -197,7 +241,7 @@ int gsb__stream_rewind(gsb__stream *s)
         GSB_TRY(s->be->ops->stage_release(s->be, s->ring, k));
         s->next_out++;
     }
-    s->next_fill = s->next_out = 0;
+    s->pass_start = s->next_out;
     return GSB_OK;
 }
 

@@ -1,8 +1,8 @@
 /*
  * stream.h - streamed (out-of-core) fits: reading a host X that does not fit
  * the backend's memory in batches of rows, through the backend's staging
- * ring (backend.h's stage_* ops: pinned, double-buffered, the copy of batch
- * i + 1 overlapping the compute on batch i), and the per-batch sufficient
+ * ring (backend.h's stage_* ops: pinned, 2 to 4 buffers deep, the copies of
+ * batches i + 1 .. overlapping the compute on batch i), and the per-batch sufficient
  * statistics the streamed fits accumulate.
  *
  * An estimator's fit asks gsb__stream_plan_for whether X fits; if not, it
@@ -32,6 +32,8 @@ typedef struct gsb__stream_plan {
     int streamed;       /* X does not fit: read it in batches */
     int64_t batch_rows; /* rows per batch when streamed */
     size_t budget;      /* the backend memory the call may use (core/budget.h) */
+    size_t ring_bytes;  /* what the staging ring may take when streamed: room for
+                           more than the two buffers the batch size assumes */
 } gsb__stream_plan;
 
 /*
@@ -66,7 +68,10 @@ typedef struct gsb__stream {
     int nsrc;
     size_t row_bytes[1 + GSB__STREAM_MAX_EXTRA], offset[1 + GSB__STREAM_MAX_EXTRA];
     int64_t n, batch_rows, nbatches;
-    int64_t next_fill, next_out; /* batch numbers of the pass */
+    /* fill numbers, counted on over passes (fill g goes to buffer g % nbuf):
+     * the first of the current pass, the next to queue, the next to hand out */
+    int64_t pass_start, next_fill, next_out;
+    int repeat;                  /* opened for several passes: fills run on into the next */
     int held;                    /* a batch is out (its buffer to release) */
     int registered;              /* X was page-locked for the fit (host_register) */
 } gsb__stream;
@@ -76,7 +81,8 @@ typedef struct gsb__stream {
  * tensors (NULL entries are skipped: their batch tensors stay empty), in
  * batches of plan->batch_rows rows.  passes > 1 (an iterative fit) asks for X
  * to be page-locked for the fit when the backend allows it, so every pass
- * after the first DMAs straight from it.  Close with gsb__stream_close.
+ * after the first DMAs straight from it, and has the end of each pass queue
+ * the next one's first batch.  Close with gsb__stream_close.
  */
 int gsb__stream_open(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tensor *X,
                      const gsb__tensor *const *extra, int n_extra, int passes, gsb__stream *s);
@@ -87,7 +93,8 @@ int gsb__stream_open(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tenso
  * waits for.  Also the place where a cancel is noticed (GSB_ECANCELLED).
  */
 int gsb__stream_next(gsb__stream *s, gsb__batch *b, int *more);
-/* Start the next pass (after the end of one, or in the middle). */
+/* Start the next pass (after the end of one, or in the middle; at the start
+ * of one it changes nothing). */
 int gsb__stream_rewind(gsb__stream *s);
 void gsb__stream_close(gsb__stream *s);
 
