@@ -164,6 +164,19 @@ def assert_close(actual, desired, rtol, atol=0.0, scaled_atol=0.0, what=""):
             f"largest |diff| {err.max():.3g}):\n" + "\n".join(lines))
 
 
+def assert_same_run(actual, desired, what=""):
+    """A remote call's result against the same call made locally: bit-identical on the
+    CPU backend; on the GPU within 1e-12 of the result's scale, as its atomic sums
+    (histograms, reductions) add in a different order from one run to the next."""
+    actual = np.asarray(actual)
+    desired = np.asarray(desired)
+    if os.environ.get("GSB_DEVICE", "cpu") == "cpu" or desired.dtype.kind not in "fc":
+        np.testing.assert_array_equal(actual, desired, err_msg=what)
+    else:
+        assert actual.dtype == desired.dtype, f"{what}: dtype {actual.dtype} != {desired.dtype}"
+        assert_close(actual, desired, rtol=1e-12, scaled_atol=1e-12, what=what)
+
+
 def assert_same_array_type(actual, desired, what=""):
     """Same shape and dtype (numpy arrays) as scikit-learn's result."""
     assert isinstance(actual, np.ndarray), f"{what}: gsb gave {type(actual).__name__}"

@@ -22,8 +22,8 @@ from sklearn.utils._param_validation import InvalidParameterError
 import gsb
 import gsb.linear_model as gsl
 import gsb.server
-from conftest import (DTYPE_IDS, DTYPES, check_attr_names, check_attr_types, fitted_attrs, load,
-                      run_with_shim)
+from conftest import (DTYPE_IDS, DTYPES, assert_same_run, check_attr_names, check_attr_types,
+                      fitted_attrs, load, run_with_shim)
 
 DEVICE = os.environ.get("GSB_DEVICE", "cpu")
 COEF_RTOL = 1e-4  # the bound: relative to max |coef_|
@@ -311,7 +311,10 @@ def test_remote_bit_identical(server, dtype):
         if hasattr(value, "toarray"):  # sparse_coef_
             r, value = r.toarray(), value.toarray()
         if isinstance(value, np.ndarray):
-            assert r.dtype == value.dtype and np.array_equal(r, value), key
+            assert_same_run(r, value, key)
+        elif isinstance(value, float):
+            assert type(r) is type(value), key
+            assert_same_run(r, value, key)
         else:
             assert type(r) is type(value) and r == value, key
 

@@ -9,7 +9,7 @@ import pytest
 import sklearn.preprocessing as skp
 
 import gsb.preprocessing as gp
-from conftest import DTYPE_IDS, DTYPES, assert_close, rng
+from conftest import DTYPE_IDS, DTYPES, assert_close, assert_same_run, rng
 
 BATCHES = (0, 7, 40, 41, 120)  # batch boundaries: uneven, one of a single row
 
@@ -133,8 +133,8 @@ def test_remote_session(tmp_path):
         remote = gp.StandardScaler()
         for Xb, wb in _batches(X, w):
             remote.partial_fit(Xb, sample_weight=wb)
-        np.testing.assert_array_equal(remote.mean_, local.mean_)
-        np.testing.assert_array_equal(remote.var_, local.var_)
+        assert_same_run(remote.mean_, local.mean_, "mean_")
+        assert_same_run(remote.var_, local.var_, "var_")
         assert remote.n_samples_seen_ == local.n_samples_seen_
     finally:
         gsb.connect(None)
