@@ -136,6 +136,7 @@ int gsb__md_knn_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md, 
 typedef struct knn_job {
     const gsb_session *s;
     const gsb__tensor *Q; /* host queries (X, or _fit_X for leave-one-out) */
+    const gsb__tensor *R; /* the index, _fit_X (host) */
     int self;             /* the queries are the index rows: skip each one's own row */
     gsb__metric metric;
     gsb_dtype cdt;
@@ -216,6 +217,47 @@ static int before(double da, int64_t ia, double db, int64_t ib)
     return isnan(db) || da < db;
 }
 
+/* The distance of float32 query q and index row g in double, as the topk op
+ * ranks them (its CPU twin's exact kernels; euclidean squared). */
+static double exact_f32(const knn_job *j, int64_t q, int64_t g)
+{
+    int64_t d = j->R->cols;
+    const float *a = (const float *)j->Q->data + q * d, *b = (const float *)j->R->data + g * d;
+    double s = 0, aa = 0, bb = 0;
+    for (int64_t c = 0; c < d; c++) {
+        double x = a[c], y = b[c];
+        if (j->metric == GSB__METRIC_MANHATTAN) {
+            s += fabs(x - y);
+        } else if (j->metric == GSB__METRIC_COSINE) {
+            s += x * y;
+            aa += x * x;
+            bb += y * y;
+        } else {
+            s += (x - y) * (x - y);
+        }
+    }
+    if (j->metric == GSB__METRIC_COSINE) {
+        double v = 1.0 - s * (aa > 0 ? 1 / sqrt(aa) : 0) * (bb > 0 ? 1 / sqrt(bb) : 0);
+        return v < 0.0 ? 0.0 : v > 2.0 ? 2.0 : v;
+    }
+    return s;
+}
+
+/* Whether the head (va, ga) of one rank's list of query q goes before the
+ * head (vb, gb) of another's.  float32 distances that round alike are
+ * ranked by their double values, as the one-device op ranks them (it
+ * computes in double, and rounds only what it returns). */
+static int head_before(const knn_job *j, int64_t q, double va, int64_t ga, double vb,
+                       int64_t gb)
+{
+    if (va == vb && j->cdt == GSB_F32) {
+        double ea = exact_f32(j, q, ga), eb = exact_f32(j, q, gb);
+        if (ea != eb)
+            return ea < eb;
+    }
+    return before(va, ga, vb, gb);
+}
+
 /* The k nearest of each query from the ranks' lists, into dist and idx. */
 static int merge(const gsb__mdfit *f, const knn_job *j, int64_t k, gsb__tensor *dist,
                  gsb__tensor *idx)
@@ -237,7 +279,7 @@ static int merge(const gsb__mdfit *f, const knn_job *j, int64_t k, gsb__tensor *
                     continue;
                 double v = gsb__tensor_get(&j->D[r], q * kk + pos[r]);
                 int64_t g = ir[pos[r]] + f->sh[r].r0;
-                if (best < 0 || before(v, g, bd, bi)) {
+                if (best < 0 || head_before(j, q, v, g, bd, bi)) {
                     best = r;
                     bd = v;
                     bi = g;
@@ -257,8 +299,11 @@ static int merge(const gsb__mdfit *f, const knn_job *j, int64_t k, gsb__tensor *
 
 /* ---- the search ------------------------------------------------------------------ */
 
-static int search(gsb__ctx *c, knn_state *st, const gsb__tensor *Q, int self, int64_t k,
-                  gsb__metric metric, gsb_dtype cdt, gsb__tensor *dist, gsb__tensor *idx)
+/* The k nearest rows of R (the index, whose shards st holds) to each row of
+ * Q (host; Q is R with self), computed in cdt, into new host dist and idx. */
+static int search(gsb__ctx *c, knn_state *st, const gsb__tensor *Q, const gsb__tensor *R,
+                  int self, int64_t k, gsb__metric metric, gsb_dtype cdt, gsb__tensor *dist,
+                  gsb__tensor *idx)
 {
     gsb__mdfit *f = &st->f;
     knn_job j;
@@ -266,6 +311,7 @@ static int search(gsb__ctx *c, knn_state *st, const gsb__tensor *Q, int self, in
     *dist = *idx = GSB__TENSOR_NONE;
     j.s = c->model->session;
     j.Q = Q;
+    j.R = R;
     j.self = self;
     j.metric = metric;
     j.cdt = cdt;
@@ -323,5 +369,12 @@ int gsb__md_knn_search(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *fit
         return GSB_OK;
     }
     *handled = 1;
-    return search(c, st, X ? X : fit_X, X == NULL, k, metric, cdt, dist, idx);
+    return search(c, st, X ? X : fit_X, fit_X, X == NULL, k, metric, cdt, dist, idx);
+}
+
+void gsb__md_knn_unsplit(gsb__ctx *c, const char *why)
+{
+    gsb__devset *ds = c->model->session->devset;
+    if (ds)
+        gsb__md_warn_once(ds, c->model, c->method->name, why);
 }

@@ -23,4 +23,8 @@ int gsb__md_knn_search(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *fit
                        gsb__metric metric, gsb_dtype cdt, gsb__tensor *dist, gsb__tensor *idx,
                        int *handled);
 
+/* A neighbours search that is not split (radius_neighbors): in a
+ * multi-device session, warn once that it runs on the first device. */
+void gsb__md_knn_unsplit(gsb__ctx *c, const char *why);
+
 #endif
