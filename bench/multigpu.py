@@ -4,6 +4,7 @@
     python3 bench/multigpu.py [--scale S] [--repeats R] [--json FILE]
     python3 bench/multigpu.py --one cpu --rank1 cpu:1 --multi cpu:2 --scale 0.01
                                         (no GPU: the same path on CPU ranks, times only)
+    python3 bench/multigpu.py --cases kNN   (the cases whose names match a regex)
 
 Needs gsb as the tests find it (GSB_LIBRARY, PYTHONPATH), the CUDA plugin, and NCCL for
 the multi-device sessions ($GSB_NCCL_LIBRARY where it is not on the loader's path).
@@ -32,6 +33,7 @@ case's collective bytes are set against it.
 import argparse
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -136,6 +138,7 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--json")
+    ap.add_argument("--cases", help="only the cases whose names match this regex")
     ap.add_argument("--one", default="cuda", help="the baseline session's device")
     ap.add_argument("--rank1", default="cuda:0", help="the multi-device path on one device")
     ap.add_argument("--multi", default="cuda:all", help="the multi-device session")
@@ -147,6 +150,8 @@ def main():
     cases = [("KMeans(100) 4M x 64", 4_000_000), ("LinearRegression 4M x 256", 4_000_000),
              ("PCA(16) 4M x 256", 4_000_000),
              (f"kNN 1M x 64 ({KNN_QUERIES // 1000}k queries, k={KNN_K})", 1_000_000)]
+    if args.cases:
+        cases = [c for c in cases if re.search(args.cases, c[0], re.IGNORECASE)]
     rows = []
     print(f"# multi-device fits: {args.one} against {args.multi} ({gpus} ranks), float32, "
           f"best of {args.repeats}\n")
