@@ -117,7 +117,7 @@ int gsb__md_knn_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md, 
     *handled = 1;
     GSB_TRY(gsb__dispatch_validated(m, md, in, options, out)); /* _fit_X on the host */
     const gsb__tensor *fit_X = gsb__nlist_get(&m->attrs, "_fit_X");
-    knn_state *st;
+    knn_state *st = NULL;
     int rc = fit_X ? place(ds, m, fit_X, &st)
                    : gsb__err(GSB_EINTERNAL, "%s.fit stored no training rows", m->est->name);
     if (rc == GSB_OK && !st->resident)
