@@ -4,6 +4,7 @@
     python3 bench/multigpu.py [--scale S] [--repeats R] [--json FILE]
     python3 bench/multigpu.py --one cpu --rank1 cpu:1 --multi cpu:2 --scale 0.01
                                         (no GPU: the same path on CPU ranks, times only)
+    python3 bench/multigpu.py --cases kNN   (the cases whose names match a regex)
 
 Needs gsb as the tests find it (GSB_LIBRARY, PYTHONPATH), the CUDA plugin, and NCCL for
 the multi-device sessions ($GSB_NCCL_LIBRARY where it is not on the loader's path).
@@ -14,8 +15,15 @@ For each case, the fit's wall time on:
             the data grown with the GPU count (rows per GPU as the baseline's).
 Cases (the issue's sizes; --scale multiplies the rows, 0.25 for a quick run):
   KMeans(100) 4M x 64 (explicit init, 20 Lloyd iterations: tol=0, max_iter=20),
-  LinearRegression 4M x 256, PCA(16) 4M x 256.  kNN is not split yet (docs/MULTIGPU.md).
-Times include the upload of X (each GPU uploads its rows); float32 data.
+  LinearRegression 4M x 256, PCA(16) 4M x 256, and kNN 1M x 64 (NearestNeighbors,
+  kneighbors of 10k queries, k=10: the index split across the GPUs, each GPU's top k
+  merged on the host).
+Fit times include the upload of X (each GPU uploads its rows); float32 data.  The kNN
+row times kneighbors of the queries against the fitted index (fitted once per session,
+outside the timing): on cuda:0 / cuda:all the shards stay on their GPUs between calls,
+while the one-GPU session uploads the index at every call (compare cuda:0 with
+cuda:all for the search's own scaling).  Its weak scaling grows the index, not the
+queries (each GPU searches as many rows as the baseline).
 The collectives column: the strong-scaling fit's all-reduces / all-gathers (calls,
 bytes per rank, wall time, host copies included: the session info's counters).  Then
 bench_comm (built beside libgsb, or $GSB_BENCH_COMM) measures NCCL's own all-reduce
@@ -25,6 +33,7 @@ case's collective bytes are set against it.
 import argparse
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -48,7 +57,14 @@ def ranks(device):
         gsb.set_config(device=before)
 
 
+KNN_QUERIES, KNN_K = 10_000, 10
+
+
 def case_data(name, n, rng):
+    """X and y; for kNN, y is the queries."""
+    if name.startswith("kNN"):
+        return (rng.standard_normal((n, 64), dtype=np.float32),
+                rng.standard_normal((KNN_QUERIES, 64), dtype=np.float32))
     if name.startswith("KMeans"):
         X = rng.standard_normal((n, 64), dtype=np.float32)
         X += rng.integers(0, 8, size=(n, 1)).astype(np.float32)  # some structure
@@ -59,6 +75,8 @@ def case_data(name, n, rng):
 
 
 def make(name, X):
+    if name.startswith("kNN"):
+        return ALL["NearestNeighbors"](n_neighbors=KNN_K)
     if name.startswith("KMeans"):
         return ALL["KMeans"](n_clusters=100, init=X[:100].copy(), n_init=1, tol=0.0,
                              max_iter=20)
@@ -75,14 +93,19 @@ def collectives():
 
 
 def timed(device, name, X, y, repeats):
-    """The best wall time of repeats fits, and that fit's collectives (calls, bytes, s)."""
+    """The best wall time of repeats fits (kNN: of repeats kneighbors of the queries y
+    against X, fitted once), and that call's collectives (calls, bytes, s)."""
     gsb.set_config(device=device)
     best, coll = float("nan"), (0, 0, 0.0)
+    knn = make(name, X).fit(X) if name.startswith("kNN") else None
     for _ in range(repeats):
-        est = make(name, X)
+        est = knn or make(name, X)
         before = collectives()
         t0 = time.perf_counter()
-        est.fit(X, y) if y is not None else est.fit(X)
+        if knn is not None:
+            knn.kneighbors(y)
+        else:
+            est.fit(X, y) if y is not None else est.fit(X)
         t = time.perf_counter() - t0
         after = collectives()
         if not best <= t:
@@ -115,6 +138,7 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--json")
+    ap.add_argument("--cases", help="only the cases whose names match this regex")
     ap.add_argument("--one", default="cuda", help="the baseline session's device")
     ap.add_argument("--rank1", default="cuda:0", help="the multi-device path on one device")
     ap.add_argument("--multi", default="cuda:all", help="the multi-device session")
@@ -124,7 +148,10 @@ def main():
         args.rank1 = None
     rng = np.random.default_rng(0)
     cases = [("KMeans(100) 4M x 64", 4_000_000), ("LinearRegression 4M x 256", 4_000_000),
-             ("PCA(16) 4M x 256", 4_000_000)]
+             ("PCA(16) 4M x 256", 4_000_000),
+             (f"kNN 1M x 64 ({KNN_QUERIES // 1000}k queries, k={KNN_K})", 1_000_000)]
+    if args.cases:
+        cases = [c for c in cases if re.search(args.cases, c[0], re.IGNORECASE)]
     rows = []
     print(f"# multi-device fits: {args.one} against {args.multi} ({gpus} ranks), float32, "
           f"best of {args.repeats}\n")
@@ -142,7 +169,8 @@ def main():
         weak = float("nan")
         if gpus > 1:
             Xw = np.concatenate([X] * gpus)
-            yw = None if y is None else np.concatenate([y] * gpus)
+            yw = (y if y is None or name.startswith("kNN")  # the same queries
+                  else np.concatenate([y] * gpus))
             weak, _ = timed(args.multi, name, Xw, yw, args.repeats)
             del Xw, yw
         row = {"case": name, "rows": n, "ranks": gpus, "one": one, "rank1": rank1,

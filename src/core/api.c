@@ -125,8 +125,17 @@ int gsb__find_estimator(const char *name, const gsb__estimator_desc **out)
                     name);
 }
 
+void gsb__model_drop_devstate(gsb__model *m)
+{
+    if (m->devstate && m->devstate_free)
+        m->devstate_free(m->devstate);
+    m->devstate = NULL;
+    m->devstate_free = NULL;
+}
+
 void gsb__model_destroy(gsb__model *m)
 {
+    gsb__model_drop_devstate(m);
     gsb__nlist_clear(&m->attrs);
     json_decref(m->params);
     json_decref(m->meta);

@@ -375,6 +375,7 @@ static int run_fn(gsb__ctx *cp, const gsb__method_desc *md, gsb__tensor *in)
     if (rc == GSB_OK && xi >= 0 && in[xi].data)
         rc = gsb__fit_set_scalar(&c, "n_features_in_", (double)in[xi].cols, GSB_I64);
     /* A failure inside fit leaves the model unfitted (never half-fitted). */
+    gsb__model_drop_devstate(m);
     gsb__nlist_clear(&m->attrs);
     m->fitted = 0;
     if (rc == GSB_OK) {

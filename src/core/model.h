@@ -61,6 +61,11 @@ struct gsb_model {
     void *progress_data;
     uint64_t impl_id;            /* the session implementation's name for it (a gsbd's
                                     model handle), or 0 */
+    void *devstate;              /* what a multi-device session keeps on its devices for
+                                    this model's fitted attributes (multidev/multidev_knn.c:
+                                    the index shards), or NULL; dropped whenever the
+                                    attributes change (gsb__model_drop_devstate) */
+    void (*devstate_free)(void *devstate);
 };
 
 typedef struct gsb_model gsb__model;
@@ -94,6 +99,8 @@ void gsb__session_unref(gsb_session *s);
 int gsb__model_new(gsb_session *s, const gsb__estimator_desc *est, gsb__model **out);
 /* Free m (attributes, parameters, metadata) and drop its session reference. */
 void gsb__model_destroy(gsb__model *m);
+/* Free m's devstate (its fitted attributes are about to change, or it goes). */
+void gsb__model_drop_devstate(gsb__model *m);
 
 /* A result that takes over list's tensors (host, owned); list is left empty. */
 int gsb__result_from(gsb__nlist *list, gsb_result **out);

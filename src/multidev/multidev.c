@@ -105,7 +105,7 @@ static const recipe *find_recipe(const gsb__model *m, const char **why)
     return NULL;
 }
 
-static void warn_once(gsb__devset *ds, const gsb__model *m, const char *method, const char *why)
+void gsb__md_warn_once(gsb__devset *ds, const gsb__model *m, const char *method, const char *why)
 {
     pthread_mutex_lock(&ds->warn_lock);
     int seen = 0;
@@ -474,18 +474,20 @@ int gsb__multidev_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md
     int composite = strcmp(md->name, "fit_transform") == 0 || strcmp(md->name, "fit_predict") == 0;
     if (strcmp(md->name, "fit") != 0 && !composite) {
         if (strcmp(md->name, "fit_from_stats") != 0) /* a driver's own step: no warning */
-            warn_once(ds, m, md->name, "only fit is split across devices");
+            gsb__md_warn_once(ds, m, md->name, "only fit is split across devices");
         return GSB_OK;
     }
     const char *why = "it has no multi-device fit yet";
     const recipe *rcp = find_recipe(m, &why);
     const gsb__tensor *X = fit_input(md, in, "X");
     if (!X) {
-        warn_once(ds, m, md->name, "no X");
+        gsb__md_warn_once(ds, m, md->name, "no X");
         return GSB_OK;
     }
+    if (gsb__md_knn_estimator(m) && !composite) /* X (wherever it is) becomes the shards */
+        return gsb__md_knn_fit(ds, m, md, in, options, out, handled);
     if (X->be != gsb__cpu_backend()) {
-        warn_once(ds, m, md->name, "X is already in one device's memory");
+        gsb__md_warn_once(ds, m, md->name, "X is already in one device's memory");
         return GSB_OK;
     }
     int rc = GSB_OK;
@@ -498,10 +500,11 @@ int gsb__multidev_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md
         rc = gsb__md_logistic_fit(ds, m, md, in, handled, &why);
     }
     if (!*handled) {
-        warn_once(ds, m, md->name, why);
+        gsb__md_warn_once(ds, m, md->name, why);
         return GSB_OK;
     }
     if (rc != GSB_OK) { /* as a failed single-device fit: the model is left unfitted */
+        gsb__model_drop_devstate(m);
         gsb__nlist_clear(&m->attrs);
         m->fitted = 0;
         return rc;

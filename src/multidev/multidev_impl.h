@@ -67,9 +67,21 @@ int gsb__md_step(gsb__mdfit *f, const char *method, gsb__tensor *in, const json_
 int gsb__md_kmeans_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md,
                        gsb__tensor *in, int *handled, const char **why);
 
+/* Warn once per estimator and session that m.method runs on the first device only. */
+void gsb__md_warn_once(gsb__devset *ds, const gsb__model *m, const char *method,
+                       const char *why);
+
 /* LogisticRegression across devices (multidev_logistic.c): L-BFGS over the
  * all-reduced loss and gradient; *handled 0 (with *why) for what it does not cover. */
 int gsb__md_logistic_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md,
                          gsb__tensor *in, int *handled, const char **why);
+
+/* The neighbours estimators across devices (multidev_knn.c): 1 for
+ * NearestNeighbors, KNeighborsClassifier, KNeighborsRegressor.  Their fit is
+ * the one-device fit (the training rows kept on the host), then X's rows
+ * placed on the devices, one shard each, for every later search. */
+int gsb__md_knn_estimator(const gsb__model *m);
+int gsb__md_knn_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md, gsb__tensor *in,
+                    const json_t *options, gsb__nlist *out, int *handled);
 
 #endif

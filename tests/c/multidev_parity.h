@@ -159,6 +159,110 @@ static inline void parity_logistic(gsb_session *multi, gsb_session *one, const c
         gsb_model_free(b);
 }
 
+/* Result res of method(X) (X NULL: none) with options opts on a and b: the
+ * same shape and dtype; integers (indices, labels) identical, floats within
+ * tol relative (to the largest |value|, at least 1). */
+static inline void parity_call(gsb_model *a, gsb_model *b, const char *method,
+                               const gsb_array *X, const char *opts, const char *res,
+                               double tol)
+{
+    const gsb_array *ins[1] = {X};
+    gsb_result *ra = NULL, *rb = NULL;
+    CHECK_OK(gsb_model_call(a, method, ins, X ? 1 : 0, opts, &ra));
+    CHECK(strstr(gsb_warnings(), "first device") == NULL);
+    CHECK_OK(gsb_model_call(b, method, ins, X ? 1 : 0, opts, &rb));
+    const gsb_array *u = ra ? gsb_result_get(ra, res) : NULL;
+    const gsb_array *v = rb ? gsb_result_get(rb, res) : NULL;
+    CHECK(u && v);
+    if (u && v) {
+        int64_t n = testing_numel(v);
+        CHECK(u->ndim == v->ndim && u->dtype == v->dtype && testing_numel(u) == n);
+        int exact = v->dtype != GSB_F32 && v->dtype != GSB_F64;
+        double scale = 1, worst = 0;
+        for (int64_t i = 0; i < n; i++)
+            scale = fmax(scale, fabs(testing_at(v, i)));
+        for (int64_t i = 0; i < n && testing_numel(u) == n; i++) {
+            double err = fabs(testing_at(u, i) - testing_at(v, i)) / scale;
+            if (!(exact ? err == 0 : err <= tol) && !(err <= worst)) /* NaN counts */
+                worst = err != err ? INFINITY : err;
+        }
+        if (worst > 0)
+            fprintf(stderr, "  %s.%s %s (%s): relative error %.3g > %.3g\n",
+                    gsb_model_estimator(a), method, res, opts ? opts : "", worst,
+                    exact ? 0 : tol);
+        CHECK(worst == 0);
+    }
+    gsb_result_free(ra);
+    gsb_result_free(rb);
+}
+
+/* The neighbours estimators fitted on X (n rows) in both sessions, the
+ * multi-device search (split index, merged top k) against the one-device
+ * one: kneighbors of queries Q and of the training rows themselves
+ * (leave-one-out), the same indices and distances within tol; k up to
+ * every row (a shard shorter than k); the classifier's and regressor's
+ * predictions, which read the merged lists. */
+static inline void parity_knn(gsb_session *multi, gsb_session *one, const gsb_array *X,
+                              const gsb_array *Q, const gsb_array *y, const gsb_array *labels,
+                              double tol)
+{
+    int64_t n = X->shape[0];
+    static const char *const metrics[] = {"{\"n_neighbors\": 5}",
+                                          "{\"n_neighbors\": 4, \"metric\": \"manhattan\"}",
+                                          "{\"n_neighbors\": 3, \"metric\": \"cosine\"}"};
+    for (int t = 0; t < 3; t++) {
+        gsb_model *a = parity_fit(multi, "NearestNeighbors", metrics[t], X, NULL, NULL);
+        CHECK(strstr(gsb_warnings(), "first device") == NULL);
+        gsb_model *b = parity_fit(one, "NearestNeighbors", metrics[t], X, NULL, NULL);
+        if (a && b) {
+            char opt[64];
+            int64_t ks[3] = {1, n < 5 ? n : 5, n};
+            for (int i = 0; i < 3; i++) {
+                snprintf(opt, sizeof opt, "{\"n_neighbors\": %lld}", (long long)ks[i]);
+                parity_call(a, b, "kneighbors", Q, opt, "indices", 0);
+                parity_call(a, b, "kneighbors", Q, opt, "distances", tol);
+                if (ks[i] < n) { /* leave-one-out: k < n */
+                    parity_call(a, b, "kneighbors", NULL, opt, "indices", 0);
+                    parity_call(a, b, "kneighbors", NULL, opt, "distances", tol);
+                }
+            }
+            /* refitted on fewer rows: the shards follow the new training rows */
+            gsb_array head = *X;
+            head.shape[0] = n > 1 ? n - 1 : n;
+            CHECK_OK(testing_fit(a, &head, NULL, NULL));
+            CHECK_OK(testing_fit(b, &head, NULL, NULL));
+            parity_call(a, b, "kneighbors", Q, "{\"n_neighbors\": 1}", "indices", 0);
+        }
+        if (a)
+            gsb_model_free(a);
+        if (b)
+            gsb_model_free(b);
+    }
+    const char *p = n >= 3 ? "{\"n_neighbors\": 3, \"weights\": \"distance\"}"
+                           : "{\"n_neighbors\": 1}";
+    gsb_model *a = parity_fit(multi, "KNeighborsClassifier", p, X, labels, NULL);
+    gsb_model *b = parity_fit(one, "KNeighborsClassifier", p, X, labels, NULL);
+    if (a && b) {
+        parity_call(a, b, "predict_proba", Q, NULL, "proba", tol);
+        parity_call(a, b, "predict", Q, NULL, "labels", 0);
+    }
+    if (a)
+        gsb_model_free(a);
+    if (b)
+        gsb_model_free(b);
+    a = parity_fit(multi, "KNeighborsRegressor", p, X, y, NULL);
+    b = parity_fit(one, "KNeighborsRegressor", p, X, y, NULL);
+    if (a && b) {
+        parity_call(a, b, "predict", Q, NULL, "y", tol);
+        if (n >= 4)
+            parity_call(a, b, "predict", NULL, NULL, "y", tol); /* leave-one-out */
+    }
+    if (a)
+        gsb_model_free(a);
+    if (b)
+        gsb_model_free(b);
+}
+
 /* The estimators with a multi-device fit, on data X (n x d), y, w (doubles)
  * in dtype dt; tol for float64 (float32: 1e-4, its own rounding). */
 static inline void parity_suite(gsb_session *multi, gsb_session *one, const double *X,
@@ -182,6 +286,23 @@ static inline void parity_suite(gsb_session *multi, gsb_session *one, const doub
                        tol));
     CHECK(parity_check(multi, one, "MinMaxScaler", "{\"feature_range\": [-1, 2]}", &xa, NULL,
                        NULL, 0));
+    { /* the neighbours: queries are the rows perturbed, labels two classes */
+        int64_t nq = n < 37 ? n : 37;
+        void *qb = malloc((size_t)(nq * d) * 8), *lb = malloc((size_t)n * 8);
+        for (int64_t i = 0; i < nq * d; i++) {
+            double v = X[i] + 0.25 * sin((double)(3 * i + 1));
+            if (dt == GSB_F32)
+                ((float *)qb)[i] = (float)v;
+            else
+                ((double *)qb)[i] = v;
+        }
+        for (int64_t i = 0; i < n; i++)
+            ((double *)lb)[i] = y[i] > y[0] ? 1 : 0;
+        gsb_array qa = gsb_array_2d(qb, dt, nq, d), la = gsb_array_1d(lb, GSB_F64, n);
+        parity_knn(multi, one, &xa, &qa, &ya, &la, dt == GSB_F32 ? 1e-5 : 1e-9);
+        free(qb);
+        free(lb);
+    }
     if (n > d + 1) {
         CHECK(parity_check(multi, one, "LinearRegression", NULL, &xa, &ya, NULL, tol));
         CHECK(parity_check(multi, one, "LinearRegression", NULL, &xa, &y2, &wa, tol));

@@ -206,6 +206,45 @@ static void test_fit_transform(void)
     gsb_model_free(b);
 }
 
+/* kNN under a memory cap too small for the shards (cpu:N under a cap
+ * behaves as small GPUs): no shards, one warning, the first device's
+ * (streamed) search, the same neighbours */
+static void test_knn_shards_too_big(void)
+{
+    enum { BIG = 2000 }; /* 80 KB: shards of 40 KB, more than half the cap */
+    gsb_session *capped = open_url("local?device=cpu:2&memory_cap=64K");
+    double *big = malloc(sizeof(double) * BIG * D);
+    if (!capped || !big) {
+        free(big);
+        return;
+    }
+    testing_fill_normal(big, BIG * D);
+    gsb_array xa = gsb_array_2d(big, GSB_F64, BIG, D);
+    gsb_model *a = parity_fit(capped, "NearestNeighbors", NULL, &xa, NULL, NULL);
+    CHECK(strstr(gsb_warnings(), "first device") != NULL);
+    CHECK(strstr(gsb_warnings(), "does not fit") != NULL);
+    gsb_model *b = parity_fit(S1, "NearestNeighbors", NULL, &xa, NULL, NULL);
+    if (a && b) {
+        gsb_result *ra = NULL, *rb = NULL;
+        const gsb_array *ins[1] = {&xa};
+        CHECK_OK(gsb_model_call(a, "kneighbors", ins, 1, NULL, &ra));
+        CHECK_OK(gsb_model_call(b, "kneighbors", ins, 1, NULL, &rb));
+        const gsb_array *u = ra ? gsb_result_get(ra, "indices") : NULL;
+        const gsb_array *v = rb ? gsb_result_get(rb, "indices") : NULL;
+        CHECK(u && v && testing_numel(u) == testing_numel(v));
+        for (int64_t i = 0; u && v && i < testing_numel(v); i++)
+            CHECK(testing_at(u, i) == testing_at(v, i));
+        gsb_result_free(ra);
+        gsb_result_free(rb);
+    }
+    if (a)
+        gsb_model_free(a);
+    if (b)
+        gsb_model_free(b);
+    gsb_close(capped);
+    free(big);
+}
+
 /* a fit that fails in the statistics leaves the model unfitted, as on one device */
 static void test_failure_unfits(void)
 {
@@ -241,6 +280,7 @@ int main(void)
     RUN(test_fallback);
     RUN(test_fit_transform);
     RUN(test_failure_unfits);
+    RUN(test_knn_shards_too_big);
     gsb_close(S2);
     gsb_close(S3);
     return testing_close(S1);

@@ -8,7 +8,10 @@
  *     default one: its own staging buffers, copy threads and copy stream) against the
  *     one-GPU fit ("local?device=cuda") of every estimator with a
  *     multi-device fit: every fitted attribute within 1e-6 relative
- *     (float64; float32: 1e-4);
+ *     (float64; float32: 1e-4); and the neighbours' searches over the
+ *     split index (kneighbors of queries and leave-one-out, three metrics,
+ *     k up to every row; the KNeighbors* predictions): the same indices,
+ *     distances within 1e-9 (float64) / 1e-5 (float32);
  *   - staged uploads and downloads (pageable host memory larger than the
  *     staging buffers) from two threads per GPU on every GPU at once, each
  *     holding only its own GPU's op lock, every byte back as it went;

@@ -89,6 +89,65 @@ def test_multigpu_kmeans_same_labels(restore_device, multi, one):
     assert a.n_iter_ == b.n_iter_
 
 
+KNN_PARAMS = [{"n_neighbors": 5}, {"n_neighbors": 3, "metric": "manhattan"},
+              {"n_neighbors": 4, "metric": "cosine"}]
+
+
+@pytest.mark.filterwarnings("error::UserWarning")  # no "first device only" fallback
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("multi,one", SETS)
+@pytest.mark.parametrize("params", KNN_PARAMS)
+def test_multigpu_kneighbors_parity(restore_device, params, multi, one, dtype):
+    """The index split across the ranks, each rank's top k merged: the one-device
+    neighbours exactly (indices), distances as the same kernel computes them."""
+    X, _ = _data(dtype=dtype)
+    Q = (X[:40] + 0.3 * np.random.default_rng(5).normal(size=(40, X.shape[1]))).astype(dtype)
+    a = _fit(multi, "NearestNeighbors", params, X, None)
+    b = _fit(one, "NearestNeighbors", params, X, None)
+    rtol = 1e-9 if dtype == np.float64 else 1e-5
+    for q, k in ((Q, 1), (Q, None), (Q, len(X)), (None, None), (None, len(X) - 1)):
+        da, ia = a.kneighbors(q, n_neighbors=k)
+        db, ib = b.kneighbors(q, n_neighbors=k)
+        np.testing.assert_array_equal(ia, ib)
+        assert da.dtype == db.dtype
+        np.testing.assert_allclose(da, db, rtol=rtol, atol=rtol)
+    a.fit(X[::2])  # refitted: the shards follow the new training rows
+    b.fit(X[::2])
+    np.testing.assert_array_equal(a.kneighbors(Q)[1], b.kneighbors(Q)[1])
+
+
+@pytest.mark.filterwarnings("error::UserWarning")
+@pytest.mark.parametrize("multi,one", SETS)
+def test_multigpu_kneighbors_estimators(restore_device, multi, one):
+    X, y = _data()
+    labels = np.digitize(y, np.quantile(y, [0.3, 0.7])).astype(np.int64)
+    Q = X[:50] + 0.2
+    for weights in ("uniform", "distance"):
+        a = _fit(multi, "KNeighborsClassifier", {"weights": weights}, X, labels)
+        b = _fit(one, "KNeighborsClassifier", {"weights": weights}, X, labels)
+        np.testing.assert_allclose(a.predict_proba(Q), b.predict_proba(Q), rtol=1e-9)
+        np.testing.assert_array_equal(a.predict(Q), b.predict(Q))
+        assert a.score(X, labels) == b.score(X, labels)
+        a = _fit(multi, "KNeighborsRegressor", {"weights": weights}, X, y)
+        b = _fit(one, "KNeighborsRegressor", {"weights": weights}, X, y)
+        np.testing.assert_allclose(a.predict(Q), b.predict(Q), rtol=1e-9)
+    graph_a = _fit(multi, "NearestNeighbors", {}, X, None).kneighbors_graph(Q, mode="distance")
+    graph_b = _fit(one, "NearestNeighbors", {}, X, None).kneighbors_graph(Q, mode="distance")
+    np.testing.assert_allclose(graph_a.toarray(), graph_b.toarray(), rtol=1e-9)
+
+
+def test_multigpu_radius_neighbors_first_device(restore_device):
+    """radius_neighbors is not split: it searches on the first device, said once."""
+    X, _ = _data()
+    a = _fit("cpu:2", "NearestNeighbors", {"radius": 3.0}, X, None)
+    b = _fit("cpu", "NearestNeighbors", {"radius": 3.0}, X, None)
+    with pytest.warns(UserWarning, match="radius_neighbors runs on the first device"):
+        da, ia = a.radius_neighbors(X[:20])
+    db, ib = b.radius_neighbors(X[:20])
+    for u, v in zip(ia, ib):
+        np.testing.assert_array_equal(u, v)
+
+
 def test_multigpu_transform_and_predict(restore_device):
     X, y = _data()
     a = _fit("cpu:2", "Ridge", {}, X, y)

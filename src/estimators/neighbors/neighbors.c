@@ -20,6 +20,10 @@
  * k + 1 and drops the row itself, or the first hit when exact duplicates
  * crowd it out; only the order among distance-0 duplicates can differ.)
  *
+ * In a multi-device session (docs/MULTIGPU.md) the search runs across the
+ * devices, the training rows split into one shard per device and kept there
+ * (multidev/multidev_knn.c), with the same result.
+ *
  * Dtypes, where they differ from scikit-learn: kneighbors distances are in
  * the query's dtype (scikit-learn gives float64 for float32 euclidean and
  * manhattan), regressor predictions in the targets' fitted dtype (X's), and
@@ -35,6 +39,7 @@
 #include "estimators/common/partial_stats.h"
 #include "estimators/neighbors/neighbors_radius.h"
 #include "estimators/neighbors/neighbors_stream.h"
+#include "multidev/multidev_knn.h"
 
 /* ---- parameters ---------------------------------------------------------- */
 
@@ -221,7 +226,11 @@ static int knn_search(gsb__ctx *c, const gsb__tensor *X, int64_t k, gsb__tensor 
     gsb_dtype cdt = !X || X->dtype == fit_X->dtype ? fit_X->dtype : GSB_F64;
     gsb__tensor R = GSB__TENSOR_NONE, Q = GSB__TENSOR_NONE;
     gsb__tensor d = GSB__TENSOR_NONE, ix = GSB__TENSOR_NONE;
-    int rc, streamed;
+    int rc, streamed, split;
+    /* a multi-device session: the index split across its devices */
+    GSB_TRY(gsb__md_knn_search(c, X, fit_X, k, metric, cdt, dist, idx, &split));
+    if (split)
+        return GSB_OK;
     /* index and queries larger than the backend's memory: in blocks and batches */
     GSB_TRY(gsb__knn_search_streamed(c, X, fit_X, k, metric, cdt, dist, idx, &streamed));
     if (streamed)

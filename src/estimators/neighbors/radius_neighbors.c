@@ -11,6 +11,8 @@
  * (scikit-learn's stable sort).  With X absent the queries are the training
  * rows and each row's own index is removed from its list, as scikit-learn
  * does (exact duplicates stay).  Distances are float64, as scikit-learn's.
+ * In a multi-device session the search runs on the first device (warned
+ * once): the index is not split for it as it is for kneighbors.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 #include "core/alloc.h"
 #include "estimators/neighbors/neighbors_radius.h"
 #include "estimators/neighbors/radius_search.h"
+#include "multidev/multidev_knn.h"
 
 typedef struct rn_pair {
     int64_t j;
@@ -143,6 +146,8 @@ int gsb__neighbors_radius(gsb__ctx *c)
     const gsb__tensor *fit_X = gsb__attr(c, "_fit_X"), *X = gsb__in(c, "X");
     if (!fit_X)
         return gsb__err(GSB_ENOTFITTED, "This %s instance is not fitted yet.", c->est->name);
+    gsb__md_knn_unsplit(c, "its search is not split across devices (kneighbors is): the "
+                        "whole index is searched there");
     double radius = rn_radius(c);
     if (!isfinite(radius))
         return gsb__err(GSB_EINVAL, "radius must be a finite number, got %g", radius);
