@@ -106,6 +106,50 @@ typedef struct gsb__forest_rule {
     int first_only;         /* 1: only the first non-constant feature listed competes */
 } gsb__forest_rule;
 
+/* How a tree grows breadth first (scikit-learn's builders' leaf rules; the
+ * level ops and the growers share them through backend/forest_level.h). */
+typedef struct gsb__forest_grow_rule {
+    int criterion;              /* GSB__FOREST_* */
+    int64_t max_depth;          /* INT64_MAX: none */
+    int64_t min_samples_split, min_samples_leaf;
+    double min_weight_leaf, min_impurity_decrease;
+    int64_t max_features;       /* features drawn per node, 1 .. n_features */
+} gsb__forest_grow_rule;
+
+/*
+ * One level of breadth-first growth of a group of trees, every tensor on the
+ * op's backend (column layouts in backend/forest_level.h).  The frontier's n
+ * nodes are in tree order, then node order; a node's samples are a segment
+ * of the data's sample arrays, and the segments follow the frontier's order.
+ *   front    n x GSB__FLV_FRONT GSB_I32: tree, id (its number in its tree),
+ *            start, end, depth
+ *   stats    n x V1 GSB_F64: the node's stats
+ *   map, recs  pass 0 (drawn features, positions [0, m) of the node's
+ *            permutation): map (n GSB_I32) each node's row of recs, -1 for
+ *            no candidate; recs (rows of forest_split's records, GSB_F64)
+ *   map2, recs2  pass 1 (positions [m, n_features), first_only), of the
+ *            candidates whose drawn features were all constant; NULL when
+ *            m = n_features
+ *   seeds    T GSB_I64: each tree's seed; root_w: T GSB_F64 its root's weight
+ *   tcount   T GSB_I32: nodes each tree has so far (updated by decide)
+ *   nodes    n x GSB__FLV_NODE GSB_I32 (decide writes): each node as it ends
+ *            the level: its frontier columns, feature (-1: a leaf), bin_lo,
+ *            bin_hi, missing_left, the left child's id
+ *   imp      n GSB_F64 (decide writes): the importance term of its split (0)
+ *   splits   n x GSB__FLS_COLS GSB_I32 (decide writes, partition reads)
+ *   kids, kid_stats: 2n rows (decide writes the first 2 n_split): the next
+ *            frontier and its stats
+ *   counts   2 GSB_I32: [0] candidates (feats) or n_split (decide), [1] the
+ *            nodes whose partition disagreed with the split search
+ *            (partition; 0 unless a bug)
+ *   owner    S GSB_I32: the frontier node of each sample, -1 once in a leaf
+ */
+typedef struct gsb__forest_level {
+    int64_t n;
+    const gsb__tensor *front, *stats, *map, *recs, *map2, *recs2, *seeds, *root_w;
+    gsb__tensor *tcount, *nodes, *imp, *splits, *kids, *kid_stats, *counts, *owner;
+} gsb__forest_level;
+
 /* Fitted trees, all concatenated (node indices are global). */
 typedef struct gsb__forest_trees {
     const gsb__tensor *split;     /* N, GSB_I32: 2 * feature + (1 if NaN goes left); -1 leaf */
@@ -442,6 +486,26 @@ typedef struct gsb__backend_ops {
      * callers' strided or non-float device arrays made into tensors */
     int (*strided_copy)(const gsb__backend *be, const void *src, gsb_dtype dtype, int64_t s0,
                         int64_t s1, gsb__tensor *dst);
+    /* Breadth-first growth of random forests with the frontier on the backend
+     * (gsb__forest_level above; the per-node rules of backend/forest_level.h).
+     * forest_level_feats: the candidates of a pass, in node order: pass 0
+     * the nodes the leaf rules do not stop, pass 1 those of them whose pass-0
+     * record (lv->map, lv->recs) has no non-constant feature.  map (n GSB_I32)
+     * each node's candidate row or -1; the first counts[0] rows of seg (n x 3
+     * GSB_I32: start, end, -1, forest_split's nodes) and feats (n x (to -
+     * from) GSB_I32: positions [from, to) of the node's permutation; pass 0:
+     * [0, m), pass 1: [m, n_features)) describe the candidates. */
+    int (*forest_level_feats)(const gsb__backend *be, const gsb__forest_data *d,
+                              const gsb__forest_level *lv, const gsb__forest_grow_rule *rule,
+                              int pass, gsb__tensor *map, gsb__tensor *seg, gsb__tensor *feats);
+    int (*forest_level_decide)(const gsb__backend *be, const gsb__forest_data *d,
+                               const gsb__forest_level *lv, const gsb__forest_grow_rule *rule);
+    /* forest_level_partition: the stable partition of each splitting node's
+     * samples (left ones first, as forest_partition), owner set to the
+     * children's places (-1 for the samples of a node that did not split),
+     * counts[1] */
+    int (*forest_level_partition)(const gsb__backend *be, const gsb__forest_data *d,
+                                  const gsb__forest_level *lv);
 
     /* ---- random -------------------------------------------------------- */
     /* fill with N(0, 1) from a counter-based generator: element i depends only
@@ -493,10 +557,10 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 9 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+#define GSB__BACKEND_ABI 10 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
                               5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch;
                               8: axpy, row_scale, stage_*, strided_copy, device_import/export,
-                              copy_stats; 9: sync */
+                              copy_stats; 9: sync; 10: forest_level_* */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

@@ -1013,6 +1013,47 @@ static void test_pool_paths(void)
     gsb_model_free(w);
 }
 
+/* The level grower (the GPU's; GSB_FOREST_GROWER=level runs it here) grows the
+ * host grower's trees: both criteria kinds, both search passes, missing values. */
+static void test_level_grower(void)
+{
+    enum { N = 2500, D = 9 };
+    static double X[N * D], y[N], c[N];
+    uint64_t s = 77;
+    for (int64_t i = 0; i < N; i++) {
+        for (int j = 0; j < D; j++)
+            X[i * D + j] = j >= 6                         ? 1.0
+                           : j == 2 && urand(&s) < 0.05 ? NAN
+                                                        : floor(40 * urand(&s));
+        y[i] = round(10 * sin(X[i * D] / 6) + X[i * D + 1] / 4);
+        c[i] = (double)(((int)X[i * D] / 10) ^ (X[i * D + 3] > 20));
+    }
+    gsb_array xa = gsb_array_2d(X, GSB_F64, N, D), ya = gsb_array_1d(y, GSB_F64, N);
+    gsb_array ca = gsb_array_1d(c, GSB_F64, N);
+    const char *params[4] = {
+        "{\"n_estimators\": 4, \"random_state\": 2, \"max_features\": 0.4}",
+        "{\"n_estimators\": 4, \"random_state\": 2, \"max_features\": 0.4}",
+        "{\"n_estimators\": 3, \"random_state\": 1, \"min_samples_leaf\": 2}",
+        "{\"n_estimators\": 3, \"random_state\": 1, \"criterion\": \"entropy\", "
+        "\"max_features\": null}"};
+    for (int k = 0; k < 4; k++) {
+        const char *est = k % 2 ? "RandomForestClassifier" : "RandomForestRegressor";
+        double *p[2] = {NULL, NULL};
+        int64_t n[2] = {0, 0};
+        for (int g = 0; g < 2; g++) {
+            setenv("GSB_FOREST_GROWER", g ? "level" : "host", 1);
+            gsb_model *m = fit_model(est, params[k], &xa, k % 2 ? &ca : &ya, NULL);
+            p[g] = m ? call_values(m, "predict", &xa, &n[g]) : NULL;
+            gsb_model_free(m);
+        }
+        unsetenv("GSB_FOREST_GROWER");
+        CHECK(p[0] && p[1] && n[0] == N && n[1] == N &&
+              memcmp(p[0], p[1], N * sizeof(double)) == 0);
+        free(p[0]);
+        free(p[1]);
+    }
+}
+
 static int progress_trees, progress_levels;
 static int on_progress(void *data, const char *stage, int64_t it, double loss)
 {
@@ -1248,6 +1289,7 @@ int main(void)
     RUN(test_one_class_and_rules);
     RUN(test_oob_weights_importances);
     RUN(test_pool_paths);
+    RUN(test_level_grower);
     RUN(test_progress_cancel);
     RUN(test_blob);
     RUN(test_errors);

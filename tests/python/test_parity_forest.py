@@ -284,3 +284,28 @@ def test_warnings_like_scikit_learn(case):
         messages.append(sorted({(type(x.message).__name__, str(x.message)) for x in w
                                 if issubclass(x.category, UserWarning)}))
     assert messages[1] == messages[0] and messages[0]
+
+
+@pytest.mark.parametrize("est, max_features", [("clf", "sqrt"), ("clf", None), ("reg", 1.0),
+                                                ("reg", 0.3)])
+def test_level_grower_grows_the_host_growers_trees(monkeypatch, est, max_features):
+    # GPU fits grow through the level grower (tree_level.c); forced on the CPU it
+    # must grow the host grower's trees: same draws, rules, numbering, importances
+    if est == "clf":
+        X, y = make_classification(n_samples=3000, n_features=12, n_informative=6,
+                                   n_classes=4, random_state=0)
+        X[::13, 2] = np.nan
+        cls, params = gse.RandomForestClassifier, {"min_samples_leaf": 2}
+    else:
+        X, y = make_regression(n_samples=2000, n_features=8, random_state=1)
+        y = np.round(y)  # integral targets: every sum exact on both growers
+        cls, params = gse.RandomForestRegressor, {"max_depth": 9}
+    fits = {}
+    for grower in ("host", "level"):
+        monkeypatch.setenv("GSB_FOREST_GROWER", grower)
+        m = cls(n_estimators=6, random_state=4, max_features=max_features, **params).fit(X, y)
+        fits[grower] = (m.predict(X), m.feature_importances_,
+                        [(e.tree_.node_count, e.tree_.max_depth) for e in m.estimators_])
+    np.testing.assert_array_equal(fits["level"][0], fits["host"][0])
+    np.testing.assert_allclose(fits["level"][1], fits["host"][1], rtol=1e-12)
+    assert fits["level"][2] == fits["host"][2]

@@ -153,6 +153,9 @@ static const gsb__backend_ops cpu_ops = {
     .stage_release = gsb__cpu_stage_release,
     .stage_close = gsb__cpu_stage_close,
     .strided_copy = gsb__cpu_strided_copy,
+    .forest_level_feats = gsb__cpu_forest_level_feats,
+    .forest_level_decide = gsb__cpu_forest_level_decide,
+    .forest_level_partition = gsb__cpu_forest_level_partition,
     .rand_normal = gsb__cpu_rand_normal,
     .copy_stats = gsb__cpu_copy_stats,
 };

@@ -13,6 +13,8 @@
  *   cpu_enet.c      enet_cd_gram, gather_cols (coordinate descent)
  *   cpu_forest.c    forest_bin, forest_hist, forest_hist_sub, forest_split,
  *                   forest_partition, forest_predict (random forests)
+ *   cpu_forest_level.c  forest_level_feats, forest_level_decide,
+ *                   forest_level_partition (breadth-first forest growth)
  *   cpu_radius.c    radius_neighbors (eps-neighbourhoods as CSR)
  *   cpu_random.c    rand_normal
  *   cpu_tsne.c      tsne_attract, tsne_repulse_exact, tsne_update
@@ -117,6 +119,13 @@ int gsb__cpu_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
                               gsb__tensor *n_left);
 int gsb__cpu_forest_predict(const gsb__backend *be, const gsb__tensor *X,
                             const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
+int gsb__cpu_forest_level_feats(const gsb__backend *be, const gsb__forest_data *d,
+                                const gsb__forest_level *lv, const gsb__forest_grow_rule *rule,
+                                int pass, gsb__tensor *map, gsb__tensor *seg, gsb__tensor *feats);
+int gsb__cpu_forest_level_decide(const gsb__backend *be, const gsb__forest_data *d,
+                                 const gsb__forest_level *lv, const gsb__forest_grow_rule *rule);
+int gsb__cpu_forest_level_partition(const gsb__backend *be, const gsb__forest_data *d,
+                                    const gsb__forest_level *lv);
 int gsb__cpu_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
                               const gsb__radius_grid *grid, gsb__metric metric, double p,
                               double eps, gsb__tensor *counts, const gsb__tensor *offsets,

@@ -639,6 +639,9 @@ static void bind_ops(gsb__backend_ops *o)
     o->stage_release = guarded<gsb__cuda_stage_release>::call;
     o->stage_close = guarded<gsb__cuda_stage_close>::call;
     o->strided_copy = guarded<gsb__cuda_strided_copy>::call;
+    o->forest_level_feats = guarded<gsb__cuda_forest_level_feats>::call;
+    o->forest_level_decide = guarded<gsb__cuda_forest_level_decide>::call;
+    o->forest_level_partition = guarded<gsb__cuda_forest_level_partition>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;
     o->host_register = cuda_host_register;
     o->host_unregister = cuda_host_unregister;

@@ -386,7 +386,7 @@ __global__ void split_kernel(FData d, const int32_t *__restrict__ nodes,
     const int V1 = d.V1;
     const int64_t per = (int64_t)d.nb * V1;
     double *tot = H + per;
-    if (f < 0) { /* the whole block leaves: an unlisted entry, ignored by the reduction */
+    if (f < 0 || f >= d.F) { /* the whole block leaves: an unlisted entry, ignored by the reduction */
         if (threadIdx.x == 0) {
             for (int s = 0; s < rec_len; s++)
                 rec[s] = 0.0;
@@ -912,8 +912,14 @@ extern "C" int gsb__cuda_forest_split(const gsb__backend *be, const gsb__forest_
     void *tn = NULL, *tf = NULL, *dtn = NULL, *dtf = NULL, *drecs = NULL, *dout = NULL;
     int rc;
     GSB_CUDA_CHECK(data_of(be, d, false, op, &fd));
-    GSB_CUDA_CHECK(host_nodes(be, d, nodes, false, op, &hn, &tn));
-    GSB_CUDA_CHECK(check_feats(be, d, feats, nodes->rows, op, &hf, &tf));
+    if (!nodes || !feats || on_host(nodes) || on_host(feats)) {
+        GSB_CUDA_CHECK(host_nodes(be, d, nodes, false, op, &hn, &tn));
+        GSB_CUDA_CHECK(check_feats(be, d, feats, nodes->rows, op, &hf, &tf));
+    } else { /* device-resident (the level grower's): shapes only, no round trip; the
+                kernel skips features out of range */
+        GSB_CUDA_CHECK(check(be, nodes, GSB_I32, -1, 3, false, op, "nodes"));
+        GSB_CUDA_CHECK(check(be, feats, GSB_I32, nodes->rows, -1, false, op, "feats"));
+    }
     if (!rule) {
         rc = GSB_CUDA_ERR(GSB_EINTERNAL, "%s: no rule", op);
         goto done;

@@ -12,6 +12,8 @@
  *   cuda_tsne_fft.cu  tsne_repulse_fft (FIt-SNE with cuFFT); no tsne_repulse_bh
  *   cuda_forest.cu    forest_bin, forest_hist, forest_hist_sub, forest_split,
  *                     forest_partition, forest_predict (random forests)
+ *   cuda_forest_level.cu  forest_level_feats, forest_level_decide,
+ *                     forest_level_partition (breadth-first forest growth)
  *   cuda_radius.cu    radius_neighbors (eps-neighbourhoods as CSR: grid scan, tiles)
  *   cuda_umap.cu      umap_sgd_epoch (UMAP's layout SGD, one thread per edge)
  *   cuda_stream.cu    axpy, row_scale, stage_* (the streaming ring on a copy stream),
@@ -73,6 +75,13 @@ int gsb__cuda_kmeanspp(const gsb__backend *be, const gsb__tensor *X, const gsb__
                        int64_t first, const double *u, int64_t steps, int64_t trials,
                        gsb__tensor *closest, double *pot, int64_t *chosen);
 
+int gsb__cuda_forest_level_feats(const gsb__backend *be, const gsb__forest_data *d,
+                                 const gsb__forest_level *lv, const gsb__forest_grow_rule *rule,
+                                 int pass, gsb__tensor *map, gsb__tensor *seg, gsb__tensor *feats);
+int gsb__cuda_forest_level_decide(const gsb__backend *be, const gsb__forest_data *d,
+                                  const gsb__forest_level *lv, const gsb__forest_grow_rule *rule);
+int gsb__cuda_forest_level_partition(const gsb__backend *be, const gsb__forest_data *d,
+                                     const gsb__forest_level *lv);
 int gsb__cuda_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q,
                                const gsb__tensor *R, const gsb__radius_grid *grid,
                                gsb__metric metric, double p, double eps, gsb__tensor *counts,

@@ -410,6 +410,19 @@ static int64_t draw_samples(fit_state *s, const uint64_t *seeds, int64_t t0, int
     return off;
 }
 
+/*
+ * Whether a group grows through the level grower (tree_level.c): on a GPU
+ * when breadth first; GSB_FOREST_GROWER=host or =level overrides it (tests
+ * compare the two on the CPU; "host" keeps the old GPU path selectable).
+ */
+static int level_grower(const gsb__backend *be, const gsb__grow_params *gp)
+{
+    const char *env = getenv("GSB_FOREST_GROWER");
+    if (gp->max_leaf_nodes > 0 || (env && strcmp(env, "host") == 0))
+        return 0;
+    return be != gsb__cpu_backend() || (env && strcmp(env, "level") == 0);
+}
+
 /* Grow trees [t0, t1) (seeds) as one group and append them to the model. */
 static int grow_group(fit_state *s, const uint64_t *seeds, int64_t t0, int64_t t1)
 {
@@ -436,9 +449,12 @@ static int grow_group(fit_state *s, const uint64_t *seeds, int64_t t0, int64_t t
     gsb__forest_data d = {&s->codes, s->F, s->n_real + (s->nan_code >= 0), s->nan_code,
                           (int)K, K ? 0 : (int)s->t->K, &s->yb, &rb, &wb, NULL, NULL, NULL};
     gsb__grow_params gp = s->cfg->grow;
-    gp.min_weight_leaf = s->cfg->min_weight_fraction * gsb__forest_weight(stats, (int)K);
+    gp.rule.min_weight_leaf = s->cfg->min_weight_fraction * gsb__forest_weight(stats, (int)K);
     gp.pool_bytes = be == gsb__cpu_backend() ? POOL_BYTES_CPU : POOL_BYTES_GPU;
-    GSB_CHECK(gsb__grow_trees(be, &d, &gp, trees, G, grown, on_step, s));
+    if (level_grower(be, &gp))
+        GSB_CHECK(gsb__grow_trees_level(be, &d, &gp, trees, G, grown, on_step, s));
+    else
+        GSB_CHECK(gsb__grow_trees(be, &d, &gp, trees, G, grown, on_step, s));
     /* the samples as the growth left them: each leaf's are a segment */
     if (rb.data != rows)
         GSB_CHECK(be->ops->download(be, &rb, rows));

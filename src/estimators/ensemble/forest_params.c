@@ -148,16 +148,16 @@ int gsb__forest_read_cfg(gsb__ctx *c, int classify, int64_t n, int64_t F,
     GSB_TRY(count_param(c, "min_samples_split", 2, 1, n, &mss));
     GSB_TRY(count_param(c, "min_samples_leaf", 1, 0, n, &msl));
     GSB_TRY(check_max_samples(c));
-    GSB_TRY(resolve_max_features(c, F, &cfg->grow.max_features));
+    GSB_TRY(resolve_max_features(c, F, &cfg->grow.rule.max_features));
     mss = mss < 2 ? 2 : mss;
-    cfg->grow.min_samples_leaf = msl;
-    cfg->grow.min_samples_split = mss > 2 * msl ? mss : 2 * msl;
-    cfg->grow.criterion = cfg->criterion;
-    cfg->grow.max_depth = gsb__param_is_none(P, "max_depth") ? INT64_MAX
+    cfg->grow.rule.min_samples_leaf = msl;
+    cfg->grow.rule.min_samples_split = mss > 2 * msl ? mss : 2 * msl;
+    cfg->grow.rule.criterion = cfg->criterion;
+    cfg->grow.rule.max_depth = gsb__param_is_none(P, "max_depth") ? INT64_MAX
                                                               : gsb__param_int(P, "max_depth");
     cfg->grow.max_leaf_nodes = gsb__param_is_none(P, "max_leaf_nodes")
                                    ? 0 : gsb__param_int(P, "max_leaf_nodes");
-    cfg->grow.min_impurity_decrease = gsb__param_float(P, "min_impurity_decrease");
+    cfg->grow.rule.min_impurity_decrease = gsb__param_float(P, "min_impurity_decrease");
     cfg->min_weight_fraction = gsb__param_float(P, "min_weight_fraction_leaf");
     cfg->n_estimators = gsb__param_int(P, "n_estimators");
     cfg->bootstrap = gsb__param_bool(P, "bootstrap");

@@ -12,9 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/forest_math.h"
+#include "backend/forest_level.h"
 #include "core/alloc.h"
-#include "core/rng.h"
 #include "core/tensor.h"
 
 /* A node with at least LARGE_BINS x n_bins samples gets a histogram slot. */
@@ -126,67 +125,17 @@ static void give_slot(grower *g, int32_t slot)
 
 double gsb__forest_impurity(const double *s, int K, int O, int criterion)
 {
-    if (K > 0) {
-        double W = gsb__forest_weight(s, K), acc = 0;
-        if (!(W > 0))
-            return 0.0;
-        for (int k = 0; k < K; k++) {
-            double p = s[1 + k] / W;
-            if (criterion == GSB__FOREST_ENTROPY)
-                acc -= p > 0 ? p * log2(p) : 0.0;
-            else
-                acc += p * p;
-        }
-        return criterion == GSB__FOREST_ENTROPY ? acc : 1.0 - acc;
-    }
-    double W = s[1], acc = 0;
-    if (!(W > 0))
-        return 0.0;
-    for (int k = 0; k < O; k++) {
-        double mean = s[2 + k] / W;
-        if (criterion == GSB__FOREST_POISSON) {
-            if (mean <= GSB__FOREST_EPS)
-                return INFINITY;
-            acc += (s[2 + O + k] - s[2 + k] * log(mean)) / W;
-        } else {
-            acc += s[2 + O + k] / W - mean * mean;
-        }
-    }
-    return acc / O;
+    return gsb__forest_node_impurity(s, K, O, criterion);
 }
 
 static double impurity_of(const grower *g, const double *s)
 {
-    return gsb__forest_impurity(s, g->K, g->O, g->p->criterion);
+    return gsb__forest_impurity(s, g->K, g->O, g->p->rule.criterion);
 }
 
 static double weight_of(const grower *g, const double *s) { return gsb__forest_weight(s, g->K); }
 
 /* ---- feature draws ---------------------------------------------------------------- */
-
-/* Features of node (tree seed, id): positions [from, to) of a Fisher-Yates
- * permutation of the F features drawn from the node's own stream.  perm (the
- * identity on entry and on return) and swaps: F entries of scratch. */
-static void draw_features(int64_t F, uint64_t seed, int32_t id, int64_t from, int64_t to,
-                          int32_t *perm, int32_t *swaps, int32_t *out)
-{
-    gsb__rng r;
-    gsb__rng_seed(&r, seed ^ ((uint64_t)id + 1) * 0x9E3779B97F4A7C15ull);
-    for (int64_t i = 0; i < to; i++) {
-        int64_t j = i + gsb__rng_below(&r, F - i);
-        int32_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-        swaps[i] = (int32_t)j;
-        if (i >= from)
-            out[i - from] = perm[i];
-    }
-    for (int64_t i = to - 1; i >= 0; i--) { /* back to the identity */
-        int32_t t = perm[i];
-        perm[i] = perm[swaps[i]];
-        perm[swaps[i]] = t;
-    }
-}
 
 /* Node arrays of a batch above this size are filled by every thread. */
 #define PARALLEL_NODES 2048
@@ -208,8 +157,8 @@ static int draw_batch(grower *g, fnode **list, int64_t B, int64_t from, int64_t 
 #pragma omp for schedule(static)
         for (int64_t b = 0; b < B; b++)
             if (!failed)
-                draw_features(F, g->trees[list[b]->tree].seed, list[b]->id, from, to, perm,
-                              swaps, feats + b * m);
+                gsb__forest_draw(F, g->trees[list[b]->tree].seed, list[b]->id, from, to, perm,
+                                 swaps, 1, feats + b * m);
         free(perm);
         free(swaps);
     }
@@ -230,7 +179,7 @@ static int search(grower *g, fnode **list, int64_t n, int64_t from, int64_t to,
     const gsb__backend *be = g->be;
     int64_t m = to - from;
     int rc = GSB_OK;
-    gsb__forest_rule rule = {g->p->criterion, g->p->min_samples_leaf, g->p->min_weight_leaf,
+    gsb__forest_rule rule = {g->p->rule.criterion, g->p->rule.min_samples_leaf, g->p->rule.min_weight_leaf,
                              first_only};
     for (int64_t b0 = 0; b0 < n && rc == GSB_OK; b0 += g->batch) {
         int64_t B = n - b0 < g->batch ? n - b0 : g->batch, n_temp = 0;
@@ -286,25 +235,16 @@ static int search(grower *g, fnode **list, int64_t n, int64_t from, int64_t to,
 /* The leaf rules before a split search (scikit-learn's builders). */
 static int leaf_before_search(const grower *g, const fnode *x)
 {
-    const gsb__grow_params *p = g->p;
-    int64_t n = x->end - x->start;
-    double W = weight_of(g, x->stats);
-    return x->depth >= p->max_depth || n < p->min_samples_split ||
-           n < 2 * p->min_samples_leaf || W < 2 * p->min_weight_leaf ||
-           x->impurity <= GSB__FOREST_EPS;
+    return gsb__forest_leaf_before(&g->p->rule, x->depth, x->end - x->start,
+                                   weight_of(g, x->stats), x->impurity);
 }
 
 /* Whether record r of x is a split scikit-learn would make; sets x->improvement. */
 static int accept_split(grower *g, fnode *x, const double *r)
 {
-    if (!(r[GSB__FREC_PROXY] > -INFINITY))
-        return 0;
-    const double *left = r + GSB__FREC_LEFT, *right = left + g->V1;
-    double W = weight_of(g, x->stats), Wl = weight_of(g, left), Wr = weight_of(g, right);
-    double Wroot = weight_of(g, g->trees[x->tree].root_stats);
-    x->improvement = W / Wroot * (x->impurity - Wr / W * impurity_of(g, right) -
-                                  Wl / W * impurity_of(g, left));
-    return !(x->improvement + GSB__FOREST_EPS < g->p->min_impurity_decrease);
+    return gsb__forest_accept(&g->p->rule, x->stats, x->impurity, r,
+                              weight_of(g, g->trees[x->tree].root_stats), g->K, g->O,
+                              &x->improvement);
 }
 
 /* Find the splits of new nodes list[0..n): can_split and the record. */
@@ -465,9 +405,8 @@ static int expand(grower *g, fnode **list, int64_t n, fnode **children)
         memcpy(rt->stats, r + GSB__FREC_LEFT + g->V1, (size_t)g->V1 * sizeof(double));
         /* scikit-learn's importance: W imp - W_l imp_l - W_r imp_r */
         g->out[x->tree].importance[pn->feature] +=
-            weight_of(g, x->stats) * x->impurity -
-            weight_of(g, l->stats) * impurity_of(g, l->stats) -
-            weight_of(g, rt->stats) * impurity_of(g, rt->stats);
+            gsb__forest_importance(x->stats, x->impurity, l->stats, rt->stats, g->K, g->O,
+                                   g->p->rule.criterion);
     }
     if (rc == GSB_OK && g->full)
         rc = derive_histograms(g, list, n, kids);
@@ -669,7 +608,7 @@ int gsb__grow_trees(const gsb__backend *be, gsb__forest_data *d, const gsb__grow
     g.trees = trees;
     g.T = n_trees;
     g.F = d->n_features;
-    g.m = p->max_features < g.F ? p->max_features : g.F;
+    g.m = p->rule.max_features < g.F ? p->rule.max_features : g.F;
     g.K = d->n_classes > 0 ? d->n_classes : 0;
     g.O = d->n_classes > 0 ? 0 : d->n_outputs;
     g.V1 = gsb__forest_nstats(d->n_classes, d->n_outputs);

@@ -36,18 +36,15 @@
 
 #include <stdint.h>
 
+#include "backend/forest_level.h"
 #include "core/estimator.h"
 
 typedef struct gsb__grow_params {
-    int criterion;                /* GSB__FOREST_* */
-    int64_t max_depth;            /* INT64_MAX: none */
-    int64_t min_samples_split;    /* already >= 2 min_samples_leaf */
-    int64_t min_samples_leaf;
+    gsb__forest_grow_rule rule;   /* criterion, depth, min_samples_* (min_samples_split
+                                     already >= 2 min_samples_leaf), min_weight_leaf (the
+                                     same for every tree: their weights sum to the same
+                                     total), min_impurity_decrease, features drawn */
     int64_t max_leaf_nodes;       /* 0: none (breadth first) */
-    double min_weight_leaf;       /* the same for every tree: their weights sum to the
-                                     same total (bootstrap counts, or the weights) */
-    double min_impurity_decrease;
-    int64_t max_features;         /* features drawn per node, 1 .. n_features */
     int64_t pool_bytes;           /* the histogram pool's budget */
 } gsb__grow_params;
 
@@ -90,6 +87,17 @@ typedef int (*gsb__grow_progress)(void *data, int64_t step);
 int gsb__grow_trees(const gsb__backend *be, gsb__forest_data *d, const gsb__grow_params *p,
                     const gsb__grow_tree *trees, int64_t n_trees, gsb__grown *out,
                     gsb__grow_progress progress, void *progress_data);
+
+/*
+ * The same growth breadth first (p->max_leaf_nodes 0) with the frontier in
+ * be's memory (tree_level.c, the forest_level_* ops): a handful of op calls
+ * and small read-backs per level instead of host work per node; the same
+ * trees (up to exact ties of proxies that backends round differently).
+ */
+int gsb__grow_trees_level(const gsb__backend *be, gsb__forest_data *d,
+                          const gsb__grow_params *p, const gsb__grow_tree *trees,
+                          int64_t n_trees, gsb__grown *out, gsb__grow_progress progress,
+                          void *progress_data);
 
 /* The impurity of stats s (V1) as scikit-learn's criterion gives it. */
 double gsb__forest_impurity(const double *s, int n_classes, int n_outputs, int criterion);

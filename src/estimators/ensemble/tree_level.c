@@ -1,0 +1,290 @@
+/*
+ * tree_level.c - growing a group of trees breadth first with the frontier in
+ * the backend's memory (the forest_level_* ops, backend.h): the GPU's
+ * grower.  tree_grow.c grows the same trees with the frontier on the host,
+ * which costs the GPU a round trip and host work per node.
+ *
+ * A level, for every tree of the group at once:
+ *   forest_level_feats   the candidates (leaf rules) and their drawn features
+ *   forest_split         their best splits
+ *   (forest_level_feats and forest_split again, first_only, for the
+ *   candidates whose drawn features were all constant, when m < n_features)
+ *   forest_level_decide  leaves, splits, the children numbered (the next
+ *                        frontier, its stats)
+ *   forest_level_partition  the samples of the nodes that split
+ *   download             the level's nodes: they join the host's trees.
+ * The host reads back the candidate counts and the count of splits (to size
+ * the next calls) and the level's nodes.  Histogram slots are not used: each
+ * candidate's stats are summed from its samples by forest_split.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/forest_level.h"
+#include "core/alloc.h"
+#include "core/tensor.h"
+#include "estimators/ensemble/tree_grow.h"
+
+typedef struct lgrow {
+    const gsb__backend *be;
+    gsb__forest_data *d;
+    const gsb__grow_params *p;
+    int64_t T, F, m, V1, R;
+    gsb__tensor seeds, root_w, tcount, counts, owner, srows, sw;
+    gsb__tensor front[2], stats[2];                  /* the frontier, ping-pong */
+    gsb__tensor map, map2, seg, feats, feats2, recs, recs2, nodes, imp, splits;
+    int32_t *h_nodes;                                 /* a level's nodes on the host */
+    double *h_imp;
+    int64_t h_cap;
+} lgrow;
+
+static int oom(const char *what)
+{
+    return gsb__err(GSB_ENOMEM, "random forest: out of memory for %s", what);
+}
+
+/* t holds at least rows x cols of dtype (contents dropped when it grows). */
+static int ensure(const gsb__backend *be, gsb_dtype dt, int64_t rows, int64_t cols,
+                  gsb__tensor *t)
+{
+    if (t->data && t->rows >= rows)
+        return GSB_OK;
+    gsb__tensor_free(t);
+    rows = rows + rows / 2 + 16;
+    return gsb__tensor_alloc(be, dt, rows, cols, t);
+}
+
+/* The first rows of t. */
+static gsb__tensor head(const gsb__tensor *t, int64_t rows)
+{
+    gsb__tensor v = *t;
+    v.owned = 0;
+    v.rows = rows;
+    return v;
+}
+
+static int read_counts(lgrow *g, int32_t *out)
+{
+    return g->be->ops->download(g->be, &g->counts, out);
+}
+
+/* ---- setup ------------------------------------------------------------------------ */
+
+/* A new tensor on be holding a copy of host data. */
+static int upload_new(const gsb__backend *be, const void *host, gsb_dtype dt, int64_t rows,
+                      int64_t cols, gsb__tensor *out)
+{
+    GSB_TRY(gsb__tensor_alloc(be, dt, rows, cols, out));
+    return be->ops->upload(be, out, host);
+}
+
+/* The roots (the first frontier), seeds, root weights, counts, owners. */
+static int setup(lgrow *g, const gsb__grow_tree *trees)
+{
+    const gsb__backend *be = g->be;
+    int64_t T = g->T, S = g->d->rows->rows * g->d->rows->cols;
+    int32_t *front = gsb__alloc_array(T * GSB__FLV_FRONT, sizeof *front);
+    int32_t *tc = gsb__alloc_array(T, sizeof *tc), *owner = gsb__alloc_array(S, sizeof *owner);
+    int64_t *seeds = gsb__alloc_array(T, sizeof *seeds);
+    double *stats = gsb__alloc_array(T * g->V1, sizeof *stats);
+    double *rw = gsb__alloc_array(T, sizeof *rw);
+    int K = g->d->n_classes > 0 ? g->d->n_classes : 0;
+    int rc = GSB_OK;
+    if (!front || !tc || !owner || !seeds || !stats || !rw) {
+        rc = oom("the roots");
+        goto done;
+    }
+    for (int64_t t = 0; t < T; t++) {
+        int32_t *x = front + t * GSB__FLV_FRONT;
+        x[GSB__FLV_TREE] = (int32_t)t;
+        x[GSB__FLV_ID] = 0;
+        x[GSB__FLV_START] = (int32_t)trees[t].start;
+        x[GSB__FLV_END] = (int32_t)trees[t].end;
+        x[GSB__FLV_DEPTH] = 0;
+        tc[t] = 1;
+        seeds[t] = (int64_t)trees[t].seed;
+        memcpy(stats + t * g->V1, trees[t].root_stats, (size_t)g->V1 * sizeof *stats);
+        rw[t] = gsb__forest_weight(trees[t].root_stats, K);
+        for (int64_t j = trees[t].start; j < trees[t].end; j++)
+            owner[j] = (int32_t)t;
+    }
+    GSB_CHECK(upload_new(be, front, GSB_I32, T, GSB__FLV_FRONT, &g->front[0]));
+    GSB_CHECK(upload_new(be, stats, GSB_F64, T, g->V1, &g->stats[0]));
+    GSB_CHECK(upload_new(be, tc, GSB_I32, T, 1, &g->tcount));
+    GSB_CHECK(upload_new(be, seeds, GSB_I64, T, 1, &g->seeds));
+    GSB_CHECK(upload_new(be, rw, GSB_F64, T, 1, &g->root_w));
+    GSB_CHECK(upload_new(be, owner, GSB_I32, S, 1, &g->owner));
+    GSB_CHECK(gsb__tensor_zeros(be, GSB_I32, 2, 1, &g->counts));
+    GSB_CHECK(gsb__tensor_alloc(be, GSB_I32, S, 1, &g->srows));
+    rc = gsb__tensor_alloc(be, GSB_F32, S, 1, &g->sw);
+done:
+    free(front);
+    free(tc);
+    free(owner);
+    free(seeds);
+    free(stats);
+    free(rw);
+    return rc;
+}
+
+/* ---- a level ---------------------------------------------------------------------- */
+
+/* Room for a level of n nodes (and its 2n children in the other buffer). */
+static int level_room(lgrow *g, int64_t n, int nxt)
+{
+    const gsb__backend *be = g->be;
+    GSB_TRY(ensure(be, GSB_I32, n, 1, &g->map));
+    GSB_TRY(ensure(be, GSB_I32, n, 3, &g->seg));
+    GSB_TRY(ensure(be, GSB_I32, n, g->m, &g->feats));
+    GSB_TRY(ensure(be, GSB_F64, n, g->R, &g->recs));
+    if (g->m < g->F) {
+        GSB_TRY(ensure(be, GSB_I32, n, 1, &g->map2));
+        GSB_TRY(ensure(be, GSB_I32, n, g->F - g->m, &g->feats2));
+        GSB_TRY(ensure(be, GSB_F64, n, g->R, &g->recs2));
+    }
+    GSB_TRY(ensure(be, GSB_I32, n, GSB__FLV_NODE, &g->nodes));
+    GSB_TRY(ensure(be, GSB_F64, n, 1, &g->imp));
+    GSB_TRY(ensure(be, GSB_I32, n, GSB__FLS_COLS, &g->splits));
+    GSB_TRY(ensure(be, GSB_I32, 2 * n, GSB__FLV_FRONT, &g->front[nxt]));
+    GSB_TRY(ensure(be, GSB_F64, 2 * n, g->V1, &g->stats[nxt]));
+    if (n > g->h_cap) {
+        free(g->h_nodes);
+        free(g->h_imp);
+        g->h_cap = n + n / 2 + 16;
+        g->h_nodes = gsb__alloc_array(g->h_cap * GSB__FLV_NODE, sizeof *g->h_nodes);
+        g->h_imp = gsb__alloc_array(g->h_cap, sizeof *g->h_imp);
+        if (!g->h_nodes || !g->h_imp)
+            return oom("a level's nodes");
+    }
+    return GSB_OK;
+}
+
+/* One pass of split searches: the candidates' features, then their records. */
+static int search_pass(lgrow *g, gsb__forest_level *lv, int pass, gsb__tensor *map,
+                       gsb__tensor *feats, gsb__tensor *recs, gsb__tensor *recs_view)
+{
+    const gsb__backend *be = g->be;
+    int64_t n = lv->n;
+    gsb__tensor mv = head(map, n), sv = head(&g->seg, n), fv = head(feats, n);
+    int32_t counts[2];
+    GSB_TRY(be->ops->forest_level_feats(be, g->d, lv, &g->p->rule, pass, &mv, &sv, &fv));
+    GSB_TRY(read_counts(g, counts));
+    int64_t c = counts[0];
+    if (c < 0 || c > n)
+        return gsb__err(GSB_EINTERNAL, "random forest: %lld candidates of %lld nodes",
+                        (long long)c, (long long)n);
+    *recs_view = head(recs, c);
+    if (c == 0)
+        return GSB_OK;
+    gsb__forest_rule rule = {g->p->rule.criterion, g->p->rule.min_samples_leaf,
+                             g->p->rule.min_weight_leaf, pass};
+    gsb__tensor sc = head(&g->seg, c), fc = head(feats, c);
+    return be->ops->forest_split(be, g->d, &sc, &fc, &rule, recs_view);
+}
+
+/* The level's nodes (on the host) join their trees. */
+static int append_level(lgrow *g, int64_t n, gsb__grown *out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t *x = g->h_nodes + i * GSB__FLV_NODE;
+        int32_t t = x[GSB__FLV_TREE];
+        if (t < 0 || t >= g->T || x[GSB__FLV_ID] != out[t].n_nodes)
+            return gsb__err(GSB_EINTERNAL, "random forest: level node %lld out of order",
+                            (long long)i);
+        gsb__grown *o = &out[t];
+        if (o->n_nodes == o->cap) {
+            int64_t cap = o->cap ? 2 * o->cap : 64;
+            gsb__grow_node *nn = realloc(o->nodes, (size_t)cap * sizeof *nn);
+            if (!nn)
+                return oom("tree nodes");
+            o->nodes = nn;
+            o->cap = cap;
+        }
+        gsb__grow_node *nd = &o->nodes[o->n_nodes++];
+        *nd = (gsb__grow_node){x[GSB__FLV_FEATURE], x[GSB__FLV_BIN_LO], x[GSB__FLV_BIN_HI],
+                               x[GSB__FLV_MISSING_LEFT], x[GSB__FLV_LEFT], x[GSB__FLV_START],
+                               x[GSB__FLV_END], x[GSB__FLV_DEPTH]};
+        if (nd->depth > o->max_depth)
+            o->max_depth = nd->depth;
+        if (nd->feature >= 0 && nd->feature < g->F)
+            o->importance[nd->feature] += g->h_imp[i];
+    }
+    return GSB_OK;
+}
+
+/* Grow level by level until no node splits. */
+static int grow(lgrow *g, gsb__grown *out, gsb__grow_progress progress, void *progress_data)
+{
+    const gsb__backend *be = g->be;
+    int64_t n = g->T;
+    int cur = 0;
+    for (int64_t step = 0; n > 0; step++) {
+        GSB_TRY(level_room(g, n, 1 - cur));
+        gsb__tensor fr = head(&g->front[cur], n), st = head(&g->stats[cur], n);
+        gsb__tensor nv = head(&g->nodes, n), iv = head(&g->imp, n), sp = head(&g->splits, n);
+        gsb__tensor kv = head(&g->front[1 - cur], 2 * n), ks = head(&g->stats[1 - cur], 2 * n);
+        gsb__tensor mv = head(&g->map, n), m2 = head(&g->map2, n), rv, r2;
+        gsb__forest_level lv = {n, &fr, &st, NULL, NULL, NULL, NULL, &g->seeds, &g->root_w,
+                                &g->tcount, &nv, &iv, &sp, &kv, &ks, &g->counts, &g->owner};
+        GSB_TRY(search_pass(g, &lv, 0, &g->map, &g->feats, &g->recs, &rv));
+        lv.map = &mv;
+        lv.recs = &rv;
+        if (g->m < g->F) {
+            GSB_TRY(search_pass(g, &lv, 1, &g->map2, &g->feats2, &g->recs2, &r2));
+            lv.map2 = &m2;
+            lv.recs2 = &r2;
+        }
+        GSB_TRY(be->ops->forest_level_decide(be, g->d, &lv, &g->p->rule));
+        GSB_TRY(be->ops->forest_level_partition(be, g->d, &lv));
+        int32_t counts[2];
+        GSB_TRY(read_counts(g, counts));
+        if (counts[1] != 0 || counts[0] < 0 || counts[0] > n)
+            return gsb__err(GSB_EINTERNAL, "random forest: %d of %d partitions disagree with "
+                            "the split search", counts[1], counts[0]);
+        GSB_TRY(be->ops->download(be, &nv, g->h_nodes));
+        GSB_TRY(be->ops->download(be, &iv, g->h_imp));
+        GSB_TRY(append_level(g, n, out));
+        n = 2 * (int64_t)counts[0];
+        cur = 1 - cur;
+        if (progress)
+            GSB_TRY(progress(progress_data, step + 1));
+    }
+    return GSB_OK;
+}
+
+int gsb__grow_trees_level(const gsb__backend *be, gsb__forest_data *d, const gsb__grow_params *p,
+                          const gsb__grow_tree *trees, int64_t n_trees, gsb__grown *out,
+                          gsb__grow_progress progress, void *progress_data)
+{
+    lgrow g = {0};
+    g.be = be;
+    g.d = d;
+    g.p = p;
+    g.T = n_trees;
+    g.F = d->n_features;
+    g.m = p->rule.max_features < g.F ? p->rule.max_features : g.F;
+    g.V1 = gsb__forest_nstats(d->n_classes, d->n_outputs);
+    g.R = gsb__forest_rec_len((int)g.V1);
+    int rc = GSB_OK;
+    if (p->max_leaf_nodes > 0 || g.m < 1)
+        return gsb__err(GSB_EINTERNAL, "random forest: the level grower grows breadth first");
+    for (int64_t t = 0; t < n_trees; t++)
+        if (!(out[t].importance = gsb__calloc_array(g.F, sizeof(double))))
+            return oom("importances");
+    GSB_CHECK(setup(&g, trees));
+    d->pool = NULL;
+    d->scratch_rows = &g.srows;
+    d->scratch_weights = &g.sw;
+    rc = grow(&g, out, progress, progress_data);
+done:
+    d->scratch_rows = d->scratch_weights = NULL;
+    gsb__tensor *all[] = {&g.seeds, &g.root_w, &g.tcount, &g.counts, &g.owner, &g.srows, &g.sw,
+                          &g.front[0], &g.front[1], &g.stats[0], &g.stats[1], &g.map, &g.map2,
+                          &g.seg, &g.feats, &g.feats2, &g.recs, &g.recs2, &g.nodes, &g.imp,
+                          &g.splits};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        gsb__tensor_free(all[i]);
+    free(g.h_nodes);
+    free(g.h_imp);
+    return rc;
+}
