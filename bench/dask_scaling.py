@@ -92,13 +92,15 @@ def main():
     p.add_argument("--only", nargs="*", help="run only the cases whose names contain these")
     args = p.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
+    # the cores this process may use (taskset / cgroup affinity), not the machine's
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if args.omp_threads <= 0:
-        args.omp_threads = max(1, (os.cpu_count() or 1) // max(workers))
+        args.omp_threads = max(1, cores // max(workers))
     results = {w: run(w, args) for w in workers}
     names = list(results[workers[0]])
     print(f"\ngsb.dask weak scaling: {args.rows_per_worker} rows x {args.features} features "
           f"per worker, {args.parts_per_worker} partitions per worker, device={args.device}, "
-          f"{args.omp_threads} OpenMP threads per worker, {os.cpu_count()} cores; "
+          f"{args.omp_threads} OpenMP threads per worker, {cores} cores; "
           f"median of {args.repeats} (seconds; efficiency = t(1 worker) / t(w))\n")
     head = "| case | " + " | ".join(f"{w} worker{'s' if w > 1 else ''}" for w in workers) + " |"
     print(head)
