@@ -93,7 +93,10 @@ def main():
     args = p.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
     # the cores this process may use (taskset / cgroup affinity), not the machine's
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        cores = len(os.sched_getaffinity(0))
+    else:
+        cores = os.cpu_count() or 1
     if args.omp_threads <= 0:
         args.omp_threads = max(1, cores // max(workers))
     results = {w: run(w, args) for w in workers}
