@@ -404,7 +404,9 @@ def main():
         cases = [scaled(c, args.scale) for c in cases]
     sk_repeats = args.sklearn_repeats or args.repeats
     meta = {"date": time.strftime("%Y-%m-%d"), "host": platform.node(),
-            "cores": os.cpu_count(), "machine": platform.processor() or platform.machine(),
+            # the cores both sides may use (taskset), not the host's
+            "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count(), "machine": platform.processor() or platform.machine(),
             "sklearn": sklearn.__version__, "numpy": np.__version__, "suite": suite,
             "command": f"python3 bench/compare.py {' '.join(sys.argv[1:])}",
             "session": os.environ.get("GSB_BENCH_SESSION", "local?device=cpu")}
