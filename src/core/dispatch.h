@@ -22,4 +22,8 @@ void gsb__inputs_free(gsb__tensor *in);
 int gsb__dispatch_validated(gsb__model *m, const gsb__method_desc *md, gsb__tensor *in,
                             const json_t *options, gsb__nlist *out);
 
+/* Milliseconds since the current thread's latest method call entered the
+ * dispatcher, validation included ($GSB_STREAM_TRACE's "call start to ring open"). */
+double gsb__call_elapsed_ms(void);
+
 #endif

@@ -121,6 +121,10 @@ struct gsb__ctx {
     gsb__tensor in[GSB__MAX_INPUTS]; /* validated host tensors; data NULL if absent */
     gsb__nlist *fit_attrs;    /* fit methods: the attributes being built */
     gsb__nlist *out;          /* results */
+    const gsb__tensor *x_unchecked; /* X while its NaN / infinity check is deferred to the
+                                       fit's stream (core/dispatch.c), until a pass over X
+                                       has checked every batch (estimators/common/stream.c);
+                                       else NULL */
 };
 
 /* The validated input named as the method declared it, or NULL if absent. */

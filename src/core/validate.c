@@ -183,10 +183,9 @@ int gsb__nonfinite_error(int bad, const char *name, gsb_dtype dt)
                     gsb_dtype_name(dt));
 }
 
-int gsb__validate_array(const gsb_array *a, const gsb__validate_spec *spec, gsb__tensor *out)
+int gsb__validate_layout(const gsb_array *a, const gsb__validate_spec *spec, gsb__tensor *out)
 {
     *out = GSB__TENSOR_NONE;
-    const char *name = spec->name;
     gsb__validated_shape sh;
     GSB_TRY(gsb__validate_shape(a, spec, &sh));
     int64_t rows = sh.rows, cols = sh.cols;
@@ -200,7 +199,14 @@ int gsb__validate_array(const gsb_array *a, const gsb__validate_spec *spec, gsb_
         gsb__array_gather(a, rows, cols, out);
     }
     out->ndim = ndim;
+    return GSB_OK;
+}
 
+int gsb__validate_array(const gsb_array *a, const gsb__validate_spec *spec, gsb__tensor *out)
+{
+    GSB_TRY(gsb__validate_layout(a, spec, out));
+    const char *name = spec->name;
+    gsb_dtype dt = out->dtype;
     int bad = gsb__host_nonfinite(out);
     if (bad == 1 && spec->allow_nan)
         bad = gsb__host_has_inf(out) ? 2 : 0;

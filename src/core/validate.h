@@ -25,6 +25,9 @@ typedef struct gsb__validate_spec {
  * out->ndim is the user-facing ndim.  Free with gsb__tensor_free.
  */
 int gsb__validate_array(const gsb_array *a, const gsb__validate_spec *spec, gsb__tensor *out);
+/* The same without the values' checks (NaN, infinity, negative weights): the
+ * caller checks them later (a streamed fit, batch by batch: core/dispatch.c). */
+int gsb__validate_layout(const gsb_array *a, const gsb__validate_spec *spec, gsb__tensor *out);
 
 /* The shape and dtype checks of gsb__validate_array alone (no data read):
  * rows, cols, user-facing ndim and the dtype the data will have. */

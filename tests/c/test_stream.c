@@ -306,6 +306,75 @@ static void test_float32(void)
     gsb_close(s);
 }
 
+/*
+ * NaN and infinity in a streamed X (the dispatcher leaves the check to the
+ * stream: each batch on the backend as it lands): scikit-learn's error
+ * wherever the bad value sits (the first, a middle and the last batch; NaN
+ * before infinity over X as a whole), and a fitted model stays as it was.
+ * The staged bytes show the stream found it: the whole of X went through the
+ * ring before the last batch's value was seen, one batch or so before the
+ * first one's (a host pass before the fit would have staged nothing).
+ */
+static void nonfinite_case(gsb_session *s, const char *est, const char *params,
+                           const char *attr, const gsb_array *y)
+{
+    static double bad[N * D];
+    gsb_array x = gsb_array_2d(X, GSB_F64, N, D), xb = gsb_array_2d(bad, GSB_F64, N, D);
+    gsb_model *m = testing_model(s, est, params);
+    CHECK_OK(testing_fit(m, &x, y, NULL));
+    static double before[1 << 12], after[1 << 12];
+    gsb_array info;
+    int64_t na = testing_attr(m, attr, before, 1 << 12, &info);
+    const int64_t rows[3] = {0, N / 2, N - 1};
+    for (int kind = 0; kind < 3; kind++)
+        for (int r = 0; r < 3; r++) {
+            memcpy(bad, X, sizeof bad);
+            /* kind 2: an infinity first and a NaN later, which scikit-learn names */
+            bad[rows[r] * D + 3] = kind == 1 ? INFINITY : NAN;
+            if (kind == 2)
+                bad[(r == 0 ? N - 1 : 0) * D + 5] = -INFINITY;
+            uint64_t staged0 = staged();
+            if (kind == 1)
+                CHECK_ERR(testing_fit(m, &xb, y, NULL), GSB_EINVAL,
+                          "Input X contains infinity or a value too large for dtype('float64').");
+            else
+                CHECK_ERR(testing_fit(m, &xb, y, NULL), GSB_EINVAL, "Input X contains NaN.");
+            uint64_t moved = staged() - staged0, xbytes = sizeof bad;
+            if (kind < 2 && !strstr(est, "Neighbors")) {
+                CHECK(r < 2 || moved >= xbytes);
+                CHECK(r > 0 || (moved > 0 && moved < xbytes / 4));
+            }
+            CHECK(gsb_model_is_fitted(m));
+            CHECK(testing_attr(m, attr, after, 1 << 12, &info) == na);
+            CHECK(na > 0 && memcmp(before, after, (size_t)na * sizeof *after) == 0);
+        }
+    /* NaN and an invalid weight: X's error comes first, as scikit-learn checks X first */
+    if (y) {
+        static double zero[N];
+        gsb_array wz = gsb_array_1d(zero, GSB_F64, N);
+        CHECK_ERR(testing_fit(m, &xb, y, &wz), GSB_EINVAL, "Input X contains NaN.");
+    }
+    gsb_model_free(m);
+}
+
+static void test_nonfinite(void)
+{
+    gsb_session *s = capped(CAP);
+    double y1[N];
+    for (int i = 0; i < N; i++)
+        y1[i] = Y[2 * i];
+    gsb_array y = gsb_array_1d(y1, GSB_F64, N);
+    nonfinite_case(s, "LinearRegression", NULL, "coef_", &y);
+    nonfinite_case(s, "Ridge", "{\"alpha\": 2.0}", "coef_", &y);
+    nonfinite_case(s, "PCA", "{\"n_components\": 2}", "components_", NULL);
+    nonfinite_case(s, "TruncatedSVD", "{\"n_components\": 2}", "singular_values_", NULL);
+    nonfinite_case(s, "KMeans", "{\"n_clusters\": 3, \"n_init\": 1, \"random_state\": 0}",
+                   "cluster_centers_", NULL);
+    /* the neighbours' fit keeps X (its queries stream it): the host checks it after */
+    nonfinite_case(s, "NearestNeighbors", "{\"n_neighbors\": 4}", "n_samples_fit_", NULL);
+    gsb_close(s);
+}
+
 /* An estimator that cannot stream says so, and so does a too small cap. */
 static void test_refusals(void)
 {
@@ -460,6 +529,7 @@ int main(void)
     RUN(test_kmeans);
     RUN(test_neighbors);
     RUN(test_float32);
+    RUN(test_nonfinite);
     RUN(test_refusals);
     RUN(test_cap_parsing);
     RUN(test_data_handle);

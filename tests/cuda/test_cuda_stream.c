@@ -2,9 +2,14 @@
  * test_cuda_stream.c - the streaming ops on the GPU against their CPU twins
  * (cpu_stream.c): axpy, row_scale, strided_copy, and the staging ring (fills
  * from pageable and from page-locked memory, buffers reused in rotation while
- * kernels read the previous ones, segments at offsets), plus copy_stats.
+ * kernels read the previous ones, segments at offsets), plus copy_stats, and
+ * nonfinite on the ring's batches (a streamed fit's check of X).
  */
 #include "cuda_testing.h"
+
+#include <math.h>
+
+#include "core/validate.h"
 
 static void test_axpy_row_scale(void)
 {
@@ -157,6 +162,71 @@ static void test_stage_ring(void)
     gpu->ops->stage_close(gpu, st);
 }
 
+/*
+ * nonfinite on the ring's batches (how a streamed fit checks an X whose
+ * check the dispatcher deferred: estimators/common/stream.c) against its CPU
+ * twin gsb__host_nonfinite on the same host rows: fresh random X with NaN in
+ * one batch, an infinity in another, both in a third, a bad value in the row
+ * just past a clean batch (the op reads its batch and no further).
+ */
+static void nonfinite_ring_case(gsb_dtype dt, int pinned)
+{
+    const int64_t n = 50000, d = 33, batch = 6000, nb = (n + batch - 1) / batch;
+    const int nbuf = 3;
+    gsb__tensor X = host_random(dt, n, d, 1.0);
+    const double nan_ = NAN, inf_ = INFINITY;
+    /* batch 1: NaN; batch 2: -inf; batch 4: inf then NaN; batch 5: NaN in its last row;
+     * the first row of batch 7 (the row after batch 6) inf; batches 0, 3, 6 clean */
+    const int64_t at[][2] = {{1 * batch + 17, 0}, {2 * batch + 5, 1}, {4 * batch, 2},
+                             {4 * batch + 999, 0}, {6 * batch - 1, 0}, {7 * batch, 2}};
+    for (size_t k = 0; k < sizeof at / sizeof *at; k++)
+        gsb__tensor_set(&X, at[k][0] * d + (at[k][0] % d),
+                        at[k][1] == 0 ? nan_ : at[k][1] == 1 ? -inf_ : inf_);
+    if (pinned)
+        CHECK_OK(gpu->ops->host_register(gpu, X.data, gsb__tensor_nbytes(&X)));
+    size_t row = (size_t)d * gsb_dtype_size(dt), bytes = (size_t)batch * row;
+    gsb__stage *st = NULL;
+    CHECK_OK(gpu->ops->stage_open(gpu, bytes, nbuf, &st));
+    int seen[3] = {0, 0, 0};
+    for (int64_t i = 0, filled = 0; i < nb; i++) {
+        while (filled < nb && filled < i + nbuf) {
+            int64_t r0 = filled * batch, rows = n - r0 < batch ? n - r0 : batch;
+            gsb__stage_seg seg = {(char *)X.data + r0 * row, (size_t)rows * row, 0};
+            CHECK_OK(gpu->ops->stage_fill(gpu, st, (int)(filled % nbuf), &seg, 1));
+            filled++;
+        }
+        int64_t rows = n - i * batch < batch ? n - i * batch : batch;
+        void *dev = NULL;
+        CHECK_OK(gpu->ops->stage_acquire(gpu, st, (int)(i % nbuf), &dev));
+        gsb__tensor b = {dev, dt, rows, d, 2, gpu, 0};
+        gsb__tensor h = {(char *)X.data + i * batch * row, dt, rows, d, 2, cpu, 0};
+        int got = -1, want = gsb__host_nonfinite(&h);
+        CHECK_OK(gpu->ops->nonfinite(gpu, &b, &got));
+        if (got != want)
+            fprintf(stderr, "  batch %lld: nonfinite %d, host twin %d\n", (long long)i, got,
+                    want);
+        CHECK(got == want);
+        seen[want]++;
+        CHECK_OK(gpu->ops->stage_release(gpu, st, (int)(i % nbuf)));
+    }
+    gpu->ops->stage_close(gpu, st);
+    CHECK(seen[0] >= 3 && seen[1] == 3 && seen[2] == 2); /* the case is what it says */
+    if (pinned)
+        gpu->ops->host_unregister(gpu, X.data);
+    gsb__tensor_free(&X);
+}
+
+static void test_nonfinite_on_ring_batches(void)
+{
+    for (int dt_i = 0; dt_i < 2; dt_i++)
+        for (int pinned = 0; pinned < 2; pinned++) {
+            int before = case_begin();
+            gsb_dtype dt = dt_i ? GSB_F64 : GSB_F32;
+            nonfinite_ring_case(dt, pinned);
+            CASE_END(before, "%s pinned %d", gsb_dtype_name(dt), pinned);
+        }
+}
+
 /* Uploads, downloads and fills are counted; a fill when it is acquired, once. */
 static void test_copy_stats(void)
 {
@@ -197,6 +267,7 @@ int main(void)
     RUN(test_axpy_row_scale);
     RUN(test_strided_copy);
     RUN(test_stage_ring);
+    RUN(test_nonfinite_on_ring_batches);
     RUN(test_copy_stats);
     return testing_done();
 }

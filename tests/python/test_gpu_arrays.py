@@ -215,6 +215,42 @@ def test_out_of_core_equals_in_memory(dtype):
     np.testing.assert_array_equal(nn.kneighbors()[1], ref["nn"].kneighbors()[1])
 
 
+# NaN / infinity in a streamed X: the fit checks each batch as it lands (not a host pass
+# over X first), with scikit-learn's message wherever the value sits, and a fitted
+# estimator stays as it was
+_OOC_FITS = {
+    "LinearRegression": (lambda: LinearRegression(), "coef_", True),
+    "Ridge": (lambda: Ridge(alpha=2.0), "coef_", True),
+    "PCA": (lambda: PCA(2), "components_", False),
+    "TruncatedSVD": (lambda: TruncatedSVD(2, algorithm="arpack"), "singular_values_", False),
+    "KMeans": (lambda: KMeans(3, n_init=1, random_state=0), "cluster_centers_", False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_OOC_FITS))
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+@pytest.mark.parametrize("value", ["nan", "inf", "inf and nan"])
+def test_out_of_core_nonfinite_in_any_batch(name, where, value):
+    make, attr, with_y = _OOC_FITS[name]
+    X, y, _ = _data()
+    target = y if with_y else None
+    _capped(X)
+    est = make().fit(X, target)
+    before = getattr(est, attr).copy()
+    row = {"first": 0, "middle": len(X) // 2, "last": len(X) - 1}[where]
+    bad = X.copy()
+    bad[row, 2] = np.inf if value == "inf" else np.nan
+    if value == "inf and nan":  # an infinity before the NaN: scikit-learn names the NaN
+        bad[0 if row else 1, 4] = -np.inf
+    message = ("Input X contains infinity or a value too large for dtype\\('float64'\\)"
+               if value == "inf" else "Input X contains NaN")
+    with pytest.raises(ValueError, match=message):
+        est.fit(bad, target)
+    np.testing.assert_array_equal(getattr(est, attr), before)
+    if hasattr(est, "predict"):  # still fitted
+        assert est.predict(X[:5]).shape == (5,)
+
+
 def test_out_of_core_refusal_is_clear():
     X, _, labels = _data()
     _capped(X)
@@ -393,3 +429,24 @@ def test_gpu_out_of_core_equals_in_memory():
     np.testing.assert_allclose(LinearRegression().fit(X, y).coef_, ref_lin.coef_, rtol=1e-3)
     np.testing.assert_allclose(PCA(4).fit(X).explained_variance_,
                                ref_pca.explained_variance_, rtol=1e-5)
+
+
+@pytest.mark.parametrize("where", [0, 100_000, 199_999])
+def test_gpu_out_of_core_nonfinite_found_on_the_device(where):
+    _gpu_session()
+    X, y, _ = _data(n=200000, d=32, dtype=np.float32)
+    ref = LinearRegression().fit(X, y)
+    _capped(X)
+    lin = LinearRegression().fit(X, y)
+    X[where, 7] = np.nan
+    before = gsb.session_info()["copies"]
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        lin.fit(X, y)
+    moved = gsb.session_info()["copies"]["h2d_bytes"] - before["h2d_bytes"]
+    # the batches up to the bad one went through the ring: no host pass found it first
+    assert moved >= (X.nbytes if where == len(X) - 1 else 1)
+    assert moved < X.nbytes // 2 or where > 0
+    np.testing.assert_allclose(lin.coef_, ref.coef_, rtol=1e-3)
+    X[where, 7] = np.inf
+    with pytest.raises(ValueError, match="Input X contains infinity"):
+        PCA(4).fit(X)

@@ -19,16 +19,27 @@
  * caller waits on the host within a batch (KMeans reads its labels back,
  * the moments their means): with nbuf - 1 copies queued ahead, the copy
  * engine keeps going through such waits and through a slow batch.
+ *
+ * An X whose NaN / infinity check the dispatcher left to the fit (a fit sure
+ * to stream: core/dispatch.c) is checked here instead, batch by batch on the
+ * backend (its nonfinite op: a read of the batch at the device's memory
+ * bandwidth, and one small read-back) as each batch lands and before the
+ * caller computes on it, during the first pass, until one pass has checked
+ * every batch.  A bad batch ends the fit; the host pass over all of X that
+ * it replaces cost as much as a third of an out-of-core fit.
  */
 #include "estimators/common/stream.h"
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/budget.h"
+#include "core/dispatch.h"
 #include "core/model.h"
+#include "core/validate.h"
 
 #define TARGET_BATCH_BYTES ((size_t)256 << 20)
 #define PLAN_BUFFERS 2
@@ -103,6 +114,29 @@ static int64_t rows_of_batch(const gsb__stream *s, int64_t i)
     return s->n - first < s->batch_rows ? s->n - first : s->batch_rows;
 }
 
+/* $GSB_STREAM_TRACE set (not "0"): the backend's ring times its fills
+ * (backend/cuda/cuda_stream.cu), and the stream says when its ring opened. */
+static int trace_on(void)
+{
+    const char *e = getenv("GSB_STREAM_TRACE");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+/* Batch Xb (on the backend) holds no NaN nor infinity, else scikit-learn's
+ * error for it: the backend's nonfinite op, or the host twin on the CPU. */
+static int check_batch(const gsb__backend *be, const gsb__tensor *Xb)
+{
+    int bad = 0;
+    if (be->ops->nonfinite)
+        GSB_TRY(be->ops->nonfinite(be, Xb, &bad));
+    else if (Xb->be == gsb__cpu_backend())
+        bad = gsb__host_nonfinite(Xb);
+    else
+        return gsb__err(GSB_EINTERNAL, "the %s backend cannot check a batch's values",
+                        be->name);
+    return bad ? gsb__nonfinite_error(bad, "X", Xb->dtype) : GSB_OK;
+}
+
 /* Queue fill number g, batch (g - pass_start) mod nbatches (past the pass's
  * end: the next pass's), into buffer g % nbuf. */
 static int fill(gsb__stream *s, int64_t g)
@@ -160,10 +194,15 @@ int gsb__stream_open(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tenso
         s->registered = be->ops->host_register(be, X->data, gsb__tensor_nbytes(X)) == GSB_OK;
         gsb__err_clear();
     }
+    const gsb__tensor *u = c->x_unchecked;
+    s->check = u && u->data == X->data && u->rows == X->rows && u->cols == X->cols;
     s->nbuf = ring_depth(plan, bytes, s->nbatches);
     int rc = be->ops->stage_open(be, bytes, s->nbuf, &s->ring);
     if (rc != GSB_OK)
         gsb__stream_close(s);
+    else if (trace_on())
+        fprintf(stderr, "gsb stream trace: %s.%s: call start to ring open %.2f ms\n",
+                c->est->name, c->method->name, gsb__call_elapsed_ms());
     return rc;
 }
 
@@ -194,8 +233,13 @@ int gsb__stream_next(gsb__stream *s, gsb__batch *b, int *more)
         GSB_TRY(fill(s, s->next_fill));
         s->next_fill++;
     }
-    if (s->next_out - s->pass_start >= s->nbatches)
+    if (s->next_out - s->pass_start >= s->nbatches) {
+        if (s->check) { /* this pass checked every batch: X is finite */
+            s->check = 0;
+            s->c->x_unchecked = NULL;
+        }
         return GSB_OK;
+    }
     int64_t i = s->next_out - s->pass_start, k = s->next_out % s->nbuf;
     void *dev;
     GSB_TRY(be->ops->stage_acquire(be, s->ring, (int)k, &dev));
@@ -214,6 +258,8 @@ int gsb__stream_next(gsb__stream *s, gsb__batch *b, int *more)
         else
             b->extra[j - 1] = t;
     }
+    if (s->check)
+        GSB_TRY(check_batch(be, &b->X));
     *more = 1;
     return GSB_OK;
 }

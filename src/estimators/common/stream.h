@@ -74,6 +74,9 @@ typedef struct gsb__stream {
     int repeat;                  /* opened for several passes: fills run on into the next */
     int held;                    /* a batch is out (its buffer to release) */
     int registered;              /* X was page-locked for the fit (host_register) */
+    int check;                   /* X's values unchecked (gsb__ctx.x_unchecked): each batch
+                                    is checked for NaN / infinity when it lands, until a
+                                    pass has checked them all */
 } gsb__stream;
 
 /*
@@ -90,7 +93,11 @@ int gsb__stream_open(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tenso
  * The next batch of the pass: *more = 1 and *b filled, or *more = 0 at the
  * end of the pass.  The batch's tensors are valid until the next call; the
  * compute queued on them before then is what the next fill of their buffer
- * waits for.  Also the place where a cancel is noticed (GSB_ECANCELLED).
+ * waits for.  Also the place where a cancel is noticed (GSB_ECANCELLED), and
+ * where a batch of an X whose check the dispatcher deferred to the stream is
+ * checked for NaN and infinity on the backend before the caller sees it
+ * (GSB_EINVAL, scikit-learn's message; the dispatcher words it for X as a
+ * whole and keeps the model as it was).
  */
 int gsb__stream_next(gsb__stream *s, gsb__batch *b, int *more);
 /* Start the next pass (after the end of one, or in the middle; at the start
