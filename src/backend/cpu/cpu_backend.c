@@ -153,6 +153,7 @@ static const gsb__backend_ops cpu_ops = {
     .stage_release = gsb__cpu_stage_release,
     .stage_close = gsb__cpu_stage_close,
     .strided_copy = gsb__cpu_strided_copy,
+    .csr_spmm = gsb__cpu_csr_spmm,
     .rand_normal = gsb__cpu_rand_normal,
     .copy_stats = gsb__cpu_copy_stats,
 };

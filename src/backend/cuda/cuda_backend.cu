@@ -639,6 +639,7 @@ static void bind_ops(gsb__backend_ops *o)
     o->stage_release = guarded<gsb__cuda_stage_release>::call;
     o->stage_close = guarded<gsb__cuda_stage_close>::call;
     o->strided_copy = guarded<gsb__cuda_strided_copy>::call;
+    o->csr_spmm = guarded<gsb__cuda_csr_spmm>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;
     o->host_register = cuda_host_register;
     o->host_unregister = cuda_host_unregister;
