@@ -331,6 +331,72 @@ static void test_lanczos_matches_dense_eigh(void)
     free(m);
 }
 
+/* ---- the csr_spmm op (Lanczos's operator products) ----------------------------------- */
+
+/* csr_spmm on the CPU against a dense product in double, float32 and float64, k = 1
+ * and 3, a product small enough for one thread and one threaded; indptr outside [0, nnz) is clipped; an index outside [0, n) makes its row NaN */
+static void test_csr_spmm_matches_dense(void)
+{
+    const gsb__backend *cpu = gsb__cpu_backend();
+    testing_seed(31);
+    for (int64_t m = 37, n = 23; m <= 3001; m += 2964, n += 1977) /* one small, one threaded */
+    for (int dt = 0; dt < 2; dt++)
+        for (int64_t k = 1; k <= 3; k += 2) {
+            gsb_dtype type = dt ? GSB_F64 : GSB_F32;
+            gsb__tensor ptr, col, val, X, Y;
+            CHECK_OK(gsb__tensor_alloc(cpu, GSB_I64, m + 1, 1, &ptr));
+            int64_t *p = ptr.data;
+            p[0] = 0;
+            for (int64_t i = 0; i < m; i++) /* rows of 0 .. 40 entries, repeats allowed */
+                p[i + 1] = p[i] + (int64_t)(testing_uniform() * 41.0);
+            const int64_t nnz = p[m];
+            CHECK_OK(gsb__tensor_alloc(cpu, GSB_I32, nnz, 1, &col));
+            CHECK_OK(gsb__tensor_alloc(cpu, type, nnz, 1, &val));
+            CHECK_OK(gsb__tensor_alloc(cpu, type, n, k, &X));
+            CHECK_OK(gsb__tensor_alloc(cpu, type, m, k, &Y));
+            for (int64_t e = 0; e < nnz; e++) {
+                ((int32_t *)col.data)[e] = (int32_t)(testing_uniform() * (double)n);
+                gsb__tensor_set(&val, e, testing_normal());
+            }
+            for (int64_t i = 0; i < n * k; i++)
+                gsb__tensor_set(&X, i, testing_normal());
+            CHECK_OK(cpu->ops->csr_spmm(cpu, &ptr, &col, &val, &X, &Y));
+            double worst = 0;
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t c = 0; c < k; c++) {
+                    double ref = 0, mag = 0;
+                    for (int64_t e = p[i]; e < p[i + 1]; e++) {
+                        double t = gsb__tensor_get(&val, e) *
+                                   gsb__tensor_get(&X, ((int32_t *)col.data)[e] * k + c);
+                        ref += t;
+                        mag += fabs(t);
+                    }
+                    double err = fabs(gsb__tensor_get(&Y, i * k + c) - ref) / (mag + 1e-30);
+                    worst = err > worst || isnan(err) ? err : worst;
+                }
+            CHECK(worst <= (dt ? 1e-14 : 1e-6));
+            /* a bad index: its row is NaN, the others unchanged; a clipped end */
+            int64_t bad_row = 0;
+            while (p[bad_row + 1] == p[bad_row])
+                bad_row++;
+            ((int32_t *)col.data)[p[bad_row]] = (int32_t)n;
+            p[m] = nnz + 100;
+            CHECK_OK(cpu->ops->csr_spmm(cpu, &ptr, &col, &val, &X, &Y));
+            CHECK(isnan(gsb__tensor_get(&Y, bad_row * k)));
+            CHECK(isfinite(gsb__tensor_get(&Y, (m - 1) * k)));
+            /* shapes are the caller's bug */
+            gsb__tensor short_ptr = ptr;
+            short_ptr.rows = m;
+            CHECK_ERR(cpu->ops->csr_spmm(cpu, &short_ptr, &col, &val, &X, &Y), GSB_EINTERNAL,
+                      "indptr");
+            gsb__tensor_free(&ptr);
+            gsb__tensor_free(&col);
+            gsb__tensor_free(&val);
+            gsb__tensor_free(&X);
+            gsb__tensor_free(&Y);
+        }
+}
+
 /* ---- components and the spectral layout ---------------------------------------------- */
 
 /* edges of a ring of len vertices from `first` (neighbours at +-1 and +-2),
@@ -707,6 +773,7 @@ int main(void)
     RUN(test_fuzzy_union_matches_dense);
     RUN(test_categorical_intersection);
     RUN(test_lanczos_matches_dense_eigh);
+    RUN(test_csr_spmm_matches_dense);
     RUN(test_components_and_layout);
     RUN(test_sgd_op_matches_reference);
     RUN(test_sgd_op_thread_independent);

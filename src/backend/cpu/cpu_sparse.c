@@ -34,26 +34,24 @@ static void row_range(const int64_t *ptr, int64_t i, int64_t nnz, int64_t *lo, i
     *hi = cpu_clamp64(ptr[i + 1], *lo, nnz);
 }
 
-#define DEFINE_SPMM(SUF, T)                                                                 \
-    static void spmm_##SUF(const int64_t *ptr, const int32_t *col, const T *v, int64_t nnz, \
-                           const T *x, int64_t n, int64_t k, int64_t m, T *y)               \
+/* row i of Y, for each dtype */
+#define DEFINE_ROW(SUF, T)                                                                  \
+    static void row_##SUF(const int64_t *ptr, const int32_t *col, const T *v, int64_t nnz,  \
+                          const T *x, int64_t n, int64_t k, int64_t i, T *y)                \
     {                                                                                       \
-        _Pragma("omp parallel for schedule(static) if (nnz * k > SPMM_PAR_MIN_WORK)")       \
-        for (int64_t i = 0; i < m; i++) {                                                   \
-            int64_t lo, hi;                                                                 \
-            row_range(ptr, i, nnz, &lo, &hi);                                               \
-            for (int64_t c = 0; c < k; c++) {                                               \
-                double s = 0.0;                                                             \
-                for (int64_t e = lo; e < hi; e++) {                                         \
-                    int64_t j = col[e];                                                     \
-                    s += j >= 0 && j < n ? (double)v[e] * (double)x[j * k + c] : NAN;       \
-                }                                                                           \
-                y[i * k + c] = (T)s;                                                        \
+        int64_t lo, hi;                                                                     \
+        row_range(ptr, i, nnz, &lo, &hi);                                                   \
+        for (int64_t c = 0; c < k; c++) {                                                   \
+            double s = 0.0;                                                                 \
+            for (int64_t e = lo; e < hi; e++) {                                             \
+                int64_t j = col[e];                                                         \
+                s += j >= 0 && j < n ? (double)v[e] * (double)x[j * k + c] : NAN;           \
             }                                                                               \
+            y[i * k + c] = (T)s;                                                            \
         }                                                                                   \
     }
-DEFINE_SPMM(f32, float)
-DEFINE_SPMM(f64, double)
+DEFINE_ROW(f32, float)
+DEFINE_ROW(f64, double)
 
 int gsb__cpu_csr_spmm(const gsb__backend *be, const gsb__tensor *indptr,
                       const gsb__tensor *indices, const gsb__tensor *val, const gsb__tensor *X,
@@ -61,12 +59,16 @@ int gsb__cpu_csr_spmm(const gsb__backend *be, const gsb__tensor *indptr,
 {
     (void)be;
     GSB_TRY(check_args(indptr, indices, val, X, Y));
-    const int64_t nnz = indices->rows * indices->cols;
-    if (X->dtype == GSB_F32)
-        spmm_f32(indptr->data, indices->data, val->data, nnz, X->data, X->rows, X->cols,
-                 Y->rows, Y->data);
-    else
-        spmm_f64(indptr->data, indices->data, val->data, nnz, X->data, X->rows, X->cols,
-                 Y->rows, Y->data);
+    const int64_t nnz = indices->rows * indices->cols, m = Y->rows, n = X->rows, k = X->cols;
+    const int64_t *ptr = indptr->data;
+    const int32_t *col = indices->data;
+    const int f64 = X->dtype == GSB_F64;
+#pragma omp parallel for schedule(static) if (nnz * k > SPMM_PAR_MIN_WORK)
+    for (int64_t i = 0; i < m; i++) {
+        if (f64)
+            row_f64(ptr, col, val->data, nnz, X->data, n, k, i, Y->data);
+        else
+            row_f32(ptr, col, val->data, nnz, X->data, n, k, i, Y->data);
+    }
     return GSB_OK;
 }
