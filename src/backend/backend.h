@@ -506,6 +506,17 @@ typedef struct gsb__backend_ops {
      * counts[1] */
     int (*forest_level_partition)(const gsb__backend *be, const gsb__forest_data *d,
                                   const gsb__forest_level *lv);
+    /* Y (m x k) = A X for the sparse A (m x n) in CSR form: indptr (m + 1,
+     * GSB_I64), indices (nnz, GSB_I32), val (nnz), X (n x k); val, X and Y of
+     * one float dtype, each element summed in double (backends add a row's
+     * terms in different orders: results agree to rounding).  Row i's
+     * entries are [indptr[i], indptr[i + 1]) clipped to [0, nnz); an index
+     * outside [0, n) makes its row of Y NaN (no backend stops to check the
+     * structure, which callers build).  UMAP's spectral initialisation
+     * applies its normalised graph with it (solvers/lanczos.c). */
+    int (*csr_spmm)(const gsb__backend *be, const gsb__tensor *indptr,
+                    const gsb__tensor *indices, const gsb__tensor *val, const gsb__tensor *X,
+                    gsb__tensor *Y);
 
     /* ---- random -------------------------------------------------------- */
     /* fill with N(0, 1) from a counter-based generator: element i depends only
@@ -557,10 +568,10 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 10 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+#define GSB__BACKEND_ABI 11 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
                               5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch;
                               8: axpy, row_scale, stage_*, strided_copy, device_import/export,
-                              copy_stats; 9: sync; 10: forest_level_* */
+                              copy_stats; 9: sync; 10: forest_level_*; 11: csr_spmm */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

@@ -13,6 +13,12 @@
  * diag(theta)) and continues from r / |r|, whose projections rebuild the
  * coupling column.  Budget exhausted: the best pairs so far are returned
  * with converged = 0.
+ *
+ * V, the new direction and the products with V live on the solver's
+ * backend and go through its ops (gemm, axpy, row_sqnorms, copy); each
+ * step downloads only the ncv projections and the norm that H needs, in one
+ * copy.  H's eigenproblem and the restart's choice of vectors are solved on
+ * the host (ncv is a few dozen).
  */
 #include "solvers/lanczos.h"
 
@@ -26,51 +32,74 @@
 
 typedef struct lz {
     const gsb__lanczos_opts *o;
+    const gsb__backend *be;
     gsb__linop_fn op;
     void *data;
     int64_t n, ncv;
-    double *V;     /* (ncv + 1) x n */
+    /* on be */
+    gsb__tensor V;     /* (ncv + 1) x n */
+    gsb__tensor w;     /* n x 1: the direction being orthogonalised */
+    gsb__tensor coef;  /* (ncv + 1) x 1: projections on V [0, ncv), |w|^2 at [ncv] */
+    gsb__tensor coef2; /* ncv x 1: the second pass's projections */
+    gsb__tensor tmp;   /* ncv x n: Ritz vectors at a restart */
+    gsb__tensor sel_d; /* ncv x ncv: sel */
+    /* on the host */
     double *H;     /* ncv x ncv, row-major, symmetric */
     double *S;     /* ncv x ncv eigenvectors of H (column j = vector j) */
     double *theta; /* ncv, ascending */
-    double *w, *h, *h2;
-    double *tmp;   /* ncv x n: Ritz vectors at a restart */
+    double *h;     /* ncv + 1: coef downloaded */
     double *sel;   /* ncv x ncv: the selected columns of S, one per row */
+    double *xh;    /* n: a start or random vector */
     double beta;   /* |r| of the last column */
     int64_t matvecs;
 } lz;
 
-/* C (rows x cols) = alpha * op(A) B + beta C on host doubles, by the CPU backend's gemm */
-static int host_gemm(int trans_a, double alpha, double *A, int64_t ar, int64_t ac, double *B,
-                     int64_t br, int64_t bc, double beta, double *C, int64_t cr, int64_t cc)
+/* rows [r0, r0 + len) of t (a borrowed view) */
+static gsb__tensor rows_of(const gsb__tensor *t, int64_t r0, int64_t len)
 {
-    const gsb__backend *be = gsb__cpu_backend();
-    gsb__tensor ta = gsb__tensor_host_view(A, GSB_F64, ar, ac);
-    gsb__tensor tb = gsb__tensor_host_view(B, GSB_F64, br, bc);
-    gsb__tensor tc = gsb__tensor_host_view(C, GSB_F64, cr, cc);
-    return be->ops->gemm(be, trans_a, 0, alpha, &ta, &tb, beta, &tc);
+    gsb__tensor v = *t;
+    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
+    v.rows = len;
+    v.owned = 0;
+    return v;
 }
 
-/* w := w - V[0..cnt) (V[0..cnt) w), twice; h receives the coefficients */
-static int orthogonalize(lz *z, int64_t cnt, double *w, double *h)
+/* the elements of t as a rows x cols view */
+static gsb__tensor shaped(const gsb__tensor *t, int64_t rows, int64_t cols)
 {
-    const int64_t n = z->n;
-    memset(h, 0, (size_t)cnt * sizeof *h);
-    for (int pass = 0; pass < 2; pass++) {
-        GSB_TRY(host_gemm(0, 1.0, z->V, cnt, n, w, n, 1, 0.0, z->h2, cnt, 1));
-        GSB_TRY(host_gemm(1, -1.0, z->V, cnt, n, z->h2, cnt, 1, 1.0, w, n, 1));
-        for (int64_t i = 0; i < cnt; i++)
-            h[i] += z->h2[i];
+    gsb__tensor v = *t;
+    v.rows = rows;
+    v.cols = cols;
+    v.owned = 0;
+    return v;
+}
+
+/* basis vector j as an n x 1 tensor */
+static gsb__tensor basis(const lz *z, int64_t j)
+{
+    gsb__tensor v = rows_of(&z->V, j, 1);
+    return shaped(&v, z->n, 1);
+}
+
+/* w := w - V[0..cnt) (V[0..cnt) w), twice; h[0..cnt) receives the
+ * coefficients and *nrm the norm of w after that */
+static int orthogonalize(lz *z, int64_t cnt, double *nrm)
+{
+    const gsb__backend *be = z->be;
+    if (cnt > 0) {
+        gsb__tensor Vc = rows_of(&z->V, 0, cnt), c1 = rows_of(&z->coef, 0, cnt);
+        gsb__tensor c2 = rows_of(&z->coef2, 0, cnt);
+        GSB_TRY(be->ops->gemm(be, 0, 0, 1.0, &Vc, &z->w, 0.0, &c1));
+        GSB_TRY(be->ops->gemm(be, 1, 0, -1.0, &Vc, &c1, 1.0, &z->w));
+        GSB_TRY(be->ops->gemm(be, 0, 0, 1.0, &Vc, &z->w, 0.0, &c2));
+        GSB_TRY(be->ops->gemm(be, 1, 0, -1.0, &Vc, &c2, 1.0, &z->w));
+        GSB_TRY(be->ops->axpy(be, 1.0, &c2, &c1));
     }
+    gsb__tensor wr = shaped(&z->w, 1, z->n), sq = rows_of(&z->coef, z->ncv, 1);
+    GSB_TRY(be->ops->row_sqnorms(be, &wr, &sq));
+    GSB_TRY(be->ops->download(be, &z->coef, z->h));
+    *nrm = sqrt(z->h[z->ncv]);
     return GSB_OK;
-}
-
-static double norm(const double *x, int64_t n)
-{
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        s += x[i] * x[i];
-    return sqrt(s);
 }
 
 /* A fixed pseudo-random vector (splitmix64 of (seed, i)), entries in [-1, 1). */
@@ -85,38 +114,40 @@ static void fixed_random(double *x, int64_t n, uint64_t seed)
     }
 }
 
-/* V[j] := x / |x| after orthogonalising against V[0..j); a random direction
- * instead when x lies (numerically) in their span. */
-static int set_next(lz *z, int64_t j, double *x)
+/* V[j] := w / |w|, w orthogonalised against V[0..j) with norm nrm; a random
+ * direction instead when w lies (numerically) in their span. */
+static int set_next(lz *z, int64_t j, double nrm)
 {
-    double *v = z->V + j * z->n;
-    double nx = norm(x, z->n);
-    for (uint64_t attempt = 1; nx <= 1e-10; attempt++) {
+    const gsb__backend *be = z->be;
+    for (uint64_t attempt = 1; nrm <= 1e-10; attempt++) {
         if (attempt > 4)
             return gsb__err(GSB_ENUMERIC, "lanczos: no direction left outside the basis");
-        fixed_random(x, z->n, attempt + (uint64_t)j * 131);
-        GSB_TRY(orthogonalize(z, j, x, z->h));
-        nx = norm(x, z->n) / sqrt((double)z->n);
+        fixed_random(z->xh, z->n, attempt + (uint64_t)j * 131);
+        GSB_TRY(be->ops->upload(be, &z->w, z->xh));
+        GSB_TRY(orthogonalize(z, j, &nrm));
+        if (nrm / sqrt((double)z->n) <= 1e-10)
+            nrm = 0.0; /* the test is relative to a random vector's norm */
     }
-    nx = norm(x, z->n);
-    for (int64_t i = 0; i < z->n; i++)
-        v[i] = x[i] / nx;
-    return GSB_OK;
+    gsb__tensor v = basis(z, j);
+    GSB_TRY(be->ops->fill(be, &v, 0.0));
+    return be->ops->axpy(be, 1.0 / nrm, &z->w, &v);
 }
 
 /* Columns j0 .. ncv-1 of H, V[j0+1 .. ncv] and the residual norm. */
 static int extend(lz *z, int64_t j0)
 {
-    const int64_t n = z->n, ncv = z->ncv;
+    const int64_t ncv = z->ncv;
     for (int64_t j = j0; j < ncv; j++) {
-        GSB_TRY(z->op(z->data, z->V + j * n, z->w));
+        gsb__tensor v = basis(z, j);
+        GSB_TRY(z->op(z->data, &v, &z->w));
         z->matvecs++;
-        GSB_TRY(orthogonalize(z, j + 1, z->w, z->h));
+        double nrm;
+        GSB_TRY(orthogonalize(z, j + 1, &nrm));
         for (int64_t i = 0; i <= j; i++)
             z->H[i * ncv + j] = z->H[j * ncv + i] = z->h[i];
-        z->beta = norm(z->w, n);
+        z->beta = nrm;
         if (j + 1 < ncv || z->beta > 0.0)
-            GSB_TRY(set_next(z, j + 1, z->w));
+            GSB_TRY(set_next(z, j + 1, nrm));
     }
     return GSB_OK;
 }
@@ -140,6 +171,17 @@ static void select_best(lz *z, int64_t cnt)
             z->sel[r * ncv + i] = z->S[i * ncv + (ncv - 1 - r)];
 }
 
+/* rows [0, cnt) of tmp = the Ritz vectors of the cnt largest values */
+static int ritz_vectors(lz *z, int64_t cnt)
+{
+    const gsb__backend *be = z->be;
+    select_best(z, cnt);
+    gsb__tensor sd = rows_of(&z->sel_d, 0, cnt), Vb = rows_of(&z->V, 0, z->ncv);
+    gsb__tensor out = rows_of(&z->tmp, 0, cnt);
+    GSB_TRY(be->ops->upload(be, &sd, z->sel));
+    return be->ops->gemm(be, 0, 0, 1.0, &sd, &Vb, 0.0, &out);
+}
+
 /* the largest residual norm of the nev best Ritz pairs (NaN compares as not converged) */
 static double worst_residual(const lz *z, int64_t nev)
 {
@@ -155,11 +197,13 @@ static double worst_residual(const lz *z, int64_t nev)
 /* Keep the l best Ritz vectors and continue from the residual. */
 static int restart(lz *z, int64_t l)
 {
-    const int64_t n = z->n, ncv = z->ncv;
-    select_best(z, l);
-    GSB_TRY(host_gemm(0, 1.0, z->sel, l, ncv, z->V, ncv, n, 0.0, z->tmp, l, n));
-    memcpy(z->V + l * n, z->V + ncv * n, (size_t)n * sizeof(double));
-    memcpy(z->V, z->tmp, (size_t)(l * n) * sizeof(double));
+    const gsb__backend *be = z->be;
+    const int64_t ncv = z->ncv;
+    GSB_TRY(ritz_vectors(z, l));
+    gsb__tensor next = rows_of(&z->V, l, 1), last = rows_of(&z->V, ncv, 1);
+    gsb__tensor head = rows_of(&z->V, 0, l), best = rows_of(&z->tmp, 0, l);
+    GSB_TRY(be->ops->copy(be, &next, &last));
+    GSB_TRY(be->ops->copy(be, &head, &best));
     memset(z->H, 0, (size_t)(ncv * ncv) * sizeof(double));
     for (int64_t r = 0; r < l; r++)
         z->H[r * ncv + r] = z->theta[ncv - 1 - r];
@@ -178,33 +222,56 @@ static int check_opts(const gsb__lanczos_opts *o)
 
 static void lz_free(lz *z)
 {
-    free(z->V);
+    gsb__tensor_free(&z->V);
+    gsb__tensor_free(&z->w);
+    gsb__tensor_free(&z->coef);
+    gsb__tensor_free(&z->coef2);
+    gsb__tensor_free(&z->tmp);
+    gsb__tensor_free(&z->sel_d);
     free(z->H);
     free(z->S);
     free(z->theta);
-    free(z->w);
     free(z->h);
-    free(z->h2);
-    free(z->tmp);
     free(z->sel);
+    free(z->xh);
 }
 
 static int lz_alloc(lz *z)
 {
+    const gsb__backend *be = z->be;
     const int64_t n = z->n, ncv = z->ncv;
-    z->V = gsb__alloc_array((ncv + 1) * n, sizeof(double));
+    GSB_TRY(gsb__tensor_alloc(be, GSB_F64, ncv + 1, n, &z->V));
+    GSB_TRY(gsb__tensor_alloc(be, GSB_F64, n, 1, &z->w));
+    GSB_TRY(gsb__tensor_zeros(be, GSB_F64, ncv + 1, 1, &z->coef));
+    GSB_TRY(gsb__tensor_alloc(be, GSB_F64, ncv, 1, &z->coef2));
+    GSB_TRY(gsb__tensor_alloc(be, GSB_F64, ncv, n, &z->tmp));
+    GSB_TRY(gsb__tensor_alloc(be, GSB_F64, ncv, ncv, &z->sel_d));
     z->H = gsb__calloc_array(ncv * ncv, sizeof(double));
     z->S = gsb__alloc_array(ncv * ncv, sizeof(double));
     z->theta = gsb__alloc_array(ncv, sizeof(double));
-    z->w = gsb__alloc_array(n, sizeof(double));
-    z->h = gsb__alloc_array(ncv, sizeof(double));
-    z->h2 = gsb__alloc_array(ncv, sizeof(double));
-    z->tmp = gsb__alloc_array(ncv * n, sizeof(double));
+    z->h = gsb__alloc_array(ncv + 1, sizeof(double));
     z->sel = gsb__alloc_array(ncv * ncv, sizeof(double));
-    if (z->V && z->H && z->S && z->theta && z->w && z->h && z->h2 && z->tmp && z->sel)
+    z->xh = gsb__alloc_array(n, sizeof(double));
+    if (z->H && z->S && z->theta && z->h && z->sel && z->xh)
         return GSB_OK;
-    return gsb__err(GSB_ENOMEM, "lanczos: out of memory for %lld vectors of %lld",
-                    (long long)(2 * ncv + 1), (long long)n);
+    return gsb__err(GSB_ENOMEM, "lanczos: out of memory for its %lld x %lld problem",
+                    (long long)ncv, (long long)ncv);
+}
+
+/* V[0] from o->v0, or ones slightly perturbed so no eigenvector is missed by symmetry */
+static int start(lz *z)
+{
+    if (z->o->v0) {
+        memcpy(z->xh, z->o->v0, (size_t)z->n * sizeof(double));
+    } else {
+        fixed_random(z->xh, z->n, 0);
+        for (int64_t i = 0; i < z->n; i++)
+            z->xh[i] = 1.0 + 1e-3 * z->xh[i];
+    }
+    double nrm;
+    GSB_TRY(z->be->ops->upload(z->be, &z->w, z->xh));
+    GSB_TRY(orthogonalize(z, 0, &nrm));
+    return set_next(z, 0, nrm);
 }
 
 int gsb__lanczos_largest(gsb__linop_fn op, void *data, const gsb__lanczos_opts *o,
@@ -214,20 +281,14 @@ int gsb__lanczos_largest(gsb__linop_fn op, void *data, const gsb__lanczos_opts *
     GSB_TRY(check_opts(o));
     lz z = {0};
     z.o = o;
+    z.be = o->be ? o->be : gsb__cpu_backend();
     z.op = op;
     z.data = data;
     z.n = o->n;
     z.ncv = o->ncv;
     int rc;
     GSB_CHECK(lz_alloc(&z));
-    if (o->v0) {
-        memcpy(z.w, o->v0, (size_t)z.n * sizeof(double));
-    } else { /* ones, slightly perturbed so no eigenvector is missed by symmetry */
-        fixed_random(z.w, z.n, 0);
-        for (int64_t i = 0; i < z.n; i++)
-            z.w[i] = 1.0 + 1e-3 * z.w[i];
-    }
-    GSB_CHECK(set_next(&z, 0, z.w));
+    GSB_CHECK(start(&z));
 
     const int64_t nev = o->nev;
     int64_t keep = nev + (z.ncv - nev) / 2;
@@ -243,8 +304,9 @@ int gsb__lanczos_largest(gsb__linop_fn op, void *data, const gsb__lanczos_opts *
             break;
         GSB_CHECK(restart(&z, keep));
     }
-    select_best(&z, nev);
-    GSB_CHECK(host_gemm(0, 1.0, z.sel, nev, z.ncv, z.V, z.ncv, z.n, 0.0, evecs, nev, z.n));
+    GSB_CHECK(ritz_vectors(&z, nev));
+    gsb__tensor best = rows_of(&z.tmp, 0, nev);
+    GSB_CHECK(z.be->ops->download(z.be, &best, evecs));
     for (int64_t r = 0; r < nev; r++)
         evals[r] = z.theta[z.ncv - 1 - r];
 done:

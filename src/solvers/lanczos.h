@@ -3,17 +3,23 @@
  * thick-restart Lanczos method (Wu and Simon's TRLan, the scheme ARPACK's
  * implicit restarts amount to for symmetric problems), with full
  * reorthogonalisation.  The operator is a callback, so any sparse or
- * structured matrix works; the basis lives on the host and its products go
- * through the CPU backend's gemm.  UMAP's spectral initialisation uses it
- * for the normalised graph Laplacian (umap-learn calls scipy's eigsh).
+ * structured matrix works.  The basis lives on a backend (the CPU's, or a
+ * GPU's: operator, orthogonalisation and restarts then run on the device,
+ * with one small download per operator application); only the projected
+ * ncv x ncv problem is solved on the host.  UMAP's spectral initialisation
+ * uses it for the normalised graph Laplacian (umap-learn calls scipy's
+ * eigsh).
  */
 #ifndef GSB_SOLVERS_LANCZOS_H
 #define GSB_SOLVERS_LANCZOS_H
 
 #include <stdint.h>
 
-/* y = A x for vectors of n doubles; GSB_OK or a status set with gsb__err. */
-typedef int (*gsb__linop_fn)(void *data, const double *x, double *y);
+#include "backend/backend.h"
+
+/* y = A x for x and y (n x 1, GSB_F64) on the solver's backend; GSB_OK or a
+ * status set with gsb__err. */
+typedef int (*gsb__linop_fn)(void *data, const gsb__tensor *x, gsb__tensor *y);
 
 typedef struct gsb__lanczos_opts {
     int64_t n;          /* operator size */
@@ -27,11 +33,12 @@ typedef struct gsb__lanczos_opts {
      * GSB_OK stops the solver with that status (cancellation); may be NULL */
     int (*progress)(void *data, int64_t matvecs, double residual);
     void *progress_data;
+    const gsb__backend *be; /* where the basis lives and the operator runs; NULL: CPU */
 } gsb__lanczos_opts;
 
 /*
  * The nev largest eigenvalues (evals, descending) and their unit
- * eigenvectors (evecs, nev x n row-major: vector j at evecs + j * n).
+ * eigenvectors (evecs, host, nev x n row-major: vector j at evecs + j * n).
  * *converged is 1 when every pair met tol within the budget; 0 otherwise,
  * with the best Ritz pairs found written all the same.  *matvecs (may be
  * NULL) counts the operator applications.  Errors: the callbacks' status,

@@ -11,6 +11,9 @@
  * orthogonalisation than they save in operator applications: on a 20000-point
  * swiss roll, 27 vectors need 700 applications and 0.5 s, 141 vectors 555
  * and 1.8 s), capped so the basis stays under LANCZOS_BASIS_BYTES.
+ * Lanczos runs on the caller's backend (the GPU's: operator products by its
+ * csr_spmm op, the basis in its memory) for components of DEVICE_MIN
+ * vertices or more, else on the CPU.
  */
 #include "solvers/spectral_layout.h"
 
@@ -30,6 +33,10 @@
 /* operator applications before giving up (each is one pass over the edges):
  * well run graphs need a few hundred */
 #define LANCZOS_BUDGET 5000
+/* vertices from which a component's Lanczos runs on the caller's backend (a
+ * GPU: one step costs ~0.1 ms of launches and a download there, and a CPU
+ * step on a graph this size takes about as long) */
+#define DEVICE_MIN 4096
 
 /* ---- connected components ------------------------------------------------ */
 
@@ -121,17 +128,37 @@ static int build_norm_adj(const gsb__fcsr *G, const int32_t *verts, int64_t nc,
     return GSB_OK;
 }
 
-static int norm_adj_apply(void *data, const double *x, double *y)
+/* A normalised adjacency on a backend, for Lanczos's products. */
+typedef struct adj_on {
+    const gsb__backend *be;
+    gsb__tensor ptr, col, val;
+} adj_on;
+
+static void adj_on_free(adj_on *d)
 {
-    const norm_adj *a = data;
-#pragma omp parallel for schedule(static) if (a->ptr[a->n] > 65536)
-    for (int64_t r = 0; r < a->n; r++) {
-        double s = 0.0;
-        for (int64_t e = a->ptr[r]; e < a->ptr[r + 1]; e++)
-            s += a->val[e] * x[a->col[e]];
-        y[r] = s;
-    }
-    return GSB_OK;
+    gsb__tensor_free(&d->ptr);
+    gsb__tensor_free(&d->col);
+    gsb__tensor_free(&d->val);
+}
+
+/* a's arrays on be (borrowed on the CPU backend) */
+static int adj_on_open(const norm_adj *a, const gsb__backend *be, adj_on *d)
+{
+    const int64_t nnz = a->ptr[a->n];
+    memset(d, 0, sizeof *d);
+    d->be = be;
+    gsb__tensor t = gsb__tensor_host_view(a->ptr, GSB_I64, a->n + 1, 1);
+    GSB_TRY(gsb__tensor_to(be, &t, &d->ptr));
+    t = gsb__tensor_host_view(a->col, GSB_I32, nnz, 1);
+    GSB_TRY(gsb__tensor_to(be, &t, &d->col));
+    t = gsb__tensor_host_view(a->val, GSB_F64, nnz, 1);
+    return gsb__tensor_to(be, &t, &d->val);
+}
+
+static int adj_on_apply(void *data, const gsb__tensor *x, gsb__tensor *y)
+{
+    const adj_on *d = data;
+    return d->be->ops->csr_spmm(d->be, &d->ptr, &d->col, &d->val, x, y);
 }
 
 /* evecs (nev x n): the nev largest eigenvectors of the dense M, descending */
@@ -190,9 +217,16 @@ static int component_spectral(const norm_adj *a, const gsb__spectral_opts *so, d
         GSB_CHECK(dense_largest(a, nev, evecs));
         *ok = 1;
     } else {
+        const gsb__backend *be = so->be && n >= DEVICE_MIN ? so->be : gsb__cpu_backend();
         gsb__lanczos_opts o = {n,    nev,           lanczos_ncv(n, nev), LANCZOS_TOL,
-                               LANCZOS_BUDGET, NULL, so->progress, so->progress_data};
-        GSB_CHECK(gsb__lanczos_largest(norm_adj_apply, (void *)a, &o, evals, evecs, ok, NULL));
+                               LANCZOS_BUDGET, NULL, so->progress, so->progress_data, be};
+        adj_on d;
+        rc = adj_on_open(a, be, &d);
+        if (rc == GSB_OK)
+            rc = gsb__lanczos_largest(adj_on_apply, &d, &o, evals, evecs, ok, NULL);
+        adj_on_free(&d);
+        if (rc != GSB_OK)
+            goto done;
     }
     if (*ok)
         for (int64_t i = 0; i < n; i++)

@@ -33,6 +33,7 @@ typedef struct gsb__spectral_opts {
     /* the eigensolver's progress (see gsb__lanczos_opts); may be NULL */
     int (*progress)(void *data, int64_t matvecs, double residual);
     void *progress_data;
+    const gsb__backend *be; /* the eigensolver's backend for large components; NULL: CPU */
 } gsb__spectral_opts;
 
 /*

@@ -224,15 +224,20 @@ typedef struct dense_op {
     const double *m;
 } dense_op;
 
-static int dense_apply(void *data, const double *x, double *y)
+/* y = M x for host vectors (the solver's default backend is the CPU's) */
+static void dense_product(const dense_op *o, const double *x, double *y)
 {
-    const dense_op *o = data;
     for (int64_t i = 0; i < o->n; i++) {
         double s = 0;
         for (int64_t j = 0; j < o->n; j++)
             s += o->m[i * o->n + j] * x[j];
         y[i] = s;
     }
+}
+
+static int dense_apply(void *data, const gsb__tensor *x, gsb__tensor *y)
+{
+    dense_product(data, x->data, y->data);
     return GSB_OK;
 }
 
@@ -276,7 +281,7 @@ static void test_lanczos_matches_dense_eigh(void)
     double *m = clustered_adjacency(n, 4);
     dense_op op = {n, m};
     double evals[4], *evecs = xcalloc((size_t)(nev * n), sizeof *evecs);
-    gsb__lanczos_opts o = {n, nev, 24, 1e-9, 20000, NULL, NULL, NULL};
+    gsb__lanczos_opts o = {n, nev, 24, 1e-9, 20000, NULL, NULL, NULL, NULL};
     int conv = 0;
     int64_t mv = 0;
     CHECK_OK(gsb__lanczos_largest(dense_apply, &op, &o, evals, evecs, &conv, &mv));
@@ -291,7 +296,7 @@ static void test_lanczos_matches_dense_eigh(void)
     double *y = xcalloc((size_t)n, sizeof *y);
     for (int64_t j = 0; j < nev; j++) {
         CHECK_CLOSE(evals[j], wv[n - 1 - j], 1e-8);
-        dense_apply(&op, evecs + j * n, y); /* residual and unit norm */
+        dense_product(&op, evecs + j * n, y); /* residual and unit norm */
         double r = 0, nn = 0;
         for (int64_t i = 0; i < n; i++) {
             r += (y[i] - evals[j] * evecs[j * n + i]) * (y[i] - evals[j] * evecs[j * n + i]);
@@ -324,6 +329,72 @@ static void test_lanczos_matches_dense_eigh(void)
     free(y);
     free(evecs);
     free(m);
+}
+
+/* ---- the csr_spmm op (Lanczos's operator products) ----------------------------------- */
+
+/* csr_spmm on the CPU against a dense product in double, float32 and float64, k = 1
+ * and 3, a product small enough for one thread and one threaded; indptr outside [0, nnz) is clipped; an index outside [0, n) makes its row NaN */
+static void test_csr_spmm_matches_dense(void)
+{
+    const gsb__backend *cpu = gsb__cpu_backend();
+    testing_seed(31);
+    for (int64_t m = 37, n = 23; m <= 3001; m += 2964, n += 1977) /* one small, one threaded */
+    for (int dt = 0; dt < 2; dt++)
+        for (int64_t k = 1; k <= 3; k += 2) {
+            gsb_dtype type = dt ? GSB_F64 : GSB_F32;
+            gsb__tensor ptr, col, val, X, Y;
+            CHECK_OK(gsb__tensor_alloc(cpu, GSB_I64, m + 1, 1, &ptr));
+            int64_t *p = ptr.data;
+            p[0] = 0;
+            for (int64_t i = 0; i < m; i++) /* rows of 0 .. 40 entries, repeats allowed */
+                p[i + 1] = p[i] + (int64_t)(testing_uniform() * 41.0);
+            const int64_t nnz = p[m];
+            CHECK_OK(gsb__tensor_alloc(cpu, GSB_I32, nnz, 1, &col));
+            CHECK_OK(gsb__tensor_alloc(cpu, type, nnz, 1, &val));
+            CHECK_OK(gsb__tensor_alloc(cpu, type, n, k, &X));
+            CHECK_OK(gsb__tensor_alloc(cpu, type, m, k, &Y));
+            for (int64_t e = 0; e < nnz; e++) {
+                ((int32_t *)col.data)[e] = (int32_t)(testing_uniform() * (double)n);
+                gsb__tensor_set(&val, e, testing_normal());
+            }
+            for (int64_t i = 0; i < n * k; i++)
+                gsb__tensor_set(&X, i, testing_normal());
+            CHECK_OK(cpu->ops->csr_spmm(cpu, &ptr, &col, &val, &X, &Y));
+            double worst = 0;
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t c = 0; c < k; c++) {
+                    double ref = 0, mag = 0;
+                    for (int64_t e = p[i]; e < p[i + 1]; e++) {
+                        double t = gsb__tensor_get(&val, e) *
+                                   gsb__tensor_get(&X, ((int32_t *)col.data)[e] * k + c);
+                        ref += t;
+                        mag += fabs(t);
+                    }
+                    double err = fabs(gsb__tensor_get(&Y, i * k + c) - ref) / (mag + 1e-30);
+                    worst = err > worst || isnan(err) ? err : worst;
+                }
+            CHECK(worst <= (dt ? 1e-14 : 1e-6));
+            /* a bad index: its row is NaN, the others unchanged; a clipped end */
+            int64_t bad_row = 0;
+            while (p[bad_row + 1] == p[bad_row])
+                bad_row++;
+            ((int32_t *)col.data)[p[bad_row]] = (int32_t)n;
+            p[m] = nnz + 100;
+            CHECK_OK(cpu->ops->csr_spmm(cpu, &ptr, &col, &val, &X, &Y));
+            CHECK(isnan(gsb__tensor_get(&Y, bad_row * k)));
+            CHECK(isfinite(gsb__tensor_get(&Y, (m - 1) * k)));
+            /* shapes are the caller's bug */
+            gsb__tensor short_ptr = ptr;
+            short_ptr.rows = m;
+            CHECK_ERR(cpu->ops->csr_spmm(cpu, &short_ptr, &col, &val, &X, &Y), GSB_EINTERNAL,
+                      "indptr");
+            gsb__tensor_free(&ptr);
+            gsb__tensor_free(&col);
+            gsb__tensor_free(&val);
+            gsb__tensor_free(&X);
+            gsb__tensor_free(&Y);
+        }
 }
 
 /* ---- components and the spectral layout ---------------------------------------------- */
@@ -429,7 +500,7 @@ static void test_components_and_layout(void)
         X[i * 2] = (float)label[i];
     gsb__rng rng;
     gsb__rng_seed(&rng, 5);
-    gsb__spectral_opts o = {2, X, 2, GSB__KNN_EUCLIDEAN, &rng, NULL, NULL};
+    gsb__spectral_opts o = {2, X, 2, GSB__KNN_EUCLIDEAN, &rng, NULL, NULL, NULL};
     double *out = xcalloc((size_t)n * 2, sizeof *out);
     int64_t failed = -1;
     CHECK_OK(gsb__spectral_layout(&G, &o, out, &failed));
@@ -702,6 +773,7 @@ int main(void)
     RUN(test_fuzzy_union_matches_dense);
     RUN(test_categorical_intersection);
     RUN(test_lanczos_matches_dense_eigh);
+    RUN(test_csr_spmm_matches_dense);
     RUN(test_components_and_layout);
     RUN(test_sgd_op_matches_reference);
     RUN(test_sgd_op_thread_independent);

@@ -23,6 +23,7 @@
  *   cpu_umap.c      umap_sgd_epoch (UMAP's layout SGD)
  *   cpu_stream.c    axpy, row_scale, stage_* (the streaming ring), strided_copy,
  *                   copy_stats
+ *   cpu_sparse.c    csr_spmm (sparse times dense)
  */
 #ifndef GSB_CPU_OPS_H
 #define GSB_CPU_OPS_H
@@ -149,5 +150,8 @@ void gsb__cpu_stage_close(const gsb__backend *be, gsb__stage *st);
 int gsb__cpu_copy_stats(const gsb__backend *be, gsb__copy_stats *out);
 int gsb__cpu_strided_copy(const gsb__backend *be, const void *src, gsb_dtype dtype, int64_t s0,
                           int64_t s1, gsb__tensor *dst);
+int gsb__cpu_csr_spmm(const gsb__backend *be, const gsb__tensor *indptr,
+                      const gsb__tensor *indices, const gsb__tensor *val, const gsb__tensor *X,
+                      gsb__tensor *Y);
 
 #endif
