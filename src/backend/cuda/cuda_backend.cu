@@ -46,14 +46,6 @@
  * own stack frame, so we keep a copy and point gsb__cuda_host at the copy. */
 const gsb__host_api *gsb__cuda_host = NULL;
 
-/* return a failing status (its message already set) */
-#define PASS(expr)                                                                  \
-    do {                                                                            \
-        int pass_rc_ = (expr);                                                      \
-        if (pass_rc_ != GSB_OK)                                                     \
-            return pass_rc_;                                                        \
-    } while (0)
-
 namespace {
 
 constexpr int THREADS = 256;

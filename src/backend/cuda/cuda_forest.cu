@@ -62,17 +62,7 @@ constexpr size_t HIST_SMEM = (size_t)64 << 10;  /* shared memory per forest_hist
 int check(const gsb__backend *be, const gsb__tensor *t, gsb_dtype dtype, int64_t rows,
           int64_t cols, bool host_ok, const char *op, const char *name)
 {
-    if (!t || (!t->data && t->rows * t->cols > 0))
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is missing", op, name);
-    if (t->dtype != dtype)
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has dtype %s", op, name,
-                            gsb__cuda_dtype_name(t->dtype));
-    if (t->be != be && !(host_ok && t->be == gsb__cuda_host->cpu))
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is not in this GPU's memory", op, name);
-    if ((rows >= 0 && t->rows != rows) || (cols >= 0 && t->cols != cols))
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has shape (%lld, %lld)", op, name,
-                            (long long)t->rows, (long long)t->cols);
-    return GSB_OK;
+    return gsb__cuda_check_tensor(be, t, dtype, rows, cols, host_ok, op, name);
 }
 
 bool on_host(const gsb__tensor *t) { return t->be == gsb__cuda_host->cpu; }

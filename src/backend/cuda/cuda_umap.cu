@@ -28,13 +28,6 @@ namespace {
 
 constexpr int BLOCK = 256;
 
-#define PASS(expr)                                                                  \
-    do {                                                                            \
-        int rc_ = (expr);                                                           \
-        if (rc_ != GSB_OK)                                                          \
-            return rc_;                                                             \
-    } while (0)
-
 /* t exists with dtype and n elements (cols -1: rows x cols as given) on be */
 int check(const gsb__backend *be, const gsb__tensor *t, gsb_dtype dtype, int64_t rows,
           int64_t cols, const char *name)
