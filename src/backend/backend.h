@@ -143,11 +143,14 @@ typedef struct gsb__forest_grow_rule {
  *            nodes whose partition disagreed with the split search
  *            (partition; 0 unless a bug)
  *   owner    S GSB_I32: the frontier node of each sample, -1 once in a leaf
+ *   slots    n GSB_I32: each node's histogram slot in the data's pool (-1:
+ *            none), forest_level_feats' seg column 2; NULL: no slots
  */
 typedef struct gsb__forest_level {
     int64_t n;
     const gsb__tensor *front, *stats, *map, *recs, *map2, *recs2, *seeds, *root_w;
     gsb__tensor *tcount, *nodes, *imp, *splits, *kids, *kid_stats, *counts, *owner;
+    const gsb__tensor *slots;
 } gsb__forest_level;
 
 /* Fitted trees, all concatenated (node indices are global). */
@@ -492,9 +495,10 @@ typedef struct gsb__backend_ops {
      * the nodes the leaf rules do not stop, pass 1 those of them whose pass-0
      * record (lv->map, lv->recs) has no non-constant feature.  map (n GSB_I32)
      * each node's candidate row or -1; the first counts[0] rows of seg (n x 3
-     * GSB_I32: start, end, -1, forest_split's nodes) and feats (n x (to -
-     * from) GSB_I32: positions [from, to) of the node's permutation; pass 0:
-     * [0, m), pass 1: [m, n_features)) describe the candidates. */
+     * GSB_I32: start, end, its slot of lv->slots or -1: forest_split's nodes)
+     * and feats (n x (to - from) GSB_I32: positions [from, to) of the node's
+     * permutation; pass 0: [0, m), pass 1: [m, n_features)) describe the
+     * candidates. */
     int (*forest_level_feats)(const gsb__backend *be, const gsb__forest_data *d,
                               const gsb__forest_level *lv, const gsb__forest_grow_rule *rule,
                               int pass, gsb__tensor *map, gsb__tensor *seg, gsb__tensor *feats);
@@ -568,10 +572,11 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 11 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+#define GSB__BACKEND_ABI 12 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
                               5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch;
                               8: axpy, row_scale, stage_*, strided_copy, device_import/export,
-                              copy_stats; 9: sync; 10: forest_level_*; 11: csr_spmm */
+                              copy_stats; 9: sync; 10: forest_level_*; 11: csr_spmm;
+                              12: gsb__forest_level's slots */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are
