@@ -37,10 +37,12 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/estimator.h"
+#include "core/profile.h"
 #include "core/warn.h"
 #include "solvers/lbfgs.h"
 #include "solvers/owlqn.h"
@@ -285,8 +287,9 @@ static int warm_start(gsb__ctx *c, int64_t K, int64_t R, int64_t p, int fit_inte
 
 typedef struct objective {
     gsb__ctx *c;
-    gsb__tensor X, y, w, coef, grad; /* on the backend; w.data NULL: unit weights */
+    gsb__tensor X, y, w; /* on the backend; w.data NULL: unit weights */
     int64_t R, d, p;
+    int64_t n_eval; /* evaluations: on the GPU, one host wait each */
     int fit_intercept;
     double inv_sw; /* 1 / sum(s) */
     double l2;     /* 1 / (C sum(s)), 0 without a penalty */
@@ -299,10 +302,13 @@ static int objective_eval(void *data, const double *x, double *f, double *g)
     objective *o = data;
     const gsb__backend *be = o->c->be;
     double loss;
-    GSB_TRY(be->ops->upload(be, &o->coef, x));
-    GSB_TRY(be->ops->logistic_loss_grad(be, &o->X, &o->y, o->w.data ? &o->w : NULL, &o->coef,
-                                        o->fit_intercept, &loss, &o->grad));
-    GSB_TRY(be->ops->download(be, &o->grad, g));
+    /* x and g as host tensors: the op sends x and returns the loss and g in
+     * one round trip (on the GPU one copy each way, one host wait) */
+    gsb__tensor coef = gsb__tensor_host_view((void *)x, GSB_F64, o->R, o->p);
+    gsb__tensor grad = gsb__tensor_host_view(g, GSB_F64, o->R, o->p);
+    GSB_TRY(be->ops->logistic_loss_grad(be, &o->X, &o->y, o->w.data ? &o->w : NULL, &coef,
+                                        o->fit_intercept, &loss, &grad));
+    o->n_eval++;
     double sq = 0, sq_icpt = 0;
     for (int64_t r = 0; r < o->R; r++) {
         for (int64_t j = 0; j < o->p; j++) {
@@ -325,6 +331,18 @@ static int objective_iter(void *data, int64_t iteration, double f)
 {
     objective *o = data;
     return gsb__progress(o->c, "iteration", iteration, f);
+}
+
+/* GSB_PROFILE's mark of the solver's phase, with its counts: on the GPU each
+ * evaluation is one pass over X and one host wait (the line search's). */
+static void profile_solver(const objective *o, const char *solver, int64_t n_iter)
+{
+    if (!gsb__profile_on())
+        return;
+    char phase[128];
+    snprintf(phase, sizeof phase, "%s: %lld iterations, %lld evaluations (host waits)",
+             solver, (long long)n_iter, (long long)o->n_eval);
+    gsb__profile_mark(phase);
 }
 
 /* Most elements of float32 X upcast to one float64 copy per fit (256 MB). */
@@ -387,11 +405,14 @@ static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const 
         gsb__tensor wh = gsb__tensor_host_view((void *)w, GSB_F64, n, 1);
         GSB_CHECK(gsb__tensor_to(be, &wh, &o.w));
     }
-    GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, R, p, &o.coef));
-    GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, R, p, &o.grad));
+    gsb__profile_mark("upload X, y, sample weights");
+    /* X's NaN / infinity check, when the dispatcher left it to the backend */
+    GSB_CHECK(gsb__x_check_on_backend(c, X, &o.X));
+    gsb__profile_mark("X checked for NaN / infinity");
     if (l1_scale > 0) {
         rc = minimise_l1(&o, l1_scale / sw_sum, gsb__param_int(c->params, "max_iter"),
                          gsb__param_float(c->params, "tol"), x, n_iter);
+        profile_solver(&o, "OWL-QN", *n_iter);
         goto done;
     }
 
@@ -403,6 +424,7 @@ static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const 
     opts.ftol = 64 * DBL_EPSILON;
     gsb__lbfgs_result res;
     GSB_CHECK(gsb__lbfgs_minimize(R * p, x, objective_eval, objective_iter, &o, &opts, &res));
+    profile_solver(&o, "L-BFGS", res.n_iter);
     /* scipy may run one iteration past max_iter = 0; scikit-learn clips */
     *n_iter = res.n_iter < opts.max_iter ? res.n_iter : opts.max_iter;
     gsb__lbfgs_warn(&res, *n_iter, opts.max_iter, LOGISTIC_SOLVER_ADVICE);
@@ -410,8 +432,6 @@ done:
     gsb__tensor_free(&o.X);
     gsb__tensor_free(&o.y);
     gsb__tensor_free(&o.w);
-    gsb__tensor_free(&o.coef);
-    gsb__tensor_free(&o.grad);
     return rc;
 }
 
@@ -481,6 +501,7 @@ static int logistic_fit(gsb__ctx *c)
         goto done;
     }
     GSB_CHECK(effective_weights(c, sw, yi, classes, K, n, &w, &sw_sum));
+    gsb__profile_mark("classes and weights (host)");
 
     int64_t R = K == 2 ? 1 : K, p = d + (fit_intercept ? 1 : 0);
     x = calloc((size_t)(R * p), sizeof *x);
@@ -629,7 +650,7 @@ static int logistic_predict_log_proba(gsb__ctx *c) { return probabilities(c, 1);
 
 static const gsb__method_desc logistic_methods[] = {
     {"fit", logistic_fit,
-     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_CHECK_ON_BACKEND},
       {"y", GSB__IN_LABELS},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "Fit by L-BFGS on scikit-learn's objective (y: class labels as float64)."},
