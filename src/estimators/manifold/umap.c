@@ -292,12 +292,13 @@ static int fit_layout(gsb__ctx *c, const umap_cfg *g, const gsb__tensor *X32, co
     gsb__rng_seed_params(&rng, c->params);
     gsb__fcsr P = {0};
     GSB_TRY(gsb__umap_prune(G, (double)(n_epochs > 10 ? n_epochs : default_epochs(n)), &P));
+    gsb__profile_mark("prune");
     const gsb__tensor *array = gsb__in(c, "init");
     gsb__umap_init in = {array ? GSB__UMAP_INIT_ARRAY : g->init, array, X32, g->metric, g->dim,
                          &rng, 0};
     int rc;
     GSB_CHECK(gsb__umap_initial_layout(c, &P, &in, emb));
-    gsb__profile_mark("initial layout (prune, spectral)");
+    gsb__profile_mark("initial layout (the rest: noise, scaling)");
     *spectral_failures = in.spectral_failures;
     gsb__umap_sgd_run r = {n_epochs, a, b, g->gamma, g->learning_rate, g->neg_rate, 2.0,
                            gsb__rng_next(&rng), gsb__param_is_none(c->params, "random_state"),
