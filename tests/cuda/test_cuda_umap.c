@@ -155,7 +155,7 @@ static int same_bits(const gsb__tensor *a, const gsb__tensor *b)
 static void compare_deterministic(int64_t n, int64_t m, int64_t dim, int64_t deg, int fit)
 {
     graph g = make_graph(n, m, dim, deg, fit);
-    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, fit ? 2.0 : 1.0, 77, 0};
+    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, fit ? 2.0 : 1.0, 77, 0, 0};
     gsb__tensor ns, nn;
     schedules(&g, p.negative_sample_rate, &ns, &nn);
     for (int64_t epoch = 0; epoch < 6; epoch++) {
@@ -197,7 +197,7 @@ static void test_deterministic_repeats(void)
 {
     testing_seed(2);
     graph g = make_graph(3000, 3000, 2, 20, 1);
-    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 5, 0};
+    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 5, 0, 0};
     gsb__tensor ns, nn;
     schedules(&g, 5.0, &ns, &nn);
     gsb__tensor h1 = host_copy(&g.head), a1 = host_copy(&ns), b1 = host_copy(&nn);
@@ -220,7 +220,7 @@ static void test_deterministic_repeats(void)
 static void compare_hogwild(int64_t n, int64_t dim, int fit)
 {
     graph g = make_graph(n, fit ? n : n / 2, dim, 15, fit);
-    gsb__umap_sgd p = {3, 1.577, 0.895, 1.0, 3e-4, 5.0, fit ? 2.0 : 1.0, 11, 0};
+    gsb__umap_sgd p = {3, 1.577, 0.895, 1.0, 3e-4, 5.0, fit ? 2.0 : 1.0, 11, 0, 0};
     gsb__tensor ns, nn;
     schedules(&g, 5.0, &ns, &nn);
     gsb__tensor start = host_copy(&g.head), gh = host_copy(&g.head);
@@ -261,7 +261,7 @@ static void test_bad_arguments(void)
 {
     testing_seed(4);
     graph g = make_graph(100, 100, 2, 5, 1);
-    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 1, 0};
+    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 1, 0, 0};
     gsb__tensor ns, nn;
     schedules(&g, 5.0, &ns, &nn);
     ((int32_t *)g.indices.data)[7] = 100; /* outside the tail */

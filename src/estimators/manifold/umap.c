@@ -234,6 +234,7 @@ static int memberships(const gsb__tensor *dist, const gsb__tensor *idx, int64_t 
         goto done;
     }
     gsb__smooth_knn_dist(dist->data, n, k, target, local_connectivity, sigma, rho);
+    gsb__profile_mark("fuzzy: smooth_knn_dist (rho, sigma)");
     rc = gsb__membership_csr(dist->data, idx->data, n, k, cols, sigma, rho, bipartite, out);
 done:
     free(sigma);
@@ -258,8 +259,9 @@ static int fit_graph(gsb__ctx *c, const umap_cfg *g, const gsb__tensor *X32, gsb
     disconnect(&dist, &idx, g->disconnection);
     GSB_CHECK(memberships(&dist, &idx, X32->rows, log2((double)g->n_neighbors),
                           g->local_connectivity, 0, &A));
+    gsb__profile_mark("fuzzy: memberships");
     GSB_CHECK(gsb__fuzzy_union(&A, g->mix, G));
-    gsb__profile_mark("fuzzy simplicial set");
+    gsb__profile_mark("fuzzy: union with the transpose");
     const gsb__tensor *y = gsb__in(c, "y");
     if (y) {
         if (!gsb__param_is(c->params, "target_metric", "categorical")) {
