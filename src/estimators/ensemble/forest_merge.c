@@ -87,6 +87,23 @@ static int packed_alloc(int classify, int64_t T, int64_t N, int64_t L, int64_t K
     return GSB_OK;
 }
 
+/* A threshold as its float32 bits (a finite integer, so that an infinite
+ * threshold passes the packed array's checks), and back. */
+static double float_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (double)u;
+}
+
+static float bits_float(double d)
+{
+    uint32_t u = (uint32_t)d;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 /* ---- export ------------------------------------------------------------------------ */
 
 int gsb__forest_pack(gsb__ctx *c, gsb__tensor *out)
@@ -115,7 +132,7 @@ int gsb__forest_pack(gsb__ctx *c, gsb__tensor *out)
         ((double *)p.classes)[k] = ((const double *)cls->data)[k];
     for (int64_t i = 0; i < N; i++) {
         d[i] = ((const int32_t *)v.split->data)[i];
-        d[N + i] = ((const float *)v.threshold->data)[i];
+        d[N + i] = float_bits(((const float *)v.threshold->data)[i]);
         d[2 * N + i] = ((const int32_t *)v.child->data)[i];
     }
     double *dt = (double *)p.root;
@@ -261,7 +278,9 @@ static int unpack(const packed *p, gsb__forest_model *m)
             return bad("node indices");
         m->split[i] = (int32_t)p->split[i];
         m->child[i] = (int32_t)p->child[i];
-        m->threshold[i] = (float)p->thr[i];
+        if (!(p->thr[i] >= 0 && p->thr[i] <= 4294967295.0))
+            return bad("thresholds");
+        m->threshold[i] = bits_float(p->thr[i]);
     }
     for (int64_t t = 0; t < T; t++) {
         if (!(p->root[t] >= 0 && p->root[t] < (double)N) || fabs(p->depth[t]) > INT32_MAX ||

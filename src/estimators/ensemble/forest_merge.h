@@ -5,7 +5,8 @@
  *
  * Packed form: one 1-D float64 array (every value below is exact in it):
  *     [GSB__FOREST_MAGIC, classify, T, N, L, K, F,
- *      classes (K, classifier only), split (N), threshold (N), child (N),
+ *      classes (K, classifier only), split (N), threshold (N: the float32's bits as
+ *      an integer, infinity included), child (N),
  *      root (T), depth (T), seed high 32 bits (T), seed low 32 bits (T),
  *      importance (T x F), leaf values (L x K)]
  * with the arrays of forest_model.h (children, roots and leaf rows indices
