@@ -22,9 +22,15 @@ typedef struct packed {
     const double *classes, *split, *thr, *child, *root, *depth, *shi, *slo, *imp, *val;
 } packed;
 
+/* How many arrays sections() lays out per node and per tree: the length must
+ * count exactly those, or a slot nothing writes ends the array (a stray NaN
+ * that the inputs' checks of merge_trees then refuse). */
+#define PER_NODE 3 /* split, threshold, child */
+#define PER_TREE 4 /* root, depth, seed high, seed low */
+
 static int64_t packed_len(int classify, int64_t T, int64_t N, int64_t L, int64_t K, int64_t F)
 {
-    return HEAD + (classify ? K : 0) + 3 * N + 5 * T + T * F + L * K;
+    return HEAD + (classify ? K : 0) + PER_NODE * N + PER_TREE * T + T * F + L * K;
 }
 
 /* Point p's sections into d (whose header is already read). */
