@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "backend/forest_math.h"
+#include "core/xoshiro.h"
 
 /* A product rounded on its own (never fused into a neighbouring add). */
 #ifdef __CUDA_ARCH__
@@ -45,46 +46,12 @@ typedef struct gsb__forest_rng {
     uint64_t s[4];
 } gsb__forest_rng;
 
-GSB_FOREST_FN uint64_t gsb__forest_splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* The stream of node id of the tree seeded by seed. */
 GSB_FOREST_FN void gsb__forest_rng_node(gsb__forest_rng *r, uint64_t seed, int32_t id)
 {
     uint64_t x = seed ^ ((uint64_t)id + 1) * 0x9E3779B97F4A7C15ull;
     for (int i = 0; i < 4; i++)
-        r->s[i] = gsb__forest_splitmix(&x);
-}
-
-GSB_FOREST_FN uint64_t gsb__forest_rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-GSB_FOREST_FN uint64_t gsb__forest_rng_next(gsb__forest_rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = gsb__forest_rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = gsb__forest_rotl(s[3], 45);
-    return result;
-}
-
-/* uniform in [0, n), by rejection (no modulo bias) */
-GSB_FOREST_FN int64_t gsb__forest_rng_below(gsb__forest_rng *r, int64_t n)
-{
-    uint64_t un = (uint64_t)n, limit = UINT64_MAX - UINT64_MAX % un, x;
-    do
-        x = gsb__forest_rng_next(r);
-    while (x >= limit);
-    return (int64_t)(x % un);
+        r->s[i] = gsb__splitmix64(&x);
 }
 
 /*
@@ -100,7 +67,7 @@ GSB_FOREST_FN void gsb__forest_draw(int64_t F, uint64_t seed, int32_t id, int64_
     gsb__forest_rng r;
     gsb__forest_rng_node(&r, seed, id);
     for (int64_t i = 0; i < to; i++) {
-        int64_t j = i + gsb__forest_rng_below(&r, F - i);
+        int64_t j = i + gsb__xoshiro_below(r.s, F - i);
         int32_t t = perm[i * stride];
         perm[i * stride] = perm[j * stride];
         perm[j * stride] = t;

@@ -1014,7 +1014,9 @@ static void test_pool_paths(void)
 }
 
 /* The level grower (the GPU's; GSB_FOREST_GROWER=level runs it here) grows the
- * host grower's trees: both criteria kinds, both search passes, missing values. */
+ * host grower's trees: both criteria kinds, both search passes, missing values,
+ * and (16 bins: nodes of 128 samples are large) histograms kept in slots and
+ * derived by subtraction. */
 static void test_level_grower(void)
 {
     enum { N = 2500, D = 9 };
@@ -1030,13 +1032,15 @@ static void test_level_grower(void)
     }
     gsb_array xa = gsb_array_2d(X, GSB_F64, N, D), ya = gsb_array_1d(y, GSB_F64, N);
     gsb_array ca = gsb_array_1d(c, GSB_F64, N);
-    const char *params[4] = {
+    const char *params[6] = {
         "{\"n_estimators\": 4, \"random_state\": 2, \"max_features\": 0.4}",
         "{\"n_estimators\": 4, \"random_state\": 2, \"max_features\": 0.4}",
         "{\"n_estimators\": 3, \"random_state\": 1, \"min_samples_leaf\": 2}",
         "{\"n_estimators\": 3, \"random_state\": 1, \"criterion\": \"entropy\", "
-        "\"max_features\": null}"};
-    for (int k = 0; k < 4; k++) {
+        "\"max_features\": null}",
+        "{\"n_estimators\": 3, \"random_state\": 3, \"n_bins\": 16}",
+        "{\"n_estimators\": 3, \"random_state\": 3, \"n_bins\": 16, \"max_features\": 0.6}"};
+    for (int k = 0; k < 6; k++) {
         const char *est = k % 2 ? "RandomForestClassifier" : "RandomForestRegressor";
         double *p[2] = {NULL, NULL};
         int64_t n[2] = {0, 0};

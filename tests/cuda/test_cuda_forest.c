@@ -17,7 +17,9 @@
  *    count of non-constant features, proxies and stats within 1e-9 relative;
  *    a different choice is accepted only when the two proxies tie within it,
  *    and never with integral weights and gini (every sum is then exact);
- *    index tensors on the host and on the device.
+ *    index tensors on the host and on the device; large nodes, nodes of 0 to
+ *    160 samples, and tiny ones (0 to 24: many constant features) so nodes of
+ *    at most 64 samples without a slot go through the warp-per-node path.
  *  forest_partition: samples and counts equal.
  *  forest_predict: leaves equal, sums within 1e-12 (registers and in-place
  *    paths: 3 and 20 values per leaf).
@@ -361,12 +363,13 @@ static void test_split(void)
     static const int crits[] = {GSB__FOREST_GINI, GSB__FOREST_GINI, GSB__FOREST_MSE,
                                 GSB__FOREST_MSE, GSB__FOREST_ENTROPY, GSB__FOREST_GINI};
     for (int sh = 0; sh < N_SHAPES; sh++) {
-        for (int many = 0; many < 2; many++) {
+        for (int many = 0; many < 3; many++) { /* 4 large nodes, 300 of ~80 samples, tiny */
             int before = case_begin();
             problem p;
-            problem_make(&p, 40 + sh, shapes[sh][5] / (many ? 1 : 10), shapes[sh][4],
-                         shapes[sh][3], shapes[sh][2], shapes[sh][0], shapes[sh][1],
-                         many ? 300 : 4, sh % 2);
+            int64_t rows = shapes[sh][5] / (many == 1 ? 1 : 10);
+            problem_make(&p, 40 + sh, rows, shapes[sh][4], shapes[sh][3], shapes[sh][2],
+                         shapes[sh][0], shapes[sh][1], many == 0 ? 4 : many == 1 ? 300 : rows / 15,
+                         sh % 2);
             int crit = crits[sh];
             if (p.V1 * p.n_bins * 8 > 200 * 1024) { /* too big for shared memory */
                 int32_t f[4] = {0, 1, 2, 0};

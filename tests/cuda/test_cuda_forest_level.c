@@ -8,7 +8,8 @@
  *    the same inputs on both backends (the records from the CPU's
  *    forest_split, uploaded): forest_level_feats (both passes: half the
  *    features are constant, so drawn features are often all constant) gives
- *    the same map, candidates, segments and draws; forest_level_decide the
+ *    the same map, candidates, segments and draws (and with slots, the
+ *    segments carry each candidate's); forest_level_decide the
  *    same nodes, splits, children, stats, tree counts and count of splits,
  *    importance terms within 1e-12 relative; forest_level_partition the same
  *    samples, weights and owners, and no disagreement.  Classification with
@@ -248,6 +249,33 @@ static int64_t pass_both(group *p, const gsb__forest_grow_rule *rule, int pass,
     return c;
 }
 
+/* forest_level_feats with slots (lv->slots): the candidates' segments carry
+ * them on both backends. */
+static void feats_slots(group *p, const gsb__forest_grow_rule *rule, gsb__forest_level *lh,
+                        gsb__forest_level *lg, int64_t c)
+{
+    int64_t n = lh->n, m = rule->max_features;
+    gsb__tensor sl = hzeros(GSB_I32, n, 1);
+    for (int64_t i = 0; i < n; i++)
+        ((int32_t *)sl.data)[i] = (int32_t)(i % 5) - 1;
+    gsb__tensor slg = to_gpu(&sl), mh = hzeros(GSB_I32, n, 1), mg = gpu_poisoned(GSB_I32, n, 1);
+    gsb__tensor sh = hzeros(GSB_I32, n, 3), sg = gpu_poisoned(GSB_I32, n, 3);
+    gsb__tensor fh = hzeros(GSB_I32, n, m), fg = gpu_poisoned(GSB_I32, n, m);
+    gsb__forest_level h = *lh, g = *lg;
+    h.slots = &sl;
+    g.slots = &slg;
+    CHECK_OK(cpu->ops->forest_level_feats(cpu, &p->h.d, &h, rule, 0, &mh, &sh, &fh));
+    CHECK_OK(gpu->ops->forest_level_feats(gpu, &p->g.d, &g, rule, 0, &mg, &sg, &fg));
+    gsb__tensor sh1 = first(&sh, c), sg1 = first(&sg, c);
+    CHECK_SAME(&sg1, &sh1, 0.0);
+    const int32_t *mp = mh.data, *seg = sh.data;
+    for (int64_t i = 0; i < n; i++)
+        CHECK(mp[i] < 0 || seg[3 * (int64_t)mp[i] + 2] == (int32_t)(i % 5) - 1);
+    gsb__tensor *all[] = {&sl, &slg, &mh, &mg, &sh, &sg, &fh, &fg};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        gsb__tensor_free(all[i]);
+}
+
 /* Grow the group to the end on both backends, comparing every op's output. */
 static void grow_both(group *p, const gsb__forest_grow_rule *rule)
 {
@@ -281,11 +309,12 @@ static void grow_both(group *p, const gsb__forest_grow_rule *rule)
         G.kid_stats = gpu_poisoned(GSB_F64, 2 * n, p->V1);
         gsb__forest_level lh = {n, &H.front, &H.stats, NULL, NULL, NULL, NULL, &p->seeds,
                                 &p->root_w, &tch, &H.nodes, &H.imp, &H.splits, &H.kids,
-                                &H.kid_stats, &H.counts, &owh};
+                                &H.kid_stats, &H.counts, &owh, NULL};
         gsb__forest_level lg = {n, &G.front, &G.stats, NULL, NULL, NULL, NULL, &seg_, &rwg,
                                 &tcg, &G.nodes, &G.imp, &G.splits, &G.kids, &G.kid_stats,
-                                &G.counts, &owg};
-        pass_both(p, rule, 0, &lh, &lg, &H, &G);
+                                &G.counts, &owg, NULL};
+        int64_t c = pass_both(p, rule, 0, &lh, &lg, &H, &G);
+        feats_slots(p, rule, &lh, &lg, c);
         lh.map = &H.map;
         lh.recs = &H.recs;
         lg.map = &G.map;

@@ -17,11 +17,12 @@ from . import cluster, decomposition, ensemble, linear_model, neighbors, preproc
 from .cluster import KMeans
 from .ensemble import RandomForestClassifier, RandomForestRegressor
 from .decomposition import PCA, TruncatedSVD
-from .linear_model import LinearRegression, LogisticRegression, Ridge
+from .linear_model import ElasticNet, Lasso, LinearRegression, LogisticRegression, Ridge
 from .neighbors import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
 from .preprocessing import StandardScaler
 
 __all__ = ["cluster", "decomposition", "ensemble", "linear_model", "neighbors", "preprocessing",
-           "KMeans", "PCA", "TruncatedSVD", "LinearRegression", "LogisticRegression", "Ridge",
+           "KMeans", "PCA", "TruncatedSVD", "ElasticNet", "Lasso", "LinearRegression",
+           "LogisticRegression", "Ridge",
            "KNeighborsClassifier", "KNeighborsRegressor", "NearestNeighbors", "StandardScaler",
            "RandomForestClassifier", "RandomForestRegressor"]

@@ -99,7 +99,9 @@ int gsb__cpu_forest_level_feats(const gsb__backend *be, const gsb__forest_data *
     GSB_TRY(cpu_check(seg, GSB_I32, n, 3, op, "seg"));
     GSB_TRY(cpu_check(feats, GSB_I32, n, w, op, "feats"));
     GSB_TRY(cpu_check_vec(lv->counts, GSB_I32, 2, op, "counts"));
-    const int32_t *fr = lv->front->data;
+    if (lv->slots)
+        GSB_TRY(cpu_check_vec(lv->slots, GSB_I32, n, op, "slots"));
+    const int32_t *fr = lv->front->data, *slots = lv->slots ? lv->slots->data : NULL;
     const int64_t *seeds = lv->seeds->data;
     int32_t *mp = map->data, *sg = seg->data, *out = feats->data, c = 0;
     for (int64_t i = 0; i < n; i++) { /* the candidates, numbered in node order */
@@ -124,7 +126,7 @@ int gsb__cpu_forest_level_feats(const gsb__backend *be, const gsb__forest_data *
                 continue;
             sg[3 * k] = x[GSB__FLV_START];
             sg[3 * k + 1] = x[GSB__FLV_END];
-            sg[3 * k + 2] = -1;
+            sg[3 * k + 2] = slots ? slots[i] : -1;
             gsb__forest_draw(F, (uint64_t)seeds[x[GSB__FLV_TREE]], x[GSB__FLV_ID], from, to,
                              perm, swaps, 1, out + k * w);
         }

@@ -2,10 +2,28 @@
  * cuda_check.cu - nonfinite (NaN/inf scan of data already on the GPU: the
  * engine validates data handles and callers' device arrays there instead of
  * scanning on the host), mem_info and sync.  Twins: gsb__host_nonfinite in
- * core/validate.c; mem_info and sync have no CPU meaning.
+ * core/validate.c; mem_info and sync have no CPU meaning.  Also the ops'
+ * shared argument check, gsb__cuda_check_tensor (cuda_common.h).
  */
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_ops.h"
+
+int gsb__cuda_check_tensor(const gsb__backend *be, const gsb__tensor *t, gsb_dtype dtype,
+                           int64_t rows, int64_t cols, bool host_ok, const char *op,
+                           const char *name)
+{
+    if (!t || (!t->data && t->rows * t->cols > 0))
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is missing", op, name);
+    if (t->dtype != dtype)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has dtype %s", op, name,
+                            gsb__cuda_dtype_name(t->dtype));
+    if (t->be != be && !(host_ok && t->be == gsb__cuda_host->cpu))
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is not in this GPU's memory", op, name);
+    if ((rows >= 0 && t->rows != rows) || (cols >= 0 && t->cols != cols))
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has shape (%lld, %lld)", op, name,
+                            (long long)t->rows, (long long)t->cols);
+    return GSB_OK;
+}
 
 namespace {
 

@@ -44,6 +44,20 @@ static inline gsb__cuda_ctx *gsb__cuda_ctx_of(const gsb__backend *be)
     return (gsb__cuda_ctx *)be->ctx;
 }
 
+/* Return a failing status (its message already set). */
+#define PASS(expr)                                                                  \
+    do {                                                                            \
+        int pass_rc_ = (expr);                                                      \
+        if (pass_rc_ != GSB_OK)                                                     \
+            return pass_rc_;                                                        \
+    } while (0)
+
+/* A mismatch of an op's argument is a bug in the caller: GSB_EINTERNAL unless t is
+ * present, of dtype, rows x cols (-1: any), in be's memory or (host_ok) the host's. */
+int gsb__cuda_check_tensor(const gsb__backend *be, const gsb__tensor *t, gsb_dtype dtype,
+                           int64_t rows, int64_t cols, bool host_ok, const char *op,
+                           const char *name);
+
 /* Status of a failed call, with "what" (the call's text) in the message. */
 int gsb__cuda_fail_rt(cudaError_t e, const char *what, const char *file, int line);
 int gsb__cuda_fail_blas(cublasStatus_t s, const char *what, const char *file, int line);

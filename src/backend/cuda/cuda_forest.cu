@@ -21,7 +21,11 @@
  *                    the prefix sums over bins, one thread per bin scores its
  *                    candidates, a block reduction keeps the best (proxy, then
  *                    candidate order); then one thread per node reduces the
- *                    node's features with gsb__forest_reduce.
+ *                    node's features with gsb__forest_reduce.  Nodes of at
+ *                    most SMALL_N samples without a slot (the many small
+ *                    nodes of deep levels) take one warp per (node, feature)
+ *                    instead (split_small): no histogram, each distinct code
+ *                    of the node's samples a candidate.
  *  forest_partition  one block per chunk of PART_CHUNK samples of a node:
  *                    count the chunk's left samples; one thread per node turns
  *                    counts into offsets; each chunk scatters its samples to
@@ -55,6 +59,8 @@ constexpr int HIST_GROUP = 4;          /* features per block of forest_hist */
 constexpr int PRED_KMAX = 16;          /* leaf values summed in registers */
 constexpr size_t REC_BYTES = (size_t)64 << 20; /* split records per pass */
 constexpr size_t HIST_SMEM = (size_t)64 << 10;  /* shared memory per forest_hist block */
+constexpr int SMALL_N = 64;            /* nodes of at most this many samples: a warp each */
+constexpr int SMALL_V = 16;            /* ... when a bin has at most this many stats */
 
 /* ---- argument checks (a mismatch is a bug in the caller: GSB_EINTERNAL) ----------- */
 
@@ -62,17 +68,7 @@ constexpr size_t HIST_SMEM = (size_t)64 << 10;  /* shared memory per forest_hist
 int check(const gsb__backend *be, const gsb__tensor *t, gsb_dtype dtype, int64_t rows,
           int64_t cols, bool host_ok, const char *op, const char *name)
 {
-    if (!t || (!t->data && t->rows * t->cols > 0))
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is missing", op, name);
-    if (t->dtype != dtype)
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has dtype %s", op, name,
-                            gsb__cuda_dtype_name(t->dtype));
-    if (t->be != be && !(host_ok && t->be == gsb__cuda_host->cpu))
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is not in this GPU's memory", op, name);
-    if ((rows >= 0 && t->rows != rows) || (cols >= 0 && t->cols != cols))
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has shape (%lld, %lld)", op, name,
-                            (long long)t->rows, (long long)t->cols);
-    return GSB_OK;
+    return gsb__cuda_check_tensor(be, t, dtype, rows, cols, host_ok, op, name);
 }
 
 bool on_host(const gsb__tensor *t) { return t->be == gsb__cuda_host->cpu; }
@@ -188,6 +184,13 @@ int smem_optin(const gsb__backend *be, size_t *out)
                                     gsb__cuda_ctx_of(be)->device));
     *out = (size_t)v;
     return GSB_OK;
+}
+
+/* Blocks of split_kernel: enough to fill the device several times over. */
+int64_t split_blocks(const gsb__backend *be)
+{
+    const int64_t sms = gsb__cuda_ctx_of(be)->sm_count;
+    return (sms > 0 ? sms : 80) * 32;
 }
 
 unsigned grid_for(const gsb__backend *be, int64_t work)
@@ -370,29 +373,233 @@ struct Rule {
     double min_leaf, min_weight;
 };
 
-/* Block (b, j) of a pass over nodes b0 ..: the record of node b0 + b's listed feature j.
- * Shared: the histogram (nb x V1, then prefix sums over the real bins), the totals. */
-__global__ void split_kernel(FData d, const int32_t *__restrict__ nodes,
-                             const int32_t *__restrict__ feats, int64_t m, int64_t b0, Rule rule,
-                             int n_real, int rec_len, double *__restrict__ recs)
+/* Whether node b's split search is split_small's: no pool slot, few samples
+ * (small_n 0: none is). */
+__device__ inline bool is_small(const int32_t *nodes, int64_t b, int small_n)
+{
+    return nodes[3 * b + 2] < 0 && nodes[3 * b + 1] - nodes[3 * b] <= small_n;
+}
+
+/* An unlisted feature's record: ignored by the reduction. */
+__device__ inline void rec_unlisted(double *rec, int rec_len)
+{
+    for (int s = 0; s < rec_len; s++)
+        rec[s] = 0.0;
+    rec[GSB__FREC_PROXY] = -INFINITY;
+    rec[GSB__FREC_FEATURE] = -1;
+}
+
+/* What sample (row r, weight w) adds to stat s of its bin (add_sample's terms). */
+__device__ inline double stat_of(const FData &d, int32_t r, float w, int s)
+{
+    if (s == 0)
+        return 1.0;
+    if (d.K > 0)
+        return d.cls[r] == s - 1 ? (double)w : 0.0;
+    if (s == 1)
+        return (double)w;
+    return (double)w * d.y[(int64_t)r * 2 * d.O + (s - 2)];
+}
+
+/* Samples of a small node as a warp holds them in shared memory. */
+struct SmallNode {
+    int n;
+    const int *code;
+    const int32_t *row;
+    const float *w;
+};
+
+/* out[s] (V1) = the stats of the node's real samples of code <= c, added in
+ * sample order (every sum split_small makes of a candidate's left side). */
+__device__ inline void small_left(const FData &d, const SmallNode &sn, int c, double *out)
+{
+    for (int s = 0; s < d.V1; s++)
+        out[s] = 0.0;
+    for (int q = 0; q < sn.n; q++) {
+        const int cq = sn.code[q];
+        if (cq == d.nan_code || cq > c)
+            continue;
+        for (int s = 0; s < d.V1; s++)
+            out[s] += stat_of(d, sn.row[q], sn.w[q], s);
+    }
+}
+
+/*
+ * One warp per (node, listed feature) of the nodes split_kernel leaves (no
+ * slot, at most SMALL_N samples, V1 <= SMALL_V): the same record as
+ * split_kernel's from the samples themselves, no histogram.  The candidates
+ * are the node's distinct real codes below its largest (a lane per sample, the
+ * first sample of each code), each scored on its left stats summed in sample
+ * order (small_left); the totals are summed in sample order too, a lane per
+ * stat.  The best (proxy, candidate order) by a warp reduction.
+ */
+__global__ void split_small(FData d, const int32_t *__restrict__ nodes,
+                            const int32_t *__restrict__ feats, int64_t m, int64_t b0,
+                            int64_t count, Rule rule, int n_real, int rec_len,
+                            double *__restrict__ recs)
+{
+    __shared__ int s_code[WARPS][SMALL_N];
+    __shared__ int32_t s_row[WARPS][SMALL_N];
+    __shared__ float s_w[WARPS][SMALL_N];
+    __shared__ double s_real[WARPS][SMALL_V], s_nan[WARPS][SMALL_V], s_tot[WARPS][SMALL_V];
+    const int lane = threadIdx.x % 32, wp = threadIdx.x / 32;
+    const int64_t item = blockIdx.x * (int64_t)WARPS + wp;
+    if (item >= count * m)
+        return;
+    const int64_t b = b0 + item / m, j = item % m;
+    if (!is_small(nodes, b, SMALL_N))
+        return; /* split_kernel's */
+    double *rec = recs + item * rec_len;
+    const int f = feats[b * m + j];
+    if (f < 0 || f >= d.F) {
+        if (lane == 0)
+            rec_unlisted(rec, rec_len);
+        return;
+    }
+    const int32_t start = nodes[3 * b];
+    const SmallNode sn = {nodes[3 * b + 1] - start, s_code[wp], s_row[wp], s_w[wp]};
+    for (int q = lane; q < sn.n; q += 32) {
+        const int32_t r = d.rows[start + q];
+        s_code[wp][q] = code_of(d, r, f);
+        s_row[wp][q] = r;
+        s_w[wp][q] = d.w[start + q];
+    }
+    __syncwarp();
+    if (lane < d.V1) { /* the real and missing samples' stats, a lane per stat */
+        double real = 0.0, nan = 0.0;
+        for (int q = 0; q < sn.n; q++) {
+            const double v = stat_of(d, sn.row[q], sn.w[q], lane);
+            if (sn.code[q] == d.nan_code)
+                nan += v;
+            else
+                real += v;
+        }
+        s_real[wp][lane] = real;
+        s_nan[wp][lane] = nan;
+        s_tot[wp][lane] = real + nan;
+    }
+    /* per sample: the first of its code?  the codes seen: distinct ones, the largest real */
+    int first[2] = {0, 0}, distinct = 0, top = -1, mine_nan = 0;
+    for (int k = 0; k < 2; k++) {
+        const int q = lane + 32 * k;
+        if (q >= sn.n)
+            continue;
+        const int c = sn.code[q];
+        first[k] = 1;
+        for (int u = 0; u < q && first[k]; u++)
+            first[k] = sn.code[u] != c;
+        distinct += first[k];
+        mine_nan |= c == d.nan_code;
+        if (c != d.nan_code && c > top)
+            top = c;
+    }
+    for (int k = 16; k > 0; k /= 2) {
+        distinct += __shfl_xor_sync(0xffffffffu, distinct, k);
+        top = max(top, __shfl_xor_sync(0xffffffffu, top, k));
+    }
+    const bool has_nan = __any_sync(0xffffffffu, mine_nan) != 0;
+    __syncwarp();
+    const bool nonconst = distinct >= 2;
+    const double *tot = s_tot[wp], *nanrow = has_nan ? s_nan[wp] : NULL;
+    double bp = -INFINITY, P[SMALL_V];
+    int bo = INT_MAX;
+    for (int k = 0; k < 2 && nonconst; k++) {
+        const int q = lane + 32 * k;
+        if (!first[k] || q >= sn.n)
+            continue;
+        const int c = sn.code[q];
+        if (c == d.nan_code || c >= top) /* a real code with a real one after it */
+            continue;
+        small_left(d, sn, c, P);
+        double p = gsb__forest_proxy(P, NULL, tot, d.K, d.O, rule.criterion, rule.min_leaf,
+                                     rule.min_weight);
+        int o = gsb__forest_order(n_real, c, 0, 0);
+        if (gsb__forest_better(p, o, bp, bo)) {
+            bp = p;
+            bo = o;
+        }
+        if (has_nan) {
+            p = gsb__forest_proxy(P, nanrow, tot, d.K, d.O, rule.criterion, rule.min_leaf,
+                                  rule.min_weight);
+            o = gsb__forest_order(n_real, c, 1, 0);
+            if (gsb__forest_better(p, o, bp, bo)) {
+                bp = p;
+                bo = o;
+            }
+        }
+    }
+    if (lane == 0 && nonconst && has_nan && top >= 0) { /* all values left */
+        const double p = gsb__forest_proxy(s_real[wp], NULL, tot, d.K, d.O, rule.criterion,
+                                           rule.min_leaf, rule.min_weight);
+        const int o = gsb__forest_order(n_real, 0, 0, 1);
+        if (gsb__forest_better(p, o, bp, bo)) {
+            bp = p;
+            bo = o;
+        }
+    }
+    for (int k = 16; k > 0; k /= 2) {
+        const double op = __shfl_xor_sync(0xffffffffu, bp, k);
+        const int oo = __shfl_xor_sync(0xffffffffu, bo, k);
+        if (gsb__forest_better(op, oo, bp, bo)) {
+            bp = op;
+            bo = oo;
+        }
+    }
+    if (lane != 0)
+        return;
+    rec_unlisted(rec, rec_len);
+    rec[GSB__FREC_FEATURE] = f;
+    rec[GSB__FREC_NONCONST] = nonconst ? 1.0 : 0.0;
+    if (!(bp > -INFINITY))
+        return;
+    const int all_left = bo == n_real, ml = bo > n_real;
+    const int lo = all_left ? top : ml ? bo - n_real - 1 : bo;
+    int hi = n_real; /* the first real code after lo */
+    for (int q = 0; q < sn.n && !all_left; q++)
+        if (sn.code[q] != d.nan_code && sn.code[q] > lo && sn.code[q] < hi)
+            hi = sn.code[q];
+    if (all_left)
+        for (int s = 0; s < d.V1; s++)
+            P[s] = s_real[wp][s];
+    else
+        small_left(d, sn, lo, P);
+    for (int s = 0; s < d.V1; s++) {
+        const double l = P[s] + (ml ? nanrow[s] : 0.0);
+        rec[GSB__FREC_LEFT + s] = l;
+        rec[GSB__FREC_LEFT + d.V1 + s] = tot[s] - l;
+    }
+    rec[GSB__FREC_PROXY] = bp;
+    rec[GSB__FREC_BIN_LO] = lo;
+    rec[GSB__FREC_BIN_HI] = hi;
+    if (!ml && !all_left && !has_nan) /* no missing values: the side with more samples */
+        rec[GSB__FREC_MISSING_LEFT] = rec[GSB__FREC_LEFT] > rec[GSB__FREC_LEFT + d.V1];
+    else
+        rec[GSB__FREC_MISSING_LEFT] = ml;
+}
+
+/* Item (b, j) of a pass over nodes b0 .. (the whole block): the record of node
+ * b0 + b's listed feature j.  Shared: the histogram (nb x V1, then prefix sums
+ * over the real bins), the totals. */
+__device__ void split_item(const FData &d, const int32_t *__restrict__ nodes,
+                           const int32_t *__restrict__ feats, int64_t m, int64_t b0,
+                           const Rule &rule, int n_real, int rec_len, int small_n,
+                           double *__restrict__ recs, int64_t item)
 {
     extern __shared__ double H[];
     __shared__ double best_p[THREADS];
     __shared__ int best_o[THREADS];
     __shared__ int nonempty;
-    const int64_t b = b0 + blockIdx.x / m, j = blockIdx.x % m;
-    double *rec = recs + (int64_t)blockIdx.x * rec_len;
+    const int64_t b = b0 + item / m, j = item % m;
+    if (is_small(nodes, b, small_n))
+        return; /* split_small's */
+    double *rec = recs + item * rec_len;
     const int f = feats[b * m + j];
     const int V1 = d.V1;
     const int64_t per = (int64_t)d.nb * V1;
     double *tot = H + per;
     if (f < 0 || f >= d.F) { /* the whole block leaves: an unlisted entry, ignored by the reduction */
-        if (threadIdx.x == 0) {
-            for (int s = 0; s < rec_len; s++)
-                rec[s] = 0.0;
-            rec[GSB__FREC_PROXY] = -INFINITY;
-            rec[GSB__FREC_FEATURE] = -1;
-        }
+        if (threadIdx.x == 0)
+            rec_unlisted(rec, rec_len);
         return;
     }
     const int32_t start = nodes[3 * b], end = nodes[3 * b + 1], slot = nodes[3 * b + 2];
@@ -524,6 +731,19 @@ __global__ void split_kernel(FData d, const int32_t *__restrict__ nodes,
         rec[GSB__FREC_MISSING_LEFT] = rec[GSB__FREC_LEFT] > rec[GSB__FREC_LEFT + V1];
     else
         rec[GSB__FREC_MISSING_LEFT] = ml;
+}
+
+/* Blocks stride over the items (node, feature) of a pass, so the items that
+ * split_small takes cost a block two loads, not a launch. */
+__global__ void split_kernel(FData d, const int32_t *__restrict__ nodes,
+                             const int32_t *__restrict__ feats, int64_t m, int64_t b0,
+                             int64_t count, Rule rule, int n_real, int rec_len, int small_n,
+                             double *__restrict__ recs)
+{
+    for (int64_t item = blockIdx.x; item < count * m; item += gridDim.x) {
+        __syncthreads(); /* the last item's shared memory is free */
+        split_item(d, nodes, feats, m, b0, rule, n_real, rec_len, small_n, recs, item);
+    }
 }
 
 /* One thread per node of a pass: its features' records into its record. */
@@ -962,13 +1182,21 @@ extern "C" int gsb__cuda_forest_split(const gsb__backend *be, const gsb__forest_
         GSB_CUDA_CHECK(scratch(be, per_pass * (m > 0 ? m : 1) * rec_len, sizeof(double), &drecs));
         const Rule r = {rule->criterion, rule->first_only, (double)rule->min_samples_leaf,
                         rule->min_weight_leaf};
+        const int small_n = fd.V1 <= SMALL_V ? SMALL_N : 0;
         cudaStream_t s = gsb__cuda_ctx_of(be)->stream;
         for (int64_t b0 = 0; b0 < B; b0 += per_pass) {
             const int64_t count = B - b0 < per_pass ? B - b0 : per_pass;
+            if (m > 0 && small_n > 0) {
+                split_small<<<(unsigned)((count * m + WARPS - 1) / WARPS), THREADS, 0, s>>>(
+                    fd, (const int32_t *)dn, (const int32_t *)df, m, b0, count, r, n_real,
+                    rec_len, (double *)drecs);
+                CUDA_CHECK(cudaGetLastError());
+            }
             if (m > 0) {
-                split_kernel<<<(unsigned)(count * m), THREADS, smem, s>>>(
-                    fd, (const int32_t *)dn, (const int32_t *)df, m, b0, r, n_real, rec_len,
-                    (double *)drecs);
+                const int64_t items = count * m, cap = split_blocks(be);
+                split_kernel<<<(unsigned)(items < cap ? items : cap), THREADS, smem, s>>>(
+                    fd, (const int32_t *)dn, (const int32_t *)df, m, b0, count, r, n_real,
+                    rec_len, small_n, (double *)drecs);
                 CUDA_CHECK(cudaGetLastError());
             }
             split_reduce<<<(unsigned)((count + THREADS - 1) / THREADS), THREADS, 0, s>>>(

@@ -42,17 +42,7 @@ constexpr int64_t DRAW_WORDS = (int64_t)1 << 24; /* int32 of permutation scratch
 int check(const gsb__backend *be, const gsb__tensor *t, gsb_dtype dtype, int64_t rows,
           int64_t cols, const char *op, const char *name)
 {
-    if (!t || (!t->data && t->rows * t->cols > 0))
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is missing", op, name);
-    if (t->dtype != dtype)
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has dtype %s", op, name,
-                            gsb__cuda_dtype_name(t->dtype));
-    if (t->be != be)
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s is not in this GPU's memory", op, name);
-    if ((rows >= 0 && t->rows != rows) || (cols >= 0 && t->cols != cols))
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %s has shape (%lld, %lld)", op, name,
-                            (long long)t->rows, (long long)t->cols);
-    return GSB_OK;
+    return gsb__cuda_check_tensor(be, t, dtype, rows, cols, false, op, name);
 }
 
 int check_vec(const gsb__backend *be, const gsb__tensor *t, gsb_dtype dtype, int64_t n,
@@ -189,8 +179,9 @@ __global__ void feats_flag(Level L, gsb__forest_grow_rule rule, int pass,
 /* Grid-stride over nodes: each thread keeps its permutation (and swaps) in
  * scratch, entry f of thread t at f * G + t (G: the grid's threads). */
 __global__ void feats_draw(Level L, const int32_t *__restrict__ flag,
-                           const int32_t *__restrict__ rank, int64_t from, int64_t to,
-                           int32_t *__restrict__ perm, int32_t *__restrict__ swaps,
+                           const int32_t *__restrict__ rank, const int32_t *__restrict__ slots,
+                           int64_t from, int64_t to, int32_t *__restrict__ perm,
+                           int32_t *__restrict__ swaps,
                            int32_t *__restrict__ map, int32_t *__restrict__ seg,
                            int32_t *__restrict__ feats, int32_t *__restrict__ counts)
 {
@@ -209,7 +200,7 @@ __global__ void feats_draw(Level L, const int32_t *__restrict__ flag,
         const int32_t *x = node_at(L, i);
         seg[3 * (int64_t)k] = x[GSB__FLV_START];
         seg[3 * (int64_t)k + 1] = x[GSB__FLV_END];
-        seg[3 * (int64_t)k + 2] = -1;
+        seg[3 * (int64_t)k + 2] = slots ? slots[i] : -1;
         gsb__forest_draw(L.F, (uint64_t)L.seeds[x[GSB__FLV_TREE]], x[GSB__FLV_ID], from, to,
                          perm + t, swaps + t, G, feats + (int64_t)k * w);
     }
@@ -410,6 +401,8 @@ extern "C" int gsb__cuda_forest_level_feats(const gsb__backend *be, const gsb__f
         GSB_CUDA_CHECK(check_vec(be, map, GSB_I32, n, op, "map"));
         GSB_CUDA_CHECK(check(be, seg, GSB_I32, n, 3, op, "seg"));
         GSB_CUDA_CHECK(check(be, feats, GSB_I32, n, to - from, op, "feats"));
+        if (lv->slots)
+            GSB_CUDA_CHECK(check_vec(be, lv->slots, GSB_I32, n, op, "slots"));
         if (n == 0) {
             CUDA_CHECK(cudaMemsetAsync(lv->counts->data, 0, sizeof(int32_t), s));
             goto done;
@@ -426,7 +419,8 @@ extern "C" int gsb__cuda_forest_level_feats(const gsb__backend *be, const gsb__f
         G = want < G ? want : G;
         GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)(2 * F * G) * sizeof(int32_t), &perm));
         feats_draw<<<(unsigned)(G / THREADS), THREADS, 0, s>>>(
-            L, (const int32_t *)flag, (const int32_t *)rank, from, to, (int32_t *)perm,
+            L, (const int32_t *)flag, (const int32_t *)rank,
+            lv->slots ? (const int32_t *)lv->slots->data : NULL, from, to, (int32_t *)perm,
             (int32_t *)perm + F * G, (int32_t *)map->data, (int32_t *)seg->data,
             (int32_t *)feats->data, (int32_t *)lv->counts->data);
         CUDA_CHECK(cudaGetLastError());

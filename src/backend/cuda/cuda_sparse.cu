@@ -19,13 +19,6 @@
 
 #include "backend/cuda/cuda_common.h"
 
-#define PASS(expr)                                                                  \
-    do {                                                                            \
-        int pass_rc_ = (expr);                                                      \
-        if (pass_rc_ != GSB_OK)                                                     \
-            return pass_rc_;                                                        \
-    } while (0)
-
 namespace {
 
 constexpr int BLOCK = 256;              /* 8 warps: 8 rows a block */

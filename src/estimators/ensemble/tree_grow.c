@@ -590,6 +590,33 @@ done:
 
 /* ---- setup ------------------------------------------------------------------------ */
 
+int64_t gsb__grow_large(const gsb__forest_data *d) { return (int64_t)LARGE_BINS * d->n_bins; }
+
+int64_t gsb__grow_max_slots(const gsb__forest_data *d, const gsb__grow_params *p,
+                            int64_t n_trees)
+{
+    int64_t S = d->rows->rows * d->rows->cols, large = gsb__grow_large(d);
+    int64_t slot_bytes = d->n_features * d->n_bins *
+                         gsb__forest_nstats(d->n_classes, d->n_outputs) * (int64_t)sizeof(double);
+    int64_t n_slots = p->pool_bytes / slot_bytes;
+    /* more slots than nodes large enough to use them would be wasted */
+    if (n_slots > 2 * (S / large + n_trees))
+        n_slots = 2 * (S / large + n_trees);
+    return n_slots > INT32_MAX ? INT32_MAX : n_slots;
+}
+
+int64_t gsb__grow_pool(const gsb__backend *be, const gsb__forest_data *d,
+                       const gsb__grow_params *p, int64_t n_trees, gsb__tensor *pool)
+{
+    int64_t n_slots = gsb__grow_max_slots(d, p, n_trees);
+    int64_t slot_len = d->n_features * d->n_bins * gsb__forest_nstats(d->n_classes, d->n_outputs);
+    *pool = GSB__TENSOR_NONE;
+    /* fewer slots when the device has less memory than the budget */
+    while (n_slots > 0 && gsb__tensor_alloc(be, GSB_F64, n_slots, slot_len, pool) != GSB_OK)
+        n_slots /= 2;
+    return n_slots;
+}
+
 void gsb__grown_free(gsb__grown *g)
 {
     free(g->nodes);
@@ -615,18 +642,11 @@ int gsb__grow_trees(const gsb__backend *be, gsb__forest_data *d, const gsb__grow
     g.R = gsb__forest_rec_len(g.V1);
     g.n_real = d->nan_code >= 0 ? d->n_bins - 1 : d->n_bins;
     g.full = 2 * g.m >= g.F;
-    g.large = (int64_t)LARGE_BINS * d->n_bins;
+    g.large = gsb__grow_large(d);
     g.out = out;
     g.batch = BATCH_WORDS / (g.F + 2 * g.R + 8);
     g.batch = g.batch < 1 ? 1 : g.batch > BATCH_MAX ? BATCH_MAX : g.batch;
-    int64_t S = d->rows->rows * d->rows->cols;
-    int64_t slot_bytes = g.F * d->n_bins * g.V1 * (int64_t)sizeof(double);
-    int64_t n_slots = p->pool_bytes / slot_bytes;
-    /* more slots than nodes large enough to use them would be wasted */
-    if (n_slots > 2 * (S / g.large + n_trees))
-        n_slots = 2 * (S / g.large + n_trees);
-    if (n_slots > INT32_MAX)
-        n_slots = INT32_MAX;
+    int64_t S = d->rows->rows * d->rows->cols, n_slots = 0;
     gsb__tensor pool = GSB__TENSOR_NONE, srows = GSB__TENSOR_NONE, sw = GSB__TENSOR_NONE;
     int rc = GSB_OK;
     for (int64_t t = 0; t < n_trees; t++)
@@ -634,7 +654,8 @@ int gsb__grow_trees(const gsb__backend *be, gsb__forest_data *d, const gsb__grow
             rc = oom("importances");
             goto done;
         }
-    g.free_slots = gsb__alloc_array(n_slots > 0 ? n_slots : 1, sizeof *g.free_slots);
+    g.free_slots = gsb__alloc_array(gsb__grow_max_slots(d, p, n_trees) + 1,
+                                    sizeof *g.free_slots);
     g.nodes3 = gsb__alloc_array(3 * g.batch, sizeof *g.nodes3);
     g.splits3 = gsb__alloc_array(3 * g.batch, sizeof *g.splits3);
     g.feats = gsb__alloc_array(g.batch * g.F, sizeof *g.feats);
@@ -643,9 +664,7 @@ int gsb__grow_trees(const gsb__backend *be, gsb__forest_data *d, const gsb__grow
         rc = oom("the tree grower");
         goto done;
     }
-    /* the pool: fewer slots when the device has less memory than the budget */
-    while (n_slots > 0 && gsb__tensor_alloc(be, GSB_F64, n_slots, slot_bytes / 8, &pool) != GSB_OK)
-        n_slots /= 2;
+    n_slots = gsb__grow_pool(be, d, p, n_trees, &pool);
     for (int64_t s = 0; s < n_slots; s++)
         g.free_slots[s] = (int32_t)(n_slots - 1 - s);
     g.n_free = n_slots;

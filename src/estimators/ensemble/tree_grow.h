@@ -99,6 +99,17 @@ int gsb__grow_trees_level(const gsb__backend *be, gsb__forest_data *d,
                           int64_t n_trees, gsb__grown *out, gsb__grow_progress progress,
                           void *progress_data);
 
+/* The histogram pool both growers share: a node of at least gsb__grow_large(d)
+ * samples may have a slot; at most gsb__grow_max_slots slots (of n_features x
+ * n_bins x V1 doubles) within p->pool_bytes, no more than nodes large enough to
+ * use them; gsb__grow_pool allocates them on be (fewer when the device refuses)
+ * and returns how many (0: *pool left empty; gsb__tensor_free frees it). */
+int64_t gsb__grow_large(const gsb__forest_data *d);
+int64_t gsb__grow_max_slots(const gsb__forest_data *d, const gsb__grow_params *p,
+                            int64_t n_trees);
+int64_t gsb__grow_pool(const gsb__backend *be, const gsb__forest_data *d,
+                       const gsb__grow_params *p, int64_t n_trees, gsb__tensor *pool);
+
 /* The impurity of stats s (V1) as scikit-learn's criterion gives it. */
 double gsb__forest_impurity(const double *s, int n_classes, int n_outputs, int criterion);
 

@@ -14,8 +14,18 @@
  *   forest_level_partition  the samples of the nodes that split
  *   download             the level's nodes: they join the host's trees.
  * The host reads back the candidate counts and the count of splits (to size
- * the next calls) and the level's nodes.  Histogram slots are not used: each
- * candidate's stats are summed from its samples by forest_split.
+ * the next calls) and the level's nodes.
+ *
+ * Histograms: when the nodes draw most of the features (2 max_features >=
+ * n_features), nodes of at least gsb__grow_large samples keep every
+ * feature's histogram in a pool slot, as tree_grow.c's full-histogram mode,
+ * with the same slot rules in the same order (so both growers give a node a
+ * slot alike and grow the same trees): the roots' are built; after a level's
+ * partition the smaller child's are built (forest_hist) and the larger
+ * child's are the parent's minus them (forest_hist_sub).  The host keeps the
+ * slots (it reads back the level's splits while any node has one) and hands
+ * them to forest_level_feats, whose segments carry them to forest_split.
+ * Other nodes' stats are summed from their samples by forest_split.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +46,13 @@ typedef struct lgrow {
     int32_t *h_nodes;                                 /* a level's nodes on the host */
     double *h_imp;
     int64_t h_cap;
+    /* histogram slots (none unless full) */
+    gsb__tensor pool, slots;
+    int64_t large, n_free;
+    int32_t *free_slots;
+    int32_t *h_slot, *h_kslot;                        /* the frontier's, the next one's */
+    int32_t *h_splits, *h_build, *h_pairs, *h_drop;   /* a level's splits, derivations */
+    int any_slot;                                     /* a frontier node has a slot */
 } lgrow;
 
 static int oom(const char *what)
@@ -66,6 +83,58 @@ static gsb__tensor head(const gsb__tensor *t, int64_t rows)
 static int read_counts(lgrow *g, int32_t *out)
 {
     return g->be->ops->download(g->be, &g->counts, out);
+}
+
+/* A host array as a tensor (forest_hist and forest_hist_sub plan from it). */
+static gsb__tensor host_i32(int32_t *p, int64_t rows, int64_t cols)
+{
+    return gsb__tensor_host_view(p, GSB_I32, rows, cols);
+}
+
+/* ---- histogram slots (tree_grow.c's stack of free slots, the same order) ------------ */
+
+static int32_t take_slot(lgrow *g) { return g->n_free > 0 ? g->free_slots[--g->n_free] : -1; }
+
+static void give_slot(lgrow *g, int32_t slot)
+{
+    if (slot >= 0)
+        g->free_slots[g->n_free++] = slot;
+}
+
+/* The pool, when the nodes draw most features (else no slots). */
+static int pool_setup(lgrow *g)
+{
+    if (2 * g->m < g->F)
+        return GSB_OK;
+    int64_t n_slots = gsb__grow_pool(g->be, g->d, g->p, g->T, &g->pool);
+    g->large = gsb__grow_large(g->d);
+    g->free_slots = gsb__alloc_array(n_slots + 1, sizeof *g->free_slots);
+    if (!g->free_slots)
+        return oom("histogram slots");
+    for (int64_t s = 0; s < n_slots; s++)
+        g->free_slots[s] = (int32_t)(n_slots - 1 - s);
+    g->n_free = n_slots;
+    return GSB_OK;
+}
+
+/* The roots of many samples start with their histograms. */
+static int root_histograms(lgrow *g, const gsb__grow_tree *trees)
+{
+    int64_t nb = 0;
+    for (int64_t t = 0; t < g->T; t++) {
+        g->h_slot[t] = -1;
+        if (g->n_free > 0 && trees[t].end - trees[t].start >= g->large) {
+            int32_t s = take_slot(g);
+            g->h_slot[t] = s;
+            g->h_build[3 * nb] = (int32_t)trees[t].start;
+            g->h_build[3 * nb + 1] = (int32_t)trees[t].end;
+            g->h_build[3 * nb + 2] = s;
+            nb++;
+        }
+    }
+    g->any_slot = nb > 0;
+    gsb__tensor tn = host_i32(g->h_build, nb, 3);
+    return nb > 0 ? g->be->ops->forest_hist(g->be, g->d, &tn, NULL) : GSB_OK;
 }
 
 /* ---- setup ------------------------------------------------------------------------ */
@@ -147,14 +216,36 @@ static int level_room(lgrow *g, int64_t n, int nxt)
     GSB_TRY(ensure(be, GSB_I32, n, GSB__FLS_COLS, &g->splits));
     GSB_TRY(ensure(be, GSB_I32, 2 * n, GSB__FLV_FRONT, &g->front[nxt]));
     GSB_TRY(ensure(be, GSB_F64, 2 * n, g->V1, &g->stats[nxt]));
+    if (g->any_slot)
+        GSB_TRY(ensure(be, GSB_I32, n, 1, &g->slots));
     if (n > g->h_cap) {
+        int64_t cap = n + n / 2 + 16;
+        int32_t *kslot = g->h_kslot;
+        g->h_kslot = NULL;
         free(g->h_nodes);
         free(g->h_imp);
-        g->h_cap = n + n / 2 + 16;
-        g->h_nodes = gsb__alloc_array(g->h_cap * GSB__FLV_NODE, sizeof *g->h_nodes);
-        g->h_imp = gsb__alloc_array(g->h_cap, sizeof *g->h_imp);
-        if (!g->h_nodes || !g->h_imp)
+        free(g->h_splits);
+        free(g->h_build);
+        free(g->h_pairs);
+        free(g->h_drop);
+        g->h_nodes = gsb__alloc_array(cap * GSB__FLV_NODE, sizeof *g->h_nodes);
+        g->h_imp = gsb__alloc_array(cap, sizeof *g->h_imp);
+        g->h_splits = gsb__alloc_array(cap * GSB__FLS_COLS, sizeof *g->h_splits);
+        g->h_build = gsb__alloc_array(3 * cap, sizeof *g->h_build);
+        g->h_pairs = gsb__alloc_array(2 * cap, sizeof *g->h_pairs);
+        g->h_drop = gsb__alloc_array(cap, sizeof *g->h_drop);
+        /* this level's slots (the last level's children's) carry over */
+        int32_t *slot = gsb__alloc_array(2 * cap, sizeof *slot);
+        g->h_kslot = gsb__alloc_array(2 * cap, sizeof *g->h_kslot);
+        if (slot && g->h_slot && g->any_slot)
+            memcpy(slot, g->h_slot, (size_t)n * sizeof *slot);
+        free(g->h_slot);
+        free(kslot);
+        g->h_slot = slot;
+        if (!g->h_nodes || !g->h_imp || !g->h_splits || !g->h_build || !g->h_pairs ||
+            !g->h_drop || !g->h_slot || !g->h_kslot)
             return oom("a level's nodes");
+        g->h_cap = cap;
     }
     return GSB_OK;
 }
@@ -180,6 +271,64 @@ static int search_pass(lgrow *g, gsb__forest_level *lv, int pass, gsb__tensor *m
                              g->p->rule.min_weight_leaf, pass};
     gsb__tensor sc = head(&g->seg, c), fc = head(feats, c);
     return be->ops->forest_split(be, g->d, &sc, &fc, &rule, recs_view);
+}
+
+/*
+ * After the partition, the children's slots (tree_grow.c's derive_histograms):
+ * the slots of the nodes that did not split go back, in frontier order; then
+ * for each split of a node with a slot, in order, the larger child takes the
+ * parent's slot minus the smaller child's histograms, built in a new slot the
+ * smaller child keeps if it is large itself.  h_nodes and h_splits hold the
+ * level; n_split the count of splits.
+ */
+static int derive_slots(lgrow *g, int64_t n, int64_t n_split)
+{
+    const gsb__backend *be = g->be;
+    int64_t nb = 0, nd = 0, any = 0;
+    for (int64_t k = 0; k < 2 * n_split; k++)
+        g->h_kslot[k] = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (g->h_splits[i * GSB__FLS_COLS + GSB__FLS_FEATURE] < 0)
+            give_slot(g, g->h_slot[i]);
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t *sp = g->h_splits + i * GSB__FLS_COLS, *x = g->h_nodes + i * GSB__FLV_NODE;
+        int32_t ps = g->h_slot[i], c = sp[GSB__FLS_CHILD], s;
+        if (sp[GSB__FLS_FEATURE] < 0 || ps < 0)
+            continue;
+        if (c < 0 || c + 1 >= 2 * n_split)
+            return gsb__err(GSB_EINTERNAL, "random forest: split %lld has child %d of %lld",
+                            (long long)i, c, (long long)(2 * n_split));
+        int32_t start = x[GSB__FLV_START], mid = start + sp[GSB__FLS_N_LEFT],
+                end = x[GSB__FLV_END];
+        int left_small = mid - start <= end - mid;
+        int32_t s_lo = left_small ? start : mid, s_hi = left_small ? mid : end;
+        int64_t big_n = left_small ? end - mid : mid - start;
+        if (big_n < g->large || (s = take_slot(g)) < 0) {
+            give_slot(g, ps);
+            continue;
+        }
+        g->h_build[3 * nb] = s_lo;
+        g->h_build[3 * nb + 1] = s_hi;
+        g->h_build[3 * nb + 2] = s;
+        g->h_pairs[2 * nb] = ps;
+        g->h_pairs[2 * nb + 1] = s;
+        nb++;
+        g->h_kslot[c + (left_small ? 1 : 0)] = ps;
+        any = 1;
+        if (s_hi - s_lo >= g->large)
+            g->h_kslot[c + (left_small ? 0 : 1)] = s;
+        else
+            g->h_drop[nd++] = s;
+    }
+    gsb__tensor tn = host_i32(g->h_build, nb, 3), tp = host_i32(g->h_pairs, nb, 2);
+    if (nb > 0) {
+        GSB_TRY(be->ops->forest_hist(be, g->d, &tn, NULL));
+        GSB_TRY(be->ops->forest_hist_sub(be, g->d, &tp));
+    }
+    for (int64_t k = 0; k < nd; k++)
+        give_slot(g, g->h_drop[k]);
+    g->any_slot = any;
+    return GSB_OK;
 }
 
 /* The level's nodes (on the host) join their trees. */
@@ -224,8 +373,15 @@ static int grow(lgrow *g, gsb__grown *out, gsb__grow_progress progress, void *pr
         gsb__tensor nv = head(&g->nodes, n), iv = head(&g->imp, n), sp = head(&g->splits, n);
         gsb__tensor kv = head(&g->front[1 - cur], 2 * n), ks = head(&g->stats[1 - cur], 2 * n);
         gsb__tensor mv = head(&g->map, n), m2 = head(&g->map2, n), rv, r2;
+        gsb__tensor slv = head(&g->slots, n);
         gsb__forest_level lv = {n, &fr, &st, NULL, NULL, NULL, NULL, &g->seeds, &g->root_w,
-                                &g->tcount, &nv, &iv, &sp, &kv, &ks, &g->counts, &g->owner};
+                                &g->tcount, &nv, &iv, &sp, &kv, &ks, &g->counts, &g->owner,
+                                NULL};
+        int with_slots = g->any_slot;
+        if (with_slots) {
+            GSB_TRY(be->ops->upload(be, &slv, g->h_slot));
+            lv.slots = &slv;
+        }
         GSB_TRY(search_pass(g, &lv, 0, &g->map, &g->feats, &g->recs, &rv));
         lv.map = &mv;
         lv.recs = &rv;
@@ -244,6 +400,13 @@ static int grow(lgrow *g, gsb__grown *out, gsb__grow_progress progress, void *pr
         GSB_TRY(be->ops->download(be, &nv, g->h_nodes));
         GSB_TRY(be->ops->download(be, &iv, g->h_imp));
         GSB_TRY(append_level(g, n, out));
+        if (with_slots) {
+            GSB_TRY(be->ops->download(be, &sp, g->h_splits));
+            GSB_TRY(derive_slots(g, n, counts[0]));
+            int32_t *t = g->h_slot;
+            g->h_slot = g->h_kslot;
+            g->h_kslot = t;
+        }
         n = 2 * (int64_t)counts[0];
         cur = 1 - cur;
         if (progress)
@@ -272,19 +435,31 @@ int gsb__grow_trees_level(const gsb__backend *be, gsb__forest_data *d, const gsb
         if (!(out[t].importance = gsb__calloc_array(g.F, sizeof(double))))
             return oom("importances");
     GSB_CHECK(setup(&g, trees));
-    d->pool = NULL;
+    GSB_CHECK(pool_setup(&g));
+    d->pool = g.pool.data ? &g.pool : NULL;
     d->scratch_rows = &g.srows;
     d->scratch_weights = &g.sw;
+    GSB_CHECK(level_room(&g, g.T, 1));
+    if (d->pool)
+        GSB_CHECK(root_histograms(&g, trees));
     rc = grow(&g, out, progress, progress_data);
 done:
+    d->pool = NULL;
     d->scratch_rows = d->scratch_weights = NULL;
     gsb__tensor *all[] = {&g.seeds, &g.root_w, &g.tcount, &g.counts, &g.owner, &g.srows, &g.sw,
                           &g.front[0], &g.front[1], &g.stats[0], &g.stats[1], &g.map, &g.map2,
                           &g.seg, &g.feats, &g.feats2, &g.recs, &g.recs2, &g.nodes, &g.imp,
-                          &g.splits};
+                          &g.splits, &g.pool, &g.slots};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         gsb__tensor_free(all[i]);
     free(g.h_nodes);
     free(g.h_imp);
+    free(g.free_slots);
+    free(g.h_slot);
+    free(g.h_kslot);
+    free(g.h_splits);
+    free(g.h_build);
+    free(g.h_pairs);
+    free(g.h_drop);
     return rc;
 }
