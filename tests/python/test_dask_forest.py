@@ -56,6 +56,20 @@ def test_tree_shares():
     assert tree_shares([1, 1, 1, 1], 2).tolist() == [1, 1, 0, 0]
 
 
+@pytest.mark.parametrize("name", ["RandomForestClassifier", "RandomForestRegressor"])
+def test_packed_layout(clf_data, name):
+    # what the workers ship: exactly forest_merge.h's sections, each slot written (a slot
+    # too many once held uninitialised memory, now and then a NaN that merge_trees refused)
+    X, y, _, _ = clf_data
+    est = ALL[name](n_estimators=3, max_depth=5, random_state=0).fit(X[:300], y[:300])
+    trees = est._call("export_trees", [])["trees"]
+    leaves = est._call("tree_info", [])["n_leaves"]
+    magic, classify, T, N, L, K, F = trees[:7]
+    assert (classify, T, N, L, F) == ("Class" in name, 3, (2 * leaves - 1).sum(), leaves.sum(), 10)
+    assert len(trees) == 7 + classify * K + 3 * N + 4 * T + T * F + L * K
+    assert np.isfinite(trees).all()
+
+
 def test_classifier_quality_and_merge(client, clf_data):
     X, y, Xt, yt = clf_data
     params = {"n_estimators": 30, "random_state": 0}
