@@ -176,7 +176,7 @@ static void test_regressors(void)
             for (int64_t i = 0; i < n; i++)
                 worst = fmax(worst, fabs(pm[i] - (3 * pa[i] + 2 * pb[i]) / 5) /
                                         (1 + fabs(pm[i])));
-            CHECK(worst < 1e-6);
+            CHECK(worst < 1e-5); /* float32 leaf values, summed in another order */
             check_apply(m, a, b, Ta, Tb, &xa);
             gsb_model_free(m);
         }
@@ -217,7 +217,7 @@ static void test_classifiers(void)
             for (int k = 0; k < 3; k++)
                 worst = fmax(worst, fabs(pm[3 * i + k] - want[k]));
         }
-        CHECK(worst < 1e-6);
+        CHECK(worst < 1e-5); /* float32 leaf values, summed in another order */
         check_apply(m, a, b, Ta, Tb, &xa);
         gsb_model_free(m);
     }
