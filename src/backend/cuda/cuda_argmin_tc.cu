@@ -389,6 +389,7 @@ int gsb__cuda_argmin_tc(const gsb__backend *be, const float *X, int64_t n,
     cudaStream_t stream = gsb__cuda_ctx_of(be)->stream;
     int rc = GSB_OK;
     float *cn = NULL;
+    unsigned char *small = NULL; /* max ||c||^2 (double) and the flagged count (int) */
     double *cmax2 = NULL;
     int *nflag = NULL;
     int64_t *flagged = NULL;
@@ -396,11 +397,11 @@ int gsb__cuda_argmin_tc(const gsb__backend *be, const float *X, int64_t n,
     int nj = pick_nj(k);
 
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)k * sizeof(float), (void **)&cn));
-    GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(double), (void **)&cmax2));
-    GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(int), (void **)&nflag));
+    GSB_CUDA_CHECK(gsb__cuda_alloc(be, 2 * sizeof(double), (void **)&small));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)n * sizeof(int64_t), (void **)&flagged));
-    CUDA_CHECK(cudaMemsetAsync(cmax2, 0, sizeof(double), stream));
-    CUDA_CHECK(cudaMemsetAsync(nflag, 0, sizeof(int), stream));
+    cmax2 = (double *)small;
+    nflag = (int *)(small + sizeof(double));
+    CUDA_CHECK(cudaMemsetAsync(small, 0, 2 * sizeof(double), stream));
     centre_norms_kernel<<<warp_grid(be, k), 256, 0, stream>>>(C, ki, di, cn, cmax2);
     CUDA_CHECK(cudaGetLastError());
 #define TC_CASE(NJ)                                                                        \
@@ -425,8 +426,7 @@ int gsb__cuda_argmin_tc(const gsb__backend *be, const float *X, int64_t n,
     CUDA_CHECK(cudaGetLastError());
 done:
     gsb__cuda_free(be, cn);
-    gsb__cuda_free(be, cmax2);
-    gsb__cuda_free(be, nflag);
+    gsb__cuda_free(be, small);
     gsb__cuda_free(be, flagged);
     return rc;
 }

@@ -45,6 +45,13 @@
  *     index), the result does not depend on the split or the order in
  *     which candidates arrived.
  *
+ * The tile engine: for float32 with a dot-product metric on sm_80 and
+ * newer, gsb_tc's tensor-core tile (3xTF32, cuda_tc_tile.cuh) of the same
+ * 64 x 128 shape, its stages in dynamic shared memory ahead of the lists;
+ * its error bound TC_SREL(d) is added to the slack, so step 2's guarantee
+ * holds as before.  Manhattan, float64 and GSB_DISTANCE_KERNEL=old use the
+ * fp32/fp64 FMA tile engine (cuda_distance_tile.cuh).
+ *
  * Lists live in shared memory when BM * k entries fit in LIST_SMEM_BYTES,
  * else in the global scratch that the merge reads anyway (correct for any
  * k; slower flushes).  Queries are processed in chunks so that scratch stays
