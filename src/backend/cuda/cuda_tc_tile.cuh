@@ -9,13 +9,19 @@
  * accumulates lo_x hi_y + hi_x lo_y + hi_x hi_y in fp32 (lo lo is below
  * fp32's resolution): about fp32 FMA's accuracy at several times its rate.
  * A bound on the error that holds whatever rounding the tensor cores do:
- * |acc - x.y| <= (8 + 33 ceil(d / 8)) 2^-23 sum |x_i y_i| + (3 d) 2^-126,
+ * |acc - x.y| <= (8 + 33 ceil(d / 8)) 2^-23 sum |x_i y_i|
+ *               + 3 d 2^-126 + 3 sqrt(d) 2^-126 (||x|| + ||y||),
  * from the split (2^-20 sum |x_i y_i|), 3 ceil(d / 8) mma per dot product
  * each counted as 11 ulps of the running magnitude (truncated alignment of
- * 9 addends and a normalisation), and products below fp32's normal range
- * flushed to zero.  TC_SREL(d) is twice that relative factor plus room for
- * the callers' own roundings; the callers turn it into a certificate
- * (argmin) or an admission margin (topk).
+ * 9 addends and a normalisation), products below fp32's normal range
+ * flushed to zero, and subnormal operands (x_i, y_i or a lo part) flushed
+ * to zero.  TC_SREL(d) is twice the relative factor plus room for the
+ * callers' own roundings; TC_SABS(d) covers twice the absolute terms for
+ * ||x||, ||y|| <= 1 (above that the last term is within TC_SREL's room,
+ * as 2^-126 sqrt(d) (||x|| + ||y||) <= 2^-125 sqrt(d) (1 + ||x||^2 +
+ * ||y||^2)).  The callers turn them into a certificate (argmin) or an
+ * admission margin (topk, which ranks rows with tiny norms exactly
+ * instead).
  *
  * Slices: 32 columns of d per stage, rows padded to 36 floats so that the
  * fragment loads (lane 4 g + t reads row g, column t) hit 32 distinct
@@ -41,10 +47,11 @@ __host__ __device__ constexpr double TC_SREL(int64_t d)
 {
     return (20.0 + 66.0 * (double)((d + 7) / 8)) * 0x1p-23;
 }
-/* The absolute term (flushed products), doubled, plus room. */
+/* The absolute terms (flushed products and operands), doubled, plus room:
+ * 2 (3 d + 6 sqrt(d)) 2^-126 <= (6 d + 8) 2^-125. */
 __host__ __device__ constexpr double TC_SABS(int64_t d)
 {
-    return (3.0 * (double)d + 8.0) * 0x1p-125;
+    return (6.0 * (double)d + 8.0) * 0x1p-125;
 }
 
 /* Shared-memory bytes of the stages of a BM x BN tile. */
