@@ -76,6 +76,9 @@ using namespace gsb_dist;
 namespace {
 
 constexpr int64_t LIST_SMEM_BYTES = 64 << 10;
+/* with the tensor-core stages (81 KiB) ahead of them: at most this much, so
+ * two blocks still fit an SM (the splits assume two) */
+constexpr int64_t LIST_SMEM_BYTES_TC = 16 << 10;
 /* tensor cores: a nonzero squared norm below this ranks everything exactly
  * (topk_prep_kernel) */
 constexpr double TC_TINY = 1e-30;
@@ -641,7 +644,7 @@ int topk_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)(nsplit * nqc_max * k) * sizeof(int),
                                    (void **)&li));
     list_bytes = C::BM * k * (int64_t)(sizeof(double) + sizeof(int));
-    dyn = list_bytes <= LIST_SMEM_BYTES ? (size_t)list_bytes : 0;
+    dyn = list_bytes <= (tc ? LIST_SMEM_BYTES_TC : LIST_SMEM_BYTES) ? (size_t)list_bytes : 0;
     a.lists_in_smem = dyn > 0;
 
     a.Q = Qt->data;
