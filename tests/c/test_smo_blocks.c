@@ -131,8 +131,11 @@ static void compare_case(int64_t n, int64_t d, int svr, double zero_c, int64_t m
     gsb__smo_problem lp = {.l = l, .n = n, .real = pb.real, .y = pb.y, .p = pb.p, .C = pb.C,
                            .QD = pb.QD, .eps = 1e-3, .shrinking = 1, .max_iter = -1,
                            .cache_bytes = 100e6, .row = row_fn, .row_data = &rd};
-    gsb__smo_result r1, r2;
-    CHECK_OK(gsb__smo_solve(&lp, a1, &r1));
+    gsb__smo_result r1 = {0}, r2;
+    /* libsvm's SMO never ends with a zero upper bound (it keeps picking the
+     * variable that cannot move): no reference then */
+    if (zero_c == 0)
+        CHECK_OK(gsb__smo_solve(&lp, a1, &r1));
     gsb__smo_blocks_problem bp = {.be = cpu, .l = l, .real = pb.real, .y = pb.y, .p = pb.p,
                                   .C = pb.C, .QD = pb.QD, .X = &pb.X, .kind = 2,
                                   .gamma = pb.gamma, .degree = 3, .eps = 1e-3, .max_iter = -1,
@@ -147,8 +150,10 @@ static void compare_case(int64_t n, int64_t d, int svr, double zero_c, int64_t m
     CHECK(feasible);
     CHECK(fabs(sum) <= 1e-9 * (double)l);
     CHECK(!r2.timed_out);
-    CHECK(fabs(r1.obj - r2.obj) <= 1e-3 * fabs(r1.obj) + 1e-9);
-    CHECK(fabs(r1.rho - r2.rho) <= 5e-3);
+    if (zero_c == 0) {
+        CHECK(fabs(r1.obj - r2.obj) <= 1e-3 * fabs(r1.obj) + 1e-9);
+        CHECK(fabs(r1.rho - r2.rho) <= 5e-3);
+    }
     double v = violation(&pb, a2);
     CHECK(v <= 2e-3); /* eps, with the float kernel rows' rounding */
     if (testing_cur_failed)
