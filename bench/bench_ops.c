@@ -164,7 +164,7 @@ static void bench_umap(int big)
     }
     for (int64_t i = 0; i < n * dim; i++)
         head[i] = (float)(10.0 * umap_uniform());
-    struct umap_args a = {.p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 1, 0}};
+    struct umap_args a = {.p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 1, 0, 0}};
     if (gsb__tensor_alloc(be, GSB_F32, n, dim, &a.head) ||
         gsb__tensor_alloc(be, GSB_I64, n + 1, 1, &a.indptr) ||
         gsb__tensor_alloc(be, GSB_I32, nnz, 1, &a.indices) ||

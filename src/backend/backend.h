@@ -499,7 +499,8 @@ typedef struct gsb__backend_ops {
      *   (nnz, GSB_F64): each edge's schedule, advanced by the call.
      * With p->hogwild a backend may instead apply steps as they are computed
      * (cuML's lock-free scheme: faster, not reproducible); the CPU backend
-     * always runs the deterministic form. */
+     * always runs the deterministic form.  With p->edges_checked a backend
+     * may skip re-checking the structure an earlier epoch checked. */
     int (*umap_sgd_epoch)(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
                           const gsb__tensor *indptr, const gsb__tensor *indices,
                           const gsb__tensor *epochs_per_sample, gsb__tensor *next_sample,
@@ -573,6 +574,13 @@ typedef struct gsb__backend_ops {
     int (*csr_spmm)(const gsb__backend *be, const gsb__tensor *indptr,
                     const gsb__tensor *indices, const gsb__tensor *val, const gsb__tensor *X,
                     gsb__tensor *Y);
+    /* y = x / |x| (x and y: the same number of elements of one float dtype,
+     * any shape; y may be x) and nrm (one GSB_F64 element) = |x|, the
+     * 2-norm summed in double; |x| = 0: y = 0.  Each element is x[i] *
+     * (1 / |x|).  Lanczos normalises its next basis vector with it without
+     * a host round trip (solvers/lanczos.c). */
+    int (*vec_normalize)(const gsb__backend *be, const gsb__tensor *x, gsb__tensor *y,
+                         gsb__tensor *nrm);
 
     /* ---- random -------------------------------------------------------- */
     /* fill with N(0, 1) from a counter-based generator: element i depends only
@@ -624,11 +632,12 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 13 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+#define GSB__BACKEND_ABI 14 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
                               5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch;
                               8: axpy, row_scale, stage_*, strided_copy, device_import/export,
                               copy_stats; 9: sync; 10: forest_level_*; 11: csr_spmm;
-                              12: gsb__forest_level's slots; 13: svm_select,
+                              12: gsb__forest_level's slots; 13: vec_normalize,
+                              gsb__umap_sgd's edges_checked; 14: svm_select,
                               svm_kernel_rows, svm_inner, svm_update_f */
 
 /*

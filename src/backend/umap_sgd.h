@@ -56,6 +56,10 @@ typedef struct gsb__umap_sgd {
     double attraction_scale;     /* 2: a fit on a symmetric graph; 1: transform */
     uint64_t seed;
     int hogwild;                 /* may apply steps as computed (see backend.h) */
+    /* 1: indptr and indices passed an earlier call's check and are unchanged
+     * since (the later epochs of a run): a backend may skip the check and
+     * the host wait it costs on a GPU; 0: check them */
+    int edges_checked;
 } gsb__umap_sgd;
 
 GSB__HD static inline uint64_t gsb__umap_mix(uint64_t z)

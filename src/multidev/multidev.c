@@ -83,6 +83,8 @@ static const recipe recipes[] = {
     {"MinMaxScaler", "stats_moments", opt_dtype, 0},
     {"LinearRegression", "stats_gram", opt_regressor, 1},
     {"Ridge", "stats_gram", opt_regressor, 1},
+    {"Lasso", "stats_gram", opt_regressor, 1},
+    {"ElasticNet", "stats_gram", opt_regressor, 1},
     {"PCA", "stats_gram", opt_dtype, 0},
     {"TruncatedSVD", "stats_gram", opt_dtype, 0},
     {NULL, NULL, NULL, 0}};

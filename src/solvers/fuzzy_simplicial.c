@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "core/alloc.h"
 #include "core/error.h"
 
@@ -200,28 +202,56 @@ int gsb__membership_csr(const float *dist, const int64_t *idx, int64_t rows, int
 
 /* ---- the fuzzy union -------------------------------------------------------- */
 
-/* A^T of a square csr, rows sorted by column (a counting sort by column). */
+/* chunks of rows the transpose's counting sort splits A into (threads) */
+static int64_t transpose_chunks(int64_t rows)
+{
+    int64_t p = rows > PAR_MIN_ROWS ? omp_get_max_threads() : 1;
+    return p > 16 ? 16 : (p < 1 ? 1 : p);
+}
+
+/*
+ * A^T of a csr, rows sorted by column: a counting sort by column, in
+ * parallel over P chunks of A's rows.  Chunk t counts its entries per
+ * column (cnt[t][c]); column c's entries from chunk t start after those of
+ * the chunks before it, so each chunk scatters its rows on its own and the
+ * result is the serial sort's, whatever P.
+ */
 static int transpose(const gsb__fcsr *A, gsb__fcsr *T)
 {
-    int64_t nnz = gsb__fcsr_nnz(A);
-    GSB_TRY(csr_alloc(A->cols, A->rows, nnz, T));
-    for (int64_t e = 0; e < nnz; e++)
-        T->indptr[A->indices[e] + 1]++;
-    for (int64_t i = 0; i < T->rows; i++)
-        T->indptr[i + 1] += T->indptr[i];
-    int64_t *next = gsb__alloc_array(T->rows, sizeof *next);
-    if (!next) {
+    const int64_t nnz = gsb__fcsr_nnz(A), n = A->cols, P = transpose_chunks(A->rows);
+    GSB_TRY(csr_alloc(n, A->rows, nnz, T));
+    int64_t *cnt = gsb__calloc_array(P * n, sizeof *cnt);
+    if (!cnt) {
         gsb__fcsr_free(T);
         return gsb__err(GSB_ENOMEM, "out of memory transposing a graph");
     }
-    memcpy(next, T->indptr, (size_t)T->rows * sizeof *next);
-    for (int64_t i = 0; i < A->rows; i++)
-        for (int64_t e = A->indptr[i]; e < A->indptr[i + 1]; e++) {
-            int64_t at = next[A->indices[e]]++;
-            T->indices[at] = (int32_t)i;
-            T->data[at] = A->data[e];
+#pragma omp parallel for schedule(static, 1) num_threads((int)P) if (P > 1)
+    for (int64_t t = 0; t < P; t++) {
+        int64_t *c = cnt + t * n;
+        for (int64_t e = A->indptr[A->rows * t / P]; e < A->indptr[A->rows * (t + 1) / P]; e++)
+            c[A->indices[e]]++;
+    }
+    /* column starts, then each chunk's start inside each column */
+    for (int64_t c = 0; c < n; c++) {
+        int64_t at = T->indptr[c];
+        for (int64_t t = 0; t < P; t++) {
+            int64_t k = cnt[t * n + c];
+            cnt[t * n + c] = at;
+            at += k;
         }
-    free(next);
+        T->indptr[c + 1] = at;
+    }
+#pragma omp parallel for schedule(static, 1) num_threads((int)P) if (P > 1)
+    for (int64_t t = 0; t < P; t++) {
+        int64_t *next = cnt + t * n;
+        for (int64_t i = A->rows * t / P; i < A->rows * (t + 1) / P; i++)
+            for (int64_t e = A->indptr[i]; e < A->indptr[i + 1]; e++) {
+                int64_t at = next[A->indices[e]]++;
+                T->indices[at] = (int32_t)i;
+                T->data[at] = A->data[e];
+            }
+    }
+    free(cnt);
     return GSB_OK;
 }
 

@@ -15,10 +15,14 @@
  * with converged = 0.
  *
  * V, the new direction and the products with V live on the solver's
- * backend and go through its ops (gemm, axpy, row_sqnorms, copy); each
- * step downloads only the ncv projections and the norm that H needs, in one
- * copy.  H's eigenproblem and the restart's choice of vectors are solved on
- * the host (ncv is a few dozen).
+ * backend and go through its ops (gemm, axpy, vec_normalize, copy).  The
+ * steps of a cycle queue without a host wait: each writes its projections
+ * and norm into a row of `hist` on the backend, and the cycle downloads
+ * hist once (on a GPU a wait per step cost more than the step's work).  A
+ * step whose norm turns out (numerically) zero is a breakdown: its
+ * successors, queued from a meaningless vector, are redone after a random
+ * direction replaces it.  H's eigenproblem and the restart's choice of
+ * vectors are solved on the host (ncv is a few dozen).
  */
 #include "solvers/lanczos.h"
 
@@ -43,6 +47,7 @@ typedef struct lz {
     gsb__tensor coef2; /* ncv x 1: the second pass's projections */
     gsb__tensor tmp;   /* ncv x n: Ritz vectors at a restart */
     gsb__tensor sel_d; /* ncv x ncv: sel */
+    gsb__tensor hist;  /* ncv x (ncv + 1): step j's projections at [0, j], its norm at [ncv] */
     /* on the host */
     double *H;     /* ncv x ncv, row-major, symmetric */
     double *S;     /* ncv x ncv eigenvectors of H (column j = vector j) */
@@ -50,6 +55,7 @@ typedef struct lz {
     double *h;     /* ncv + 1: coef downloaded */
     double *sel;   /* ncv x ncv: the selected columns of S, one per row */
     double *xh;    /* n: a start or random vector */
+    double *hh;    /* hist downloaded */
     double beta;   /* |r| of the last column */
     int64_t matvecs;
 } lz;
@@ -81,20 +87,28 @@ static gsb__tensor basis(const lz *z, int64_t j)
     return shaped(&v, z->n, 1);
 }
 
-/* w := w - V[0..cnt) (V[0..cnt) w), twice; h[0..cnt) receives the
- * coefficients and *nrm the norm of w after that */
+/* w := w - V[0..cnt) (V[0..cnt) w), twice; c1 (cnt x 1 on the backend)
+ * receives the coefficients */
+static int project_out(lz *z, int64_t cnt, gsb__tensor *c1)
+{
+    const gsb__backend *be = z->be;
+    if (cnt == 0)
+        return GSB_OK;
+    gsb__tensor Vc = rows_of(&z->V, 0, cnt), c2 = rows_of(&z->coef2, 0, cnt);
+    GSB_TRY(be->ops->gemm(be, 0, 0, 1.0, &Vc, &z->w, 0.0, c1));
+    GSB_TRY(be->ops->gemm(be, 1, 0, -1.0, &Vc, c1, 1.0, &z->w));
+    GSB_TRY(be->ops->gemm(be, 0, 0, 1.0, &Vc, &z->w, 0.0, &c2));
+    GSB_TRY(be->ops->gemm(be, 1, 0, -1.0, &Vc, &c2, 1.0, &z->w));
+    return be->ops->axpy(be, 1.0, &c2, c1);
+}
+
+/* project_out with a wait: h[0..cnt) receives the coefficients and *nrm the
+ * norm of w after that */
 static int orthogonalize(lz *z, int64_t cnt, double *nrm)
 {
     const gsb__backend *be = z->be;
-    if (cnt > 0) {
-        gsb__tensor Vc = rows_of(&z->V, 0, cnt), c1 = rows_of(&z->coef, 0, cnt);
-        gsb__tensor c2 = rows_of(&z->coef2, 0, cnt);
-        GSB_TRY(be->ops->gemm(be, 0, 0, 1.0, &Vc, &z->w, 0.0, &c1));
-        GSB_TRY(be->ops->gemm(be, 1, 0, -1.0, &Vc, &c1, 1.0, &z->w));
-        GSB_TRY(be->ops->gemm(be, 0, 0, 1.0, &Vc, &z->w, 0.0, &c2));
-        GSB_TRY(be->ops->gemm(be, 1, 0, -1.0, &Vc, &c2, 1.0, &z->w));
-        GSB_TRY(be->ops->axpy(be, 1.0, &c2, &c1));
-    }
+    gsb__tensor c1 = rows_of(&z->coef, 0, cnt);
+    GSB_TRY(project_out(z, cnt, &c1));
     gsb__tensor wr = shaped(&z->w, 1, z->n), sq = rows_of(&z->coef, z->ncv, 1);
     GSB_TRY(be->ops->row_sqnorms(be, &wr, &sq));
     GSB_TRY(be->ops->download(be, &z->coef, z->h));
@@ -133,21 +147,64 @@ static int set_next(lz *z, int64_t j, double nrm)
     return be->ops->axpy(be, 1.0 / nrm, &z->w, &v);
 }
 
+/* elements [off, off + len) of hist's row j as a len x 1 view */
+static gsb__tensor hist_at(const lz *z, int64_t j, int64_t off, int64_t len)
+{
+    gsb__tensor v = rows_of(&z->hist, j, 1);
+    v.data = (char *)v.data + (size_t)off * sizeof(double);
+    return shaped(&v, len, 1);
+}
+
+/* Queue step j: w = A v_j made orthogonal to V[0..j], V[j+1] = w / |w|, the
+ * projections and |w| into hist's row j.  No host wait. */
+static int queue_step(lz *z, int64_t j)
+{
+    const gsb__backend *be = z->be;
+    gsb__tensor v = basis(z, j);
+    GSB_TRY(z->op(z->data, &v, &z->w));
+    z->matvecs++;
+    gsb__tensor c = hist_at(z, j, 0, j + 1), nrm = hist_at(z, j, z->ncv, 1);
+    GSB_TRY(project_out(z, j + 1, &c));
+    gsb__tensor next = basis(z, j + 1);
+    return be->ops->vec_normalize(be, &z->w, &next, &nrm);
+}
+
+/*
+ * Steps [j0, ncv) queued, then read back: H's columns and the residual norm.
+ * Returns the first breakdown (a norm too small to normalise by, which
+ * set_next must replace; the last step's exact zero is none: the residual
+ * vanished), or ncv.
+ */
+static int run_steps(lz *z, int64_t j0, int64_t *breakdown)
+{
+    const int64_t ncv = z->ncv;
+    for (int64_t j = j0; j < ncv; j++)
+        GSB_TRY(queue_step(z, j));
+    GSB_TRY(z->be->ops->download(z->be, &z->hist, z->hh));
+    *breakdown = ncv;
+    for (int64_t j = j0; j < ncv; j++) {
+        const double *row = z->hh + j * (ncv + 1);
+        for (int64_t i = 0; i <= j; i++)
+            z->H[i * ncv + j] = z->H[j * ncv + i] = row[i];
+        z->beta = row[ncv];
+        if (z->beta <= 1e-10 && (j + 1 < ncv || z->beta > 0.0)) {
+            *breakdown = j;
+            break;
+        }
+    }
+    return GSB_OK;
+}
+
 /* Columns j0 .. ncv-1 of H, V[j0+1 .. ncv] and the residual norm. */
 static int extend(lz *z, int64_t j0)
 {
-    const int64_t ncv = z->ncv;
-    for (int64_t j = j0; j < ncv; j++) {
-        gsb__tensor v = basis(z, j);
-        GSB_TRY(z->op(z->data, &v, &z->w));
-        z->matvecs++;
-        double nrm;
-        GSB_TRY(orthogonalize(z, j + 1, &nrm));
-        for (int64_t i = 0; i <= j; i++)
-            z->H[i * ncv + j] = z->H[j * ncv + i] = z->h[i];
-        z->beta = nrm;
-        if (j + 1 < ncv || z->beta > 0.0)
-            GSB_TRY(set_next(z, j + 1, nrm));
+    for (int64_t j = j0; j < z->ncv;) {
+        int64_t bad;
+        GSB_TRY(run_steps(z, j, &bad));
+        if (bad == z->ncv)
+            break;
+        GSB_TRY(set_next(z, bad + 1, z->beta)); /* a random direction */
+        j = bad + 1;
     }
     return GSB_OK;
 }
@@ -228,12 +285,14 @@ static void lz_free(lz *z)
     gsb__tensor_free(&z->coef2);
     gsb__tensor_free(&z->tmp);
     gsb__tensor_free(&z->sel_d);
+    gsb__tensor_free(&z->hist);
     free(z->H);
     free(z->S);
     free(z->theta);
     free(z->h);
     free(z->sel);
     free(z->xh);
+    free(z->hh);
 }
 
 static int lz_alloc(lz *z)
@@ -246,13 +305,15 @@ static int lz_alloc(lz *z)
     GSB_TRY(gsb__tensor_alloc(be, GSB_F64, ncv, 1, &z->coef2));
     GSB_TRY(gsb__tensor_alloc(be, GSB_F64, ncv, n, &z->tmp));
     GSB_TRY(gsb__tensor_alloc(be, GSB_F64, ncv, ncv, &z->sel_d));
+    GSB_TRY(gsb__tensor_zeros(be, GSB_F64, ncv, ncv + 1, &z->hist));
     z->H = gsb__calloc_array(ncv * ncv, sizeof(double));
     z->S = gsb__alloc_array(ncv * ncv, sizeof(double));
     z->theta = gsb__alloc_array(ncv, sizeof(double));
     z->h = gsb__alloc_array(ncv + 1, sizeof(double));
     z->sel = gsb__alloc_array(ncv * ncv, sizeof(double));
     z->xh = gsb__alloc_array(n, sizeof(double));
-    if (z->H && z->S && z->theta && z->h && z->sel && z->xh)
+    z->hh = gsb__alloc_array(ncv * (ncv + 1), sizeof(double));
+    if (z->H && z->S && z->theta && z->h && z->sel && z->xh && z->hh)
         return GSB_OK;
     return gsb__err(GSB_ENOMEM, "lanczos: out of memory for its %lld x %lld problem",
                     (long long)ncv, (long long)ncv);

@@ -5,7 +5,7 @@
  * reorthogonalisation.  The operator is a callback, so any sparse or
  * structured matrix works.  The basis lives on a backend (the CPU's, or a
  * GPU's: operator, orthogonalisation and restarts then run on the device,
- * with one small download per operator application); only the projected
+ * with one small download per restart cycle); only the projected
  * ncv x ncv problem is solved on the host.  UMAP's spectral initialisation
  * uses it for the normalised graph Laplacian (umap-learn calls scipy's
  * eigsh).

@@ -18,11 +18,13 @@
 #include "solvers/spectral_layout.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "core/profile.h"
 #include "core/tensor.h"
 #include "solvers/lanczos.h"
 
@@ -187,6 +189,33 @@ done:
     return rc;
 }
 
+/* the caller's progress callback, and the restart cycles counted for the profile */
+typedef struct cycle_count {
+    int (*progress)(void *data, int64_t matvecs, double residual);
+    void *data;
+    int64_t cycles;
+} cycle_count;
+
+static int count_cycle(void *data, int64_t matvecs, double residual)
+{
+    cycle_count *cc = data;
+    cc->cycles++;
+    return cc->progress ? cc->progress(cc->data, matvecs, residual) : GSB_OK;
+}
+
+/* GSB_PROFILE's line for one Lanczos run */
+static void mark_lanczos(int64_t n, int64_t ncv, int64_t matvecs, int64_t cycles, int ok,
+                         const gsb__backend *be)
+{
+    if (!gsb__profile_on())
+        return;
+    char what[160];
+    snprintf(what, sizeof what, "spectral: lanczos [%s] (%lld vertices, ncv %lld, %lld matvecs, "
+             "%lld cycles%s)", be->name, (long long)n, (long long)ncv, (long long)matvecs,
+             (long long)cycles, ok ? "" : ", not converged");
+    gsb__profile_mark(what);
+}
+
 static int64_t lanczos_ncv(int64_t n, int64_t nev)
 {
     int64_t ncv = nev + 24;
@@ -218,15 +247,19 @@ static int component_spectral(const norm_adj *a, const gsb__spectral_opts *so, d
         *ok = 1;
     } else {
         const gsb__backend *be = so->be && n >= DEVICE_MIN ? so->be : gsb__cpu_backend();
+        cycle_count cc = {so->progress, so->progress_data, 0};
         gsb__lanczos_opts o = {n,    nev,           lanczos_ncv(n, nev), LANCZOS_TOL,
-                               LANCZOS_BUDGET, NULL, so->progress, so->progress_data, be};
+                               LANCZOS_BUDGET, NULL, count_cycle, &cc, be};
         adj_on d;
+        int64_t matvecs = 0;
         rc = adj_on_open(a, be, &d);
+        gsb__profile_mark("spectral: graph upload");
         if (rc == GSB_OK)
-            rc = gsb__lanczos_largest(adj_on_apply, &d, &o, evals, evecs, ok, NULL);
+            rc = gsb__lanczos_largest(adj_on_apply, &d, &o, evals, evecs, ok, &matvecs);
         adj_on_free(&d);
         if (rc != GSB_OK)
             goto done;
+        mark_lanczos(n, o.ncv, matvecs, cc.cycles, *ok, be);
     }
     if (*ok)
         for (int64_t i = 0; i < n; i++)
@@ -450,6 +483,8 @@ static int place_component(const gsb__fcsr *G, const gsb__spectral_opts *o, comp
     if (nc >= 2 * dim && nc > dim + 1) {
         norm_adj a;
         GSB_TRY(build_norm_adj(G, verts, nc, w->local, &a));
+        if (nc > DENSE_MAX)
+            gsb__profile_mark("spectral: normalised adjacency");
         int rc = component_spectral(&a, o, emb, &ok);
         norm_adj_free(&a);
         GSB_TRY(rc);
@@ -485,6 +520,7 @@ static int single_component(const gsb__fcsr *G, const gsb__spectral_opts *o, com
         }
         norm_adj a;
         GSB_TRY(build_norm_adj(G, w->verts, n, w->local, &a));
+        gsb__profile_mark("spectral: normalised adjacency");
         int rc = component_spectral(&a, o, out, &ok);
         norm_adj_free(&a);
         GSB_TRY(rc);
@@ -512,6 +548,7 @@ int gsb__spectral_layout(const gsb__fcsr *G, const gsb__spectral_opts *o, double
     }
     GSB_CHECK(gsb__connected_components(G, w.label, &k));
     GSB_CHECK(group_components(G, k, &w));
+    gsb__profile_mark("spectral: connected components");
     if (k == 1) {
         rc = single_component(G, o, &w, out, n_failed);
         goto done;
@@ -522,8 +559,10 @@ int gsb__spectral_layout(const gsb__fcsr *G, const gsb__spectral_opts *o, double
         goto done;
     }
     GSB_CHECK(meta_layout(G, w.label, k, o, w.meta));
+    gsb__profile_mark("spectral: meta layout");
     for (int64_t c = 0; c < k; c++)
         GSB_CHECK(place_component(G, o, &w, k, c, out, n_failed));
+    gsb__profile_mark("spectral: the small components, placement");
 done:
     comp_work_free(&w);
     return rc;

@@ -309,6 +309,14 @@ static inline void parity_suite(gsb_session *multi, gsb_session *one, const doub
         CHECK(parity_check(multi, one, "Ridge", "{\"alpha\": 2.5}", &xa, &ya, &wa, tol));
         CHECK(parity_check(multi, one, "Ridge", "{\"fit_intercept\": false}", &xa, &y2, NULL,
                            tol));
+        /* Lasso / ElasticNet: the Gram coordinate descent on the merged statistics */
+        CHECK(parity_check(multi, one, "Lasso", "{\"alpha\": 0.05}", &xa, &ya, &wa, tol));
+        CHECK(parity_check(multi, one, "ElasticNet",
+                           "{\"alpha\": 0.2, \"l1_ratio\": 0.7, \"positive\": true}", &xa,
+                           &y2, NULL, tol));
+        CHECK(parity_check(multi, one, "ElasticNet",
+                           "{\"fit_intercept\": false, \"selection\": \"random\", "
+                           "\"random_state\": 3}", &xa, &ya, &wa, tol));
         CHECK(parity_check(multi, one, "PCA", "{\"n_components\": 2}", &xa, NULL, NULL, tol));
         CHECK(parity_check(multi, one, "PCA", "{\"whiten\": true}", &xa, NULL, NULL, tol));
         /* a y given to a transformer is ignored, as scikit-learn's fit(X, y=None) */

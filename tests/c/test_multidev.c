@@ -245,6 +245,33 @@ static void test_knn_shards_too_big(void)
     free(big);
 }
 
+/* Lasso / ElasticNet are split (no fallback warning), and warm_start starts
+ * the split fit from the previous coef_ as on one device (same epochs) */
+static void test_enet_warm_start(void)
+{
+    gsb_array xa = gsb_array_2d(X, GSB_F64, N, D), ya = gsb_array_1d(Y, GSB_F64, N);
+    gsb_model *m[2] = {testing_model(S3, "Lasso", "{\"alpha\": 0.02, \"warm_start\": true}"),
+                       testing_model(S1, "Lasso", "{\"alpha\": 0.02, \"warm_start\": true}")};
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(testing_fit(m[i], &xa, &ya, NULL));
+        if (i == 0)
+            CHECK(strstr(gsb_warnings(), "first device") == NULL);
+        CHECK_OK(gsb_model_set_params(m[i], "{\"alpha\": 0.021}"));
+        CHECK_OK(testing_fit(m[i], &xa, &ya, NULL));
+    }
+    double it[2] = {0, 0}, cold = 0;
+    for (int i = 0; i < 2; i++)
+        CHECK(testing_attr(m[i], "n_iter_", &it[i], 1, NULL) == 1);
+    parity_all(m[0], m[1], 1e-9);
+    gsb_model *c = parity_fit(S1, "Lasso", "{\"alpha\": 0.021}", &xa, &ya, NULL);
+    CHECK(c && testing_attr(c, "n_iter_", &cold, 1, NULL) == 1);
+    CHECK(it[0] == it[1] && it[0] < cold); /* the warm start shortened the path */
+    for (int i = 0; i < 2; i++)
+        gsb_model_free(m[i]);
+    if (c)
+        gsb_model_free(c);
+}
+
 /* a fit that fails in the statistics leaves the model unfitted, as on one device */
 static void test_failure_unfits(void)
 {
@@ -280,6 +307,7 @@ int main(void)
     RUN(test_fallback);
     RUN(test_fit_transform);
     RUN(test_failure_unfits);
+    RUN(test_enet_warm_start);
     RUN(test_knn_shards_too_big);
     gsb_close(S2);
     gsb_close(S3);

@@ -136,16 +136,17 @@ static void test_scaler(void)
 
 static void test_linear(void)
 {
-    static const char *const est[2] = {"LinearRegression", "Ridge"};
-    static const char *const params[2] = {NULL, "{\"alpha\": 3.0}"};
+    static const char *const est[4] = {"LinearRegression", "Ridge", "Lasso", "ElasticNet"};
+    static const char *const params[4] = {NULL, "{\"alpha\": 3.0}", "{\"alpha\": 0.1}",
+                                          "{\"alpha\": 0.2, \"positive\": true}"};
     gsb_array xa = gsb_array_2d(X, GSB_F64, N, D), ya = gsb_array_1d(Y, GSB_F64, N),
               wa = gsb_array_1d(W, GSB_F64, N);
-    for (int e = 0; e < 2; e++) {
+    for (int e = 0; e < 4; e++) {
         gsb_model *whole = testing_model(S, est[e], params[e]);
         gsb_model *dist = testing_model(S, est[e], params[e]);
         CHECK_OK(testing_fit(whole, &xa, &ya, &wa));
         int64_t len = 0;
-        double *st = sliced(dist, "stats_gram", 1, 1, e, &len);
+        double *st = sliced(dist, "stats_gram", 1, 1, e % 2, &len);
         CHECK(len == 5 + 2 + (D + 1) + (D + 1) * (D + 1));
         CHECK_OK(fit_from(dist, st, len, NULL));
         same_attr(dist, whole, "coef_", 1e-10);
@@ -153,6 +154,13 @@ static void test_linear(void)
         if (e == 0) {
             same_attr(dist, whole, "singular_", 1e-10);
             same_attr(dist, whole, "rank_", 0);
+        }
+        if (e >= 2) { /* the Gram coordinate descent: the same epochs and gap */
+            same_attr(dist, whole, "n_iter_", 0);
+            same_attr(dist, whole, "dual_gap_", 1e-6);
+            int64_t lx = 0;
+            double *sx = sliced(dist, "stats_gram", 0, 1, 0, &lx); /* no y */
+            CHECK_ERR(fit_from(dist, sx, lx, NULL), GSB_EINVAL, "hold no targets");
         }
         gsb_model_free(whole);
         gsb_model_free(dist);

@@ -663,7 +663,7 @@ static void schedules(const sgd_case *s, double rate, double **ns, double **nn)
 static void compare_with_reference(int64_t dim, int with_tail, double scale)
 {
     sgd_case s = make_case(300, with_tail ? 200 : 300, dim, 12, with_tail);
-    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 0.7, 5.0, scale, 1234, 0};
+    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 0.7, 5.0, scale, 1234, 0, 0};
     double *ns, *nn, *rs, *rn;
     schedules(&s, p.negative_sample_rate, &ns, &nn);
     schedules(&s, p.negative_sample_rate, &rs, &rn);
@@ -708,7 +708,7 @@ static void test_sgd_op_thread_independent(void)
     testing_seed(16);
     sgd_case s = make_case(20000, 20000, 2, 16, 0);
     CHECK(s.nnz > ((int64_t)1 << 17));
-    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 99, 0};
+    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 99, 0, 0};
     float *h1 = xcalloc((size_t)(s.n * 2), sizeof *h1), *h3 = xcalloc((size_t)(s.n * 2), sizeof *h3);
     memcpy(h1, s.head, (size_t)(s.n * 2) * sizeof *h1);
     memcpy(h3, s.head, (size_t)(s.n * 2) * sizeof *h3);
@@ -731,7 +731,7 @@ static void test_sgd_op_bad_arguments(void)
 {
     testing_seed(17);
     sgd_case s = make_case(20, 20, 2, 4, 0);
-    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 1, 0};
+    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 1, 0, 0};
     double *ns, *nn;
     schedules(&s, 5.0, &ns, &nn);
     s.indices[3] = 20; /* outside the tail */
@@ -748,7 +748,7 @@ static void test_sgd_op_no_negatives(void)
 {
     testing_seed(18);
     sgd_case s = make_case(50, 50, 2, 5, 0);
-    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 0.5, 0.0, 2.0, 1, 0};
+    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 0.5, 0.0, 2.0, 1, 0, 0};
     double *ns, *nn;
     schedules(&s, 1.0, &ns, &nn);
     for (int64_t e = 0; e < s.nnz; e++)

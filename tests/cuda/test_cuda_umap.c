@@ -9,7 +9,8 @@
  * not compound): the schedules must be bitwise equal (the same edges are
  * due and the same negative samples drawn) and the positions within 1e-5 of
  * their scale (float32 steps that differ only in powf's last bits and fused
- * multiply-adds).  A repeated GPU run is bitwise equal.
+ * multiply-adds); the GPU's epochs after the first skip the structure check
+ * (edges_checked, as a run passes it).  A repeated GPU run is bitwise equal.
  * Hogwild form (steps applied with atomics as they are computed, reading
  * positions other threads may have moved): not comparable bitwise.  A step
  * read from a moved point differs by O(alpha L) relative, L the force's
@@ -154,12 +155,13 @@ static int same_bits(const gsb__tensor *a, const gsb__tensor *b)
 static void compare_deterministic(int64_t n, int64_t m, int64_t dim, int64_t deg, int fit)
 {
     graph g = make_graph(n, m, dim, deg, fit);
-    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, fit ? 2.0 : 1.0, 77, 0};
+    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, fit ? 2.0 : 1.0, 77, 0, 0};
     gsb__tensor ns, nn;
     schedules(&g, p.negative_sample_rate, &ns, &nn);
     for (int64_t epoch = 0; epoch < 6; epoch++) {
         p.epoch = epoch;
         p.alpha = 1.0 - (double)epoch / 6.0;
+        p.edges_checked = epoch > 0; /* as a run passes it: the GPU checks in epoch 0 only */
         gsb__tensor gh = host_copy(&g.head), gns = host_copy(&ns), gnn = host_copy(&nn);
         CHECK_OK(epoch_on(cpu, &g, &g.head, &ns, &nn, &p));
         CHECK_OK(epoch_on(gpu, &g, &gh, &gns, &gnn, &p));
@@ -195,13 +197,14 @@ static void test_deterministic_repeats(void)
 {
     testing_seed(2);
     graph g = make_graph(3000, 3000, 2, 20, 1);
-    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 5, 0};
+    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 5, 0, 0};
     gsb__tensor ns, nn;
     schedules(&g, 5.0, &ns, &nn);
     gsb__tensor h1 = host_copy(&g.head), a1 = host_copy(&ns), b1 = host_copy(&nn);
     gsb__tensor h2 = host_copy(&g.head), a2 = host_copy(&ns), b2 = host_copy(&nn);
     for (int64_t epoch = 0; epoch < 5; epoch++) {
         p.epoch = epoch;
+        p.edges_checked = epoch > 0;
         CHECK_OK(epoch_on(gpu, &g, &h1, &a1, &b1, &p));
         CHECK_OK(epoch_on(gpu, &g, &h2, &a2, &b2, &p));
     }
@@ -217,7 +220,7 @@ static void test_deterministic_repeats(void)
 static void compare_hogwild(int64_t n, int64_t dim, int fit)
 {
     graph g = make_graph(n, fit ? n : n / 2, dim, 15, fit);
-    gsb__umap_sgd p = {3, 1.577, 0.895, 1.0, 3e-4, 5.0, fit ? 2.0 : 1.0, 11, 0};
+    gsb__umap_sgd p = {3, 1.577, 0.895, 1.0, 3e-4, 5.0, fit ? 2.0 : 1.0, 11, 0, 0};
     gsb__tensor ns, nn;
     schedules(&g, 5.0, &ns, &nn);
     gsb__tensor start = host_copy(&g.head), gh = host_copy(&g.head);
@@ -258,7 +261,7 @@ static void test_bad_arguments(void)
 {
     testing_seed(4);
     graph g = make_graph(100, 100, 2, 5, 1);
-    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 1, 0};
+    gsb__umap_sgd p = {0, 1.577, 0.895, 1.0, 1.0, 5.0, 2.0, 1, 0, 0};
     gsb__tensor ns, nn;
     schedules(&g, 5.0, &ns, &nn);
     ((int32_t *)g.indices.data)[7] = 100; /* outside the tail */

@@ -104,6 +104,43 @@ def test_ridge_targets_and_dataframe(client, data):
     assert list(m.feature_names_in_) == list("abcde")
 
 
+@pytest.mark.parametrize("name,params,weighted,targets", [
+    ("Lasso", {"alpha": 0.3}, True, 1),
+    ("Lasso", {"alpha": 0.5, "fit_intercept": False, "positive": True}, False, 1),
+    ("ElasticNet", {"alpha": 0.4, "l1_ratio": 0.3, "selection": "random",
+                    "random_state": 0}, True, 1),
+    ("ElasticNet", {"alpha": 0.2}, False, 2)])
+def test_enet(client, data, name, params, weighted, targets):
+    """The Gram coordinate descent on the merged statistics: the single-process fit's
+    optimum (its precompute path here), the same support and epochs."""
+    X, y, w = data
+    X = np.c_[X, X[:, :2] @ [0.5, -1.0] + 0.01 * np.cos(np.arange(len(X)))]  # collinear
+    Y = y if targets == 1 else np.c_[y, -2 * y + X[:, 3]]
+    sw = w if weighted else None
+    ref = getattr(gsb.linear_model, name)(**params).fit(X, Y, sample_weight=sw)
+    m = getattr(gd, name)(**params).fit(darr(X), darr(Y),
+                                        sample_weight=None if sw is None else darr(sw))
+    close(m.coef_, ref.coef_, 1e-7)
+    close(m.intercept_, ref.intercept_, 1e-7)
+    np.testing.assert_array_equal(m.coef_ != 0, ref.coef_ != 0)
+    assert 0 < np.count_nonzero(ref.coef_) < ref.coef_.size  # a sparse solution
+    np.testing.assert_array_equal(m.n_iter_, ref.n_iter_)
+    close(m.dual_gap_, ref.dual_gap_, 1e-3)
+    close(m.predict(darr(X)).compute(), ref.predict(X), 1e-7)
+
+
+def test_enet_warm_start(client, data):
+    X, y, _ = data
+    m = gd.Lasso(alpha=1.0, warm_start=True).fit(darr(X), darr(y))
+    first = m.to_local()
+    m.set_params(alpha=0.3).fit(darr(X), darr(y))
+    ref = gsb.linear_model.Lasso(alpha=1.0, warm_start=True).fit(X, y)
+    ref.set_params(alpha=0.3).fit(X, y)
+    close(m.coef_, ref.coef_, 1e-7)
+    assert m.n_iter_ == ref.n_iter_
+    assert first.alpha == 1.0 and m.to_local() is not first  # the earlier model is kept
+
+
 @pytest.mark.parametrize("name,params", [("PCA", {"n_components": 3}),
                                          ("PCA", {"n_components": 0.9, "svd_solver": "full"}),
                                          ("TruncatedSVD", {"n_components": 3,
@@ -256,8 +293,9 @@ def test_errors(client, data):
 def test_cuml_dask_names(client, data):
     cuml_dask = pytest.importorskip("cuml.dask")
     from cuml.dask.cluster import KMeans
-    from cuml.dask.linear_model import LinearRegression
+    from cuml.dask.linear_model import ElasticNet, Lasso, LinearRegression
     assert KMeans is gd.KMeans and LinearRegression is gd.LinearRegression
+    assert Lasso is gd.Lasso and ElasticNet is gd.ElasticNet
     assert cuml_dask.neighbors.NearestNeighbors is gd.NearestNeighbors
     X, y, _ = data
     m = LinearRegression(client=client).fit(darr(X), darr(y))

@@ -19,6 +19,8 @@ CASES = [
     ("MinMaxScaler", {"feature_range": (-1, 2)}, False),
     ("LinearRegression", {}, True),
     ("Ridge", {"alpha": 2.0}, True),
+    ("Lasso", {"alpha": 0.5}, True),
+    ("ElasticNet", {"alpha": 0.3, "l1_ratio": 0.4, "positive": True}, True),
     ("PCA", {"n_components": 3}, False),
     ("TruncatedSVD", {"n_components": 3, "algorithm": "arpack"}, False),
     ("LogisticRegression", {"C": 0.5}, "labels"),
@@ -68,7 +70,9 @@ def test_multigpu_fit_parity(restore_device, name, params, supervised, multi, on
         fa.pop("n_iter_", None)
         fb.pop("n_iter_", None)
     for k in fb:
-        va, vb = np.asarray(fa[k]), np.asarray(fb[k])
+        # sparse_coef_ (Lasso, ElasticNet) compared dense
+        dense = [v.toarray() if hasattr(v, "toarray") else v for v in (fa[k], fb[k])]
+        va, vb = np.asarray(dense[0]), np.asarray(dense[1])
         assert va.shape == vb.shape and va.dtype == vb.dtype, k
         if va.dtype.kind in "fc":
             np.testing.assert_allclose(va, vb, rtol=rtol, atol=rtol * max(1.0, np.max(np.abs(vb))),

@@ -167,3 +167,19 @@ def test_kmeans_attributes(dtype):
     s = skc.KMeans(n_clusters=k, random_state=0).fit(X)
     check_attr_names(g, s)
     check_attr_types(g, s, fitted_attrs(s))
+
+
+@pytest.mark.parametrize("n,k,n_init", [(50, 50, 1), (200, 40, 3), (5000, 8, 10)],
+                         ids=["k_equals_n", "many_rounds", "n_init10"])
+def test_kmeans_random_init_unit_weights_as_weighted(n, k, n_init):
+    """init='random' without weights draws its rows in O(k^2) (no n-long arrays): the
+    same rows, so the same fit, as with sample_weight all ones (the weighted rounds).
+    k == n and k close to n make several rounds of draws, each skipping taken rows."""
+    X = rng(n).standard_normal((n, 3))
+    for seed in range(3):
+        kw = dict(n_clusters=k, init="random", n_init=n_init, max_iter=5, random_state=seed)
+        a = gsc.KMeans(**kw).fit(X)
+        b = gsc.KMeans(**kw).fit(X, sample_weight=np.ones(n))
+        np.testing.assert_array_equal(a.labels_, b.labels_)
+        np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+        assert a.inertia_ == b.inertia_

@@ -16,10 +16,11 @@ partition.  Needs dask and distributed.
 from . import cluster, decomposition, linear_model, neighbors, preprocessing
 from .cluster import KMeans
 from .decomposition import PCA, TruncatedSVD
-from .linear_model import LinearRegression, LogisticRegression, Ridge
+from .linear_model import ElasticNet, Lasso, LinearRegression, LogisticRegression, Ridge
 from .neighbors import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
 from .preprocessing import StandardScaler
 
 __all__ = ["cluster", "decomposition", "linear_model", "neighbors", "preprocessing",
-           "KMeans", "PCA", "TruncatedSVD", "LinearRegression", "LogisticRegression", "Ridge",
+           "KMeans", "PCA", "TruncatedSVD", "ElasticNet", "Lasso", "LinearRegression",
+           "LogisticRegression", "Ridge",
            "KNeighborsClassifier", "KNeighborsRegressor", "NearestNeighbors", "StandardScaler"]

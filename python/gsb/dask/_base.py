@@ -8,6 +8,8 @@ order, so the result does not depend on which worker ran what), and only the
 merged statistics (a few KB to MB) reach the driver, whose own engine fits the
 model from them ("fit_from_stats") or steps an iteration.
 """
+import copy
+
 import numpy as np
 
 from .._registry import ALL
@@ -170,9 +172,14 @@ class DaskEstimator:
     def _partitions(self, X, y=None, sample_weight=None):
         return Partitions(self._get_client(), X, y, sample_weight)
 
-    def _fit_local(self, stats, options, feature_names=None, prepare=None):
-        """The local gsb estimator fitted from merged statistics by the driver's engine."""
-        local = self._local_class()(**self._params)
+    def _fit_local(self, stats, options, feature_names=None, prepare=None, warm=False):
+        """The local gsb estimator fitted from merged statistics by the driver's engine;
+        warm: from a copy of the previous fit's model (warm_start), when there is one."""
+        previous = self.__dict__.get("_local")
+        if warm and previous is not None:
+            local = copy.deepcopy(previous).set_params(**self._params)
+        else:
+            local = self._local_class()(**self._params)
         if prepare is not None:
             prepare(local)
         local._call("fit_from_stats", [stats], options)

@@ -2,8 +2,9 @@
 
 LinearRegression and Ridge fit from the merged centred cross-products of [X | y]
 (the engine's stats_gram, weighted by sample_weight), solved on the driver as the
-single-process fit solves its normal equations.  LogisticRegression runs the engine's
-L-BFGS on the driver (lbfgs_next) over the loss and gradient summed across the
+single-process fit solves its normal equations; Lasso and ElasticNet run the estimator's
+Gram coordinate descent (its precompute path) on them.  LogisticRegression runs the
+engine's L-BFGS on the driver (lbfgs_next) over the loss and gradient summed across the
 partitions (stats_lossgrad), so it follows the single-process fit step for step."""
 import numpy as np
 
@@ -17,7 +18,8 @@ class _GramRegressor(DaskEstimator):
         stats = parts.reduce(self._local_name, self._engine_params(), "stats_gram",
                              lambda p: [p[0], p[1], p[2]])
         options = {**dtype_option(parts), "y_1d": parts.y.ndim == 1}
-        self._fit_local(stats, options, _feature_names(X))
+        self._fit_local(stats, options, _feature_names(X),
+                        warm=bool(self._params.get("warm_start", False)))
         return self
 
     def predict(self, X):
@@ -32,6 +34,21 @@ class LinearRegression(_GramRegressor):
 class Ridge(_GramRegressor):
     """scikit-learn's Ridge fitted across Dask workers."""
     _local_name = "Ridge"
+
+
+class Lasso(_GramRegressor):
+    """scikit-learn's Lasso fitted across Dask workers: the estimator's own coordinate
+    descent on the Gram matrix (its precompute path, scikit-learn's duality-gap stopping
+    rule) run by the driver's engine on the merged X^T X, X^T y.  Every option applies
+    (positive, several targets, sample_weight, fit_intercept, selection='random',
+    warm_start from the previous distributed fit)."""
+    _local_name = "Lasso"
+
+
+class ElasticNet(_GramRegressor):
+    """scikit-learn's ElasticNet fitted across Dask workers (as Lasso: the Gram
+    coordinate descent on the merged statistics)."""
+    _local_name = "ElasticNet"
 
 
 class LogisticRegression(DaskEstimator):

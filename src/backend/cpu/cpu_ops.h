@@ -26,6 +26,7 @@
  *   cpu_stream.c    axpy, row_scale, stage_* (the streaming ring), strided_copy,
  *                   copy_stats
  *   cpu_sparse.c    csr_spmm (sparse times dense)
+ *   cpu_vecnorm.c   vec_normalize
  */
 #ifndef GSB_CPU_OPS_H
 #define GSB_CPU_OPS_H
@@ -166,5 +167,7 @@ int gsb__cpu_strided_copy(const gsb__backend *be, const void *src, gsb_dtype dty
 int gsb__cpu_csr_spmm(const gsb__backend *be, const gsb__tensor *indptr,
                       const gsb__tensor *indices, const gsb__tensor *val, const gsb__tensor *X,
                       gsb__tensor *Y);
+int gsb__cpu_vec_normalize(const gsb__backend *be, const gsb__tensor *x, gsb__tensor *y,
+                           gsb__tensor *nrm);
 
 #endif

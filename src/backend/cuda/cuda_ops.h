@@ -21,6 +21,7 @@
  *   cuda_stream.cu    axpy, row_scale, stage_* (the streaming ring on a copy stream),
  *                     strided_copy
  *   cuda_sparse.cu    csr_spmm (sparse times dense, a warp per row)
+ *   cuda_vecnorm.cu   vec_normalize (two passes, no host wait)
  *   cuda_devarray.cu  device_import, device_export (callers' device memory)
  *   cuda_copy.cu      (upload/download's engine) copy_stats
  * Device errors become gsb statuses through cuda_common.h; no op uses
@@ -158,6 +159,8 @@ int gsb__cuda_strided_copy(const gsb__backend *be, const void *src, gsb_dtype dt
 int gsb__cuda_csr_spmm(const gsb__backend *be, const gsb__tensor *indptr,
                        const gsb__tensor *indices, const gsb__tensor *val, const gsb__tensor *X,
                        gsb__tensor *Y);
+int gsb__cuda_vec_normalize(const gsb__backend *be, const gsb__tensor *x, gsb__tensor *y,
+                            gsb__tensor *nrm);
 int gsb__cuda_device_import(const gsb__backend *be, const void *ptr, size_t bytes, int device_id,
                             void *stream);
 int gsb__cuda_device_export(const gsb__backend *be, void *stream);

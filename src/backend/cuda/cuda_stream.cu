@@ -38,7 +38,9 @@
  * (the DMAs on the copy stream, the compute between acquire and release on
  * the compute stream) and the host's staging, and prints one line to stderr
  * at close: whether a streamed fit is bound by the link, the compute or the
- * host (docs/CUDA.md, "Out of core").  Off, it costs nothing.
+ * host (docs/CUDA.md, "Out of core"), and a second with the link's idle time
+ * between DMAs and its largest gaps (which fill each came before: a pass
+ * boundary or a stall inside a pass).  Off, it costs nothing.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -265,6 +267,46 @@ float elapsed_ms(cudaEvent_t a, cudaEvent_t b)
     return ms;
 }
 
+/* The link's idle time between consecutive traced DMAs (the end of fill i - 1
+ * to the start of fill i), its total and the GAPS largest gaps with the fill
+ * they came before: fill g of a stream is batch g mod (batches per pass), so
+ * a gap before a multiple of the pass's batch count is a pass boundary. */
+constexpr int GAPS = 4;
+struct link_gaps {
+    double idle_ms;
+    int over_half_ms;
+    double ms[GAPS];
+    int before[GAPS];
+};
+
+void find_gaps(const stage_trace *tr, link_gaps *g)
+{
+    memset(g, 0, sizeof *g);
+    for (int j = 0; j < GAPS; j++)
+        g->before[j] = -1;
+    int prev = -1;
+    for (int i = 0; i < tr->n; i++) {
+        if (tr->f[i].recorded < 2)
+            continue;
+        if (prev >= 0) {
+            double ms = elapsed_ms(tr->f[prev].ev[1], tr->f[i].ev[0]);
+            ms = ms > 0 ? ms : 0;
+            g->idle_ms += ms;
+            g->over_half_ms += ms > 0.5;
+            for (int j = 0; j < GAPS; j++)
+                if (g->before[j] < 0 || ms > g->ms[j]) { /* insert at j, shift the rest */
+                    memmove(&g->ms[j + 1], &g->ms[j], (size_t)(GAPS - 1 - j) * sizeof *g->ms);
+                    memmove(&g->before[j + 1], &g->before[j],
+                            (size_t)(GAPS - 1 - j) * sizeof *g->before);
+                    g->ms[j] = ms;
+                    g->before[j] = i;
+                    break;
+                }
+        }
+        prev = i;
+    }
+}
+
 /* At close (the copy stream drained): wait for the traced compute, print the line. */
 void trace_report(gsb__stage *st)
 {
@@ -302,6 +344,14 @@ void trace_report(gsb__stage *st)
             span_ms > 0 ? gb / (span_ms / 1e3) : 0.0, batches, cmp_ms,
             batches ? cmp_ms / batches : 0.0, 1e3 * tr->host_wait_s,
             (double)tr->host_bytes / 1e9, 1e3 * tr->host_copy_s, 1e3 * (now_s() - tr->t_open));
+    link_gaps g;
+    find_gaps(tr, &g);
+    char largest[GAPS * 40] = "";
+    for (int j = 0, len = 0; j < GAPS && g.before[j] >= 0; j++)
+        len += snprintf(largest + len, sizeof largest - (size_t)len, "%s%.2f ms before fill %d",
+                        j ? ", " : "", g.ms[j], g.before[j]);
+    fprintf(stderr, "gsb stream trace: link idle between DMAs %.1f ms (%d gaps over 0.5 ms); "
+            "largest: %s\n", g.idle_ms, g.over_half_ms, largest[0] ? largest : "none");
 }
 
 /* pinned[k], made (or taken from the cache) on first use; false when refused */

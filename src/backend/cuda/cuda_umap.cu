@@ -7,7 +7,9 @@
  *   edge_rows: one thread per head row writes the row of each of its edges
  *   (the per-edge kernel's head) and checks the CSR structure the CPU twin
  *   checks (indptr from 0 to nnz, nondecreasing; indices inside the tail);
- *   a bad structure is reported (GSB_EINTERNAL) before any edge is read;
+ *   a bad structure is reported (GSB_EINTERNAL) before any edge is read.
+ *   Reading the verdict is a host wait, so it happens only in a run's first
+ *   epoch (p->edges_checked is 0): the later ones queue without one;
  *   edge_steps: one thread per edge computes its step from the positions
  *   the epoch starts from and advances its schedule;
  *   row_sums: one thread per (row, coordinate) adds the row's steps in
@@ -138,13 +140,17 @@ extern "C" int gsb__cuda_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *hea
         int32_t *rows = (int32_t *)buf;
         float *steps = (float *)(buf + rows_bytes);
         int *flag = (int *)(steps + nnz * dim);
+        const bool verify = !p->edges_checked;
         CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), ctx->stream));
         edge_rows<<<blocks_for(n), BLOCK, 0, ctx->stream>>>(
             (const int64_t *)indptr->data, n, (const int32_t *)indices->data, nnz, m, rows,
             flag);
         CUDA_CHECK(cudaGetLastError());
-        CUDA_CHECK(cudaMemcpyAsync(&bad, flag, sizeof bad, cudaMemcpyDeviceToHost, ctx->stream));
-        CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+        if (verify) {
+            CUDA_CHECK(cudaMemcpyAsync(&bad, flag, sizeof bad, cudaMemcpyDeviceToHost,
+                                       ctx->stream));
+            CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+        }
         if (bad) {
             rc = GSB_CUDA_ERR(GSB_EINTERNAL, "umap_sgd_epoch: malformed edges (indptr not "
                               "from 0 to %lld, or an index outside [0, %lld))",

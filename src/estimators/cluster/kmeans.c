@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "core/estimator.h"
+#include "core/profile.h"
 #include "core/rng.h"
 #include "core/warn.h"
 #include "estimators/cluster/kmeans_stats.h"
@@ -133,8 +134,9 @@ typedef struct km_data {
     int64_t n, d, k;
     gsb__tensor X;        /* X minus its column means, on be */
     gsb__tensor w;        /* sample weights on be (float64); data NULL for unit weights */
-    const double *wh;     /* host sample weights (n) */
-    double *ones;         /* owned unit weights when none were given */
+    const double *wh;     /* host sample weights (n); NULL for unit weights (never
+                             materialised: n doubles written and summed on the host
+                             between the streamed fit's passes left the link idle) */
     double *mean;         /* column means removed from X (d) */
     double tol;           /* tol scaled by the mean feature variance */
     double wsum;          /* sum of the sample weights (n for unit weights) */
@@ -155,13 +157,15 @@ static void km_free(km_data *km)
     gsb__tensor_free(&km->labels);
     gsb__tensor_free(&km->mind);
     gsb__tensor_free(&km->wmean);
-    free(km->ones);
     free(km->mean);
     free(km->stage);
     free(km->mindh);
     gsb__km_stream_close(km->ks);
     memset(km, 0, sizeof *km);
 }
+
+/* Row i's sample weight. */
+static inline double weight_at(const km_data *km, int64_t i) { return km->wh ? km->wh[i] : 1.0; }
 
 /* Upload host doubles (t's element count) into t, converting to t's dtype. */
 static int upload_doubles(const gsb__backend *be, const double *src, gsb__tensor *t)
@@ -269,18 +273,10 @@ weights:
         if (!km->ks)
             GSB_CHECK(gsb__tensor_to(km->be, sw, &km->w));
         km->wh = sw->data;
-    } else {
-        km->ones = alloc_array((size_t)n, sizeof(double));
-        if (!km->ones) {
-            rc = gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
-            goto done;
-        }
-        for (int64_t i = 0; i < n; i++)
-            km->ones[i] = 1.0;
-        km->wh = km->ones;
     }
-    km->wsum = 0;
-    for (int64_t i = 0; i < n; i++)
+    /* n for unit weights, what a sum of n ones gives exactly */
+    km->wsum = km->wh ? 0 : (double)n;
+    for (int64_t i = 0; km->wh && i < n; i++)
         km->wsum += km->wh[i];
     if (km->ks) { /* each pass leaves the distances on the host */
         if (!(km->mindh = alloc_array((size_t)n, sizeof(double))))
@@ -376,7 +372,7 @@ static int init_kmeanspp(gsb__ctx *c, km_data *km, gsb__rng *rng, double *C)
     /* first centre: side 'right' never lands on a zero weight */
     double acc = 0;
     for (int64_t i = 0; i < n; i++)
-        cum[i] = acc += km->wh[i];
+        cum[i] = acc += weight_at(km, i);
     chosen[0] = search_sorted(cum, n, gsb__rng_uniform(rng) * acc, 1);
     if (chosen[0] >= n)
         chosen[0] = n - 1;
@@ -406,8 +402,71 @@ done:
  * weight, in rounds as numpy's choice(replace=False, p=w/sum(w)) does: draw
  * the missing count, keep the new distinct rows, zero their weight, repeat.
  */
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int contains(const int64_t *v, int64_t m, int64_t x)
+{
+    for (int64_t j = 0; j < m; j++)
+        if (v[j] == x)
+            return 1;
+    return 0;
+}
+
+/*
+ * init_random's rounds for unit weights, without their n-long arrays (an
+ * O(n) host pass between a streamed fit's passes leaves the link idle).
+ * In a round whose earlier picks T have weight 0 the cumulative weights are
+ * exact integers, cum[i] = i + 1 - |{t in T : t <= i}|, and acc = n - |T|:
+ * the first i with cum[i] > v (side 'right') is the row outside T of rank
+ * floor(v), and none is when v >= acc (then the last row outside T, as
+ * last_positive).  So the same rows as the weighted rounds with every
+ * weight 1 (test_kmeans_stream.py compares them), in O(k^2).  sorted: k
+ * int64 of scratch.
+ */
+static void random_rows_unit(int64_t n, int64_t k, gsb__rng *rng, int64_t *chosen,
+                             int64_t *sorted)
+{
+    int64_t found = 0;
+    while (found < k) {
+        int64_t before = found; /* T = chosen[0, before) */
+        memcpy(sorted, chosen, (size_t)before * sizeof *sorted);
+        qsort(sorted, (size_t)before, sizeof *sorted, cmp_i64);
+        double acc = (double)(n - before);
+        int64_t last = n - 1;
+        for (int64_t j = before - 1; j >= 0 && sorted[j] == last; j--)
+            last--;
+        for (int64_t t = 0, draws = k - before; t < draws; t++) {
+            double v = gsb__rng_uniform(rng) * acc;
+            int64_t id = last; /* u * acc rounded up to acc */
+            if (v < acc) {
+                id = (int64_t)v;
+                for (int64_t j = 0; j < before && sorted[j] <= id; j++)
+                    id++;
+            }
+            if (!contains(chosen, found, id))
+                chosen[found++] = id;
+        }
+    }
+}
+
 static int init_random(km_data *km, gsb__rng *rng, double *C)
 {
+    if (!km->wh) {
+        int64_t *chosen = alloc_array((size_t)km->k, sizeof(int64_t));
+        int64_t *sorted = alloc_array((size_t)km->k, sizeof(int64_t));
+        int rc = chosen && sorted ? GSB_OK : gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
+        if (rc == GSB_OK) {
+            random_rows_unit(km->n, km->k, rng, chosen, sorted);
+            rc = fetch_rows(km, chosen, km->k, C);
+        }
+        free(chosen);
+        free(sorted);
+        return rc;
+    }
     int64_t n = km->n, k = km->k, positive = 0;
     for (int64_t i = 0; i < n; i++)
         positive += km->wh[i] > 0;
@@ -506,7 +565,7 @@ static int relocate_empty(const km_data *km, const int32_t *labels, int64_t n_em
     for (int64_t e = 0; e < n_empty; e++) {
         int64_t i = far[e], j = empty[e];
         const double *x = rows + e * d;
-        double wi = km->wh[i];
+        double wi = weight_at(km, i);
         int32_t old = labels[i];
         for (int64_t f = 0; f < d; f++) {
             sums[old * d + f] -= x[f] * wi;
@@ -772,6 +831,7 @@ static int kmeans_fit(gsb__ctx *c)
         warn_explicit_init(c);
     km_data km;
     GSB_TRY(km_setup(c, X, sw, k, &km));
+    gsb__profile_mark("setup");
     int64_t n_init = resolve_n_init(c, init != NULL);
     int random_init = gsb__param_is(c->params, "init", "random");
     gsb__rng rng;
@@ -800,7 +860,9 @@ static int kmeans_fit(gsb__ctx *c)
         } else {
             GSB_CHECK(init_kmeanspp(c, &km, &rng, run.centres));
         }
+        gsb__profile_mark("init");
         GSB_CHECK(lloyd(c, &km, &run));
+        gsb__profile_mark("lloyd");
         /* a lower inertia wins unless it is the same partition relabelled
          * (rounding can make a relabelling look better) */
         if (!have_best ||

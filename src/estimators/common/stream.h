@@ -77,6 +77,12 @@ typedef struct gsb__stream {
     int check;                   /* X's values unchecked (gsb__ctx.x_unchecked): each batch
                                     is checked for NaN / infinity when it lands, until a
                                     pass has checked them all */
+    /* $GSB_STREAM_TRACE: the host's time from a pass's end to the next pass's
+     * first batch (the link runs on only the fills queued across the end) */
+    int trace;
+    int64_t passes, gaps;
+    double pass_end_ms, gap_sum_ms, gap_max_ms; /* pass_end_ms < 0: inside a pass */
+    int64_t gap_max_before;                      /* the pass that the largest came before */
 } gsb__stream;
 
 /*
@@ -85,7 +91,7 @@ typedef struct gsb__stream {
  * batches of plan->batch_rows rows.  passes > 1 (an iterative fit) asks for X
  * to be page-locked for the fit when the backend allows it, so every pass
  * after the first DMAs straight from it, and has the end of each pass queue
- * the next one's first batch.  Close with gsb__stream_close.
+ * the next one's first batches.  Close with gsb__stream_close.
  */
 int gsb__stream_open(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tensor *X,
                      const gsb__tensor *const *extra, int n_extra, int passes, gsb__stream *s);

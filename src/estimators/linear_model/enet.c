@@ -26,6 +26,7 @@
 #include "core/alloc.h"
 #include "core/warn.h"
 #include "core/rng.h"
+#include "estimators/common/partial_stats.h"
 #include "estimators/linear_model/enet.h"
 
 /* ---- descriptors: parameters ---------------------------------------------------- */
@@ -169,12 +170,12 @@ static int store_gap_iter(gsb__ctx *c, const gsb__lin_data *d, const double *gap
     return rc;
 }
 
-int gsb__enet_fit_prepared(gsb__ctx *c, const gsb__lin_data *d, const gsb__enet_fit_args *a)
+int gsb__enet_fit_solver(gsb__ctx *c, const gsb__lin_data *d, const gsb__enet_fit_args *a,
+                         gsb__enet_solver *s)
 {
     int64_t k = d->k, p = d->p;
     double *W = gsb__alloc_array(k * p, sizeof *W), *gap = gsb__alloc_array(k, sizeof *gap);
     int64_t *n_iter = gsb__alloc_array(k, sizeof *n_iter);
-    gsb__enet_solver s = {0};
     int rc, converged;
     if (!W || !gap || !n_iter) {
         rc = gsb__err(GSB_ENOMEM, "out of host memory");
@@ -184,18 +185,32 @@ int gsb__enet_fit_prepared(gsb__ctx *c, const gsb__lin_data *d, const gsb__enet_
     gsb__enet_penalty pen = a->pen;
     pen.l1 = a->alpha * a->l1_ratio * (double)d->n;
     pen.l2 = a->alpha * (1.0 - a->l1_ratio) * (double)d->n;
-    GSB_CHECK(gsb__enet_solver_init(&s, c, d, a->precompute));
-    GSB_CHECK(gsb__enet_solver_run(&s, &pen, W, gap, n_iter, &converged));
+    GSB_CHECK(gsb__enet_solver_run(s, &pen, W, gap, n_iter, &converged));
     GSB_CHECK(check_finite(d, W));
     /* coef_ in X's dtype; one target's coef_ is (n_features,) even for 2-D y */
     GSB_CHECK(gsb__lin_store(c, d, W, d->dtype, a->fit_intercept, k == 1));
     rc = store_gap_iter(c, d, gap, n_iter);
 done:
-    gsb__enet_solver_free(&s);
     free(W);
     free(gap);
     free(n_iter);
     return rc;
+}
+
+int gsb__enet_fit_prepared(gsb__ctx *c, const gsb__lin_data *d, const gsb__enet_fit_args *a)
+{
+    gsb__enet_solver s;
+    GSB_TRY(gsb__enet_solver_init(&s, c, d, a->precompute));
+    int rc = gsb__enet_fit_solver(c, d, a, &s);
+    gsb__enet_solver_free(&s);
+    return rc;
+}
+
+void gsb__enet_warn_alpha0(const gsb__enet_fit_args *a)
+{
+    if (a->alpha == 0) /* scikit-learn's words (ElasticNet.fit) */
+        gsb__warn("UserWarning", "With alpha=0, this algorithm does not converge well. You "
+                  "are advised to use the LinearRegression estimator");
 }
 
 static int enet_fit(gsb__ctx *c)
@@ -203,9 +218,7 @@ static int enet_fit(gsb__ctx *c)
     gsb__enet_fit_args a;
     gsb__lin_data d;
     GSB_TRY(gsb__enet_fit_args_read(c, &a));
-    if (a.alpha == 0) /* scikit-learn's words (ElasticNet.fit) */
-        gsb__warn("UserWarning", "With alpha=0, this algorithm does not converge well. You "
-                  "are advised to use the LinearRegression estimator");
+    gsb__enet_warn_alpha0(&a);
     GSB_TRY(gsb__lin_prepare(c->be, gsb__in(c, "X"), gsb__in(c, "y"),
                              gsb__in(c, "sample_weight"), a.fit_intercept, 1, &d));
     int rc = gsb__enet_fit_prepared(c, &d, &a);
@@ -223,6 +236,8 @@ static const gsb__method_desc enet_methods[] = {
      1, "coordinate descent (y: 1-D, or 2-D for several targets fitted independently)"},
     {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}}, 0,
      "X @ coef_.T + intercept_ (result \"y\")"},
+    GSB__STATS_GRAM_ROW, GSB__STATS_MERGE_ROW,
+    GSB__FIT_FROM_STATS_ROW(gsb__enet_fit_from_stats, "gram"),
     {0}};
 
 static const gsb__attr_desc enet_attrs[] = {

@@ -72,6 +72,14 @@ typedef struct gsb__enet_solver {
 int gsb__enet_solver_init(gsb__enet_solver *s, gsb__ctx *c, const gsb__lin_data *d,
                           int precompute);
 /*
+ * Set up the Gram form from given products (host doubles, row-major): Q =
+ * X^T X (p x p), q = Y^T X (k x p), y_norm2 (k) = ||y_t||^2, of the prepared
+ * data d describes (d->X and d->Y may be empty): the fit from merged
+ * statistics (enet_stats.c), where no X is at hand.
+ */
+int gsb__enet_solver_init_gram(gsb__enet_solver *s, gsb__ctx *c, const gsb__lin_data *d,
+                               const double *Q, const double *q, const double *y_norm2);
+/*
  * Solve every target from W (k x p host doubles, row t = w_t), which receives
  * the solutions; gap and n_iter (k each): the final duality gaps (of the
  * problem above, not divided by n) and epochs.  *converged: every target met
@@ -97,5 +105,12 @@ int gsb__enet_fit_args_read(gsb__ctx *c, gsb__enet_fit_args *a);
  * after its _pre_fit.  LassoCV and ElasticNetCV refit through it.
  */
 int gsb__enet_fit_prepared(gsb__ctx *c, const gsb__lin_data *d, const gsb__enet_fit_args *a);
+/* The same with the solver s already set up for d (the fit from statistics). */
+int gsb__enet_fit_solver(gsb__ctx *c, const gsb__lin_data *d, const gsb__enet_fit_args *a,
+                         gsb__enet_solver *s);
+/* scikit-learn's UserWarning for alpha = 0. */
+void gsb__enet_warn_alpha0(const gsb__enet_fit_args *a);
+/* "fit_from_stats": Lasso / ElasticNet from merged GRAM statistics (enet_stats.c). */
+int gsb__enet_fit_from_stats(gsb__ctx *c);
 
 #endif

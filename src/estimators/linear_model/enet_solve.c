@@ -210,6 +210,25 @@ int gsb__enet_solver_init(gsb__enet_solver *s, gsb__ctx *c, const gsb__lin_data 
     return rc;
 }
 
+int gsb__enet_solver_init_gram(gsb__enet_solver *s, gsb__ctx *c, const gsb__lin_data *d,
+                               const double *Q, const double *q, const double *y_norm2)
+{
+    memset(s, 0, sizeof *s);
+    s->c = c;
+    s->d = d;
+    s->form = GSB__ENET_GRAM;
+    int rc = gsb__lin_upload_f64(c->be, GSB_F64, d->p, d->p, Q, &s->Q);
+    if (rc == GSB_OK)
+        rc = gsb__lin_upload_f64(c->be, GSB_F64, d->k, d->p, q, &s->q);
+    if (rc == GSB_OK && !(s->y_norm2 = gsb__alloc_array(d->k, sizeof(double))))
+        rc = oom();
+    if (rc == GSB_OK)
+        memcpy(s->y_norm2, y_norm2, (size_t)d->k * sizeof(double));
+    if (rc != GSB_OK)
+        gsb__enet_solver_free(s);
+    return rc;
+}
+
 void gsb__enet_solver_free(gsb__enet_solver *s)
 {
     gsb__tensor_free(&s->Q);

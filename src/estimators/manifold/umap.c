@@ -234,6 +234,7 @@ static int memberships(const gsb__tensor *dist, const gsb__tensor *idx, int64_t 
         goto done;
     }
     gsb__smooth_knn_dist(dist->data, n, k, target, local_connectivity, sigma, rho);
+    gsb__profile_mark("fuzzy: smooth_knn_dist (rho, sigma)");
     rc = gsb__membership_csr(dist->data, idx->data, n, k, cols, sigma, rho, bipartite, out);
 done:
     free(sigma);
@@ -258,8 +259,9 @@ static int fit_graph(gsb__ctx *c, const umap_cfg *g, const gsb__tensor *X32, gsb
     disconnect(&dist, &idx, g->disconnection);
     GSB_CHECK(memberships(&dist, &idx, X32->rows, log2((double)g->n_neighbors),
                           g->local_connectivity, 0, &A));
+    gsb__profile_mark("fuzzy: memberships");
     GSB_CHECK(gsb__fuzzy_union(&A, g->mix, G));
-    gsb__profile_mark("fuzzy simplicial set");
+    gsb__profile_mark("fuzzy: union with the transpose");
     const gsb__tensor *y = gsb__in(c, "y");
     if (y) {
         if (!gsb__param_is(c->params, "target_metric", "categorical")) {
@@ -292,12 +294,13 @@ static int fit_layout(gsb__ctx *c, const umap_cfg *g, const gsb__tensor *X32, co
     gsb__rng_seed_params(&rng, c->params);
     gsb__fcsr P = {0};
     GSB_TRY(gsb__umap_prune(G, (double)(n_epochs > 10 ? n_epochs : default_epochs(n)), &P));
+    gsb__profile_mark("prune");
     const gsb__tensor *array = gsb__in(c, "init");
     gsb__umap_init in = {array ? GSB__UMAP_INIT_ARRAY : g->init, array, X32, g->metric, g->dim,
                          &rng, 0};
     int rc;
     GSB_CHECK(gsb__umap_initial_layout(c, &P, &in, emb));
-    gsb__profile_mark("initial layout (prune, spectral)");
+    gsb__profile_mark("initial layout (the rest: noise, scaling)");
     *spectral_failures = in.spectral_failures;
     gsb__umap_sgd_run r = {n_epochs, a, b, g->gamma, g->learning_rate, g->neg_rate, 2.0,
                            gsb__rng_next(&rng), gsb__param_is_none(c->params, "random_state"),

@@ -388,11 +388,12 @@ int gsb__umap_optimize(gsb__ctx *c, const gsb__fcsr *G, float *head, const float
     int rc;
     GSB_CHECK(sgd_upload(be, G, head, tail, dim, sched, &s));
     gsb__umap_sgd p = {0, r->a, r->b, r->gamma, r->initial_alpha, r->negative_sample_rate,
-                       r->attraction_scale, r->seed, r->hogwild};
+                       r->attraction_scale, r->seed, r->hogwild, 0};
     /* progress about 50 times a run: a cancel waits at most that long */
     const int64_t every = r->n_epochs / 50 > 1 ? r->n_epochs / 50 : 1;
     for (int64_t ep = 0; ep < r->n_epochs; ep++) {
         p.epoch = ep;
+        p.edges_checked = ep > 0; /* the first epoch checked them (a GPU waits for that) */
         /* umap-learn sets alpha after epoch n to initial * (1 - n / n_epochs) */
         p.alpha = ep == 0 ? r->initial_alpha
                           : r->initial_alpha * (1.0 - (double)(ep - 1) / (double)r->n_epochs);
