@@ -6,7 +6,8 @@
  * working set, zero upper bounds, tiny problems and max_iter.  Both stop at
  * a maximal violation below eps, so they reach the same optimum to about
  * eps: the dual objective, rho, and the violation of the result measured
- * from scratch in double.
+ * from scratch in double.  With GSB_DEVICE=cuda (tools/gpu-check) the
+ * two-level solver runs on the GPU's ops instead.
  */
 #include <math.h>
 #include <stdint.h>
@@ -30,7 +31,7 @@ typedef struct problem {
     double gamma;
 } problem;
 
-static const gsb__backend *cpu;
+static const gsb__backend *cpu, *be; /* be: where the two-level solver runs */
 
 /* rbf kernel rows for libsvm's solver, through the CPU kernel op */
 typedef struct rows_data {
@@ -136,11 +137,14 @@ static void compare_case(int64_t n, int64_t d, int svr, double zero_c, int64_t m
      * variable that cannot move): no reference then */
     if (zero_c == 0)
         CHECK_OK(gsb__smo_solve(&lp, a1, &r1));
-    gsb__smo_blocks_problem bp = {.be = cpu, .l = l, .real = pb.real, .y = pb.y, .p = pb.p,
-                                  .C = pb.C, .QD = pb.QD, .X = &pb.X, .kind = 2,
+    gsb__tensor Xb = GSB__TENSOR_NONE;
+    CHECK_OK(gsb__tensor_to(be, &pb.X, &Xb));
+    gsb__smo_blocks_problem bp = {.be = be, .l = l, .real = pb.real, .y = pb.y, .p = pb.p,
+                                  .C = pb.C, .QD = pb.QD, .X = &Xb, .kind = 2,
                                   .gamma = pb.gamma, .degree = 3, .eps = 1e-3, .max_iter = -1,
                                   .cache_bytes = cache_bytes, .max_ws = max_ws};
     CHECK_OK(gsb__smo_blocks_solve(&bp, a2, &r2));
+    gsb__tensor_free(&Xb);
     double sum = 0;
     int feasible = 1;
     for (int64_t t = 0; t < l; t++) {
@@ -198,21 +202,33 @@ static void test_max_iter(void)
     problem pb;
     problem_make(&pb, 800, 6, 0, 0.0);
     double *a = calloc((size_t)pb.l, sizeof *a);
-    gsb__smo_blocks_problem bp = {.be = cpu, .l = pb.l, .real = pb.real, .y = pb.y, .p = pb.p,
-                                  .C = pb.C, .QD = pb.QD, .X = &pb.X, .kind = 2,
+    gsb__tensor Xb = GSB__TENSOR_NONE;
+    CHECK_OK(gsb__tensor_to(be, &pb.X, &Xb));
+    gsb__smo_blocks_problem bp = {.be = be, .l = pb.l, .real = pb.real, .y = pb.y, .p = pb.p,
+                                  .C = pb.C, .QD = pb.QD, .X = &Xb, .kind = 2,
                                   .gamma = pb.gamma, .degree = 3, .eps = 1e-3, .max_iter = 7,
                                   .cache_bytes = 200e6};
     gsb__smo_result r;
     CHECK_OK(gsb__smo_blocks_solve(&bp, a, &r));
     CHECK(r.timed_out);
     CHECK(r.n_iter == 7);
+    gsb__tensor_free(&Xb);
     free(a);
     problem_free(&pb);
 }
 
 int main(void)
 {
-    cpu = gsb__cpu_backend();
+    cpu = be = gsb__cpu_backend();
+    const char *dev = getenv("GSB_DEVICE");
+    if (dev && strcmp(dev, "cuda") == 0) {
+        if (!(be = gsb__cuda_backend())) {
+            fprintf(stderr, "GSB_DEVICE=cuda: no CUDA backend: %s\n",
+                    gsb__cuda_unavailable_reason());
+            return 1;
+        }
+        printf("the two-level SMO on %s\n", be->device ? be->device : "the GPU");
+    }
     RUN(test_svc_shaped);
     RUN(test_svr_shaped);
     RUN(test_tiny);
