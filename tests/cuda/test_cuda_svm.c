@@ -119,7 +119,11 @@ static void select_case(int64_t n, int svr, double zero_c, int64_t m_ex, int64_t
     state_make(&p, n, svr, zero_c);
     if (m_ex > p.l)
         m_ex = p.l;
-    gsb__tensor exh = distinct(m_ex, p.l), exg = to_gpu(&exh);
+    gsb__tensor exh = GSB__TENSOR_NONE, exg = GSB__TENSOR_NONE;
+    if (m_ex > 0) {
+        exh = distinct(m_ex, p.l);
+        exg = to_gpu(&exh);
+    }
     int32_t *sh = calloc((size_t)k_total + 1, sizeof *sh), *sg = calloc((size_t)k_total + 1, 4);
     int64_t uh = -1, lh = -1, ug = -2, lg = -2;
     double gh = NAN, gg = NAN;
