@@ -22,6 +22,7 @@
 #define SMO_BLOCKS_STALL 10     /* outer iterations of a repeating violation */
 #define SMO_BLOCKS_INNER 100    /* inner steps per call at most, per variable of the set */
 #define SMO_BLOCKS_PROGRESS 10  /* outer iterations between progress reports */
+#define SMO_BLOCKS_OUTER 100    /* outer iterations at most, per working set in l (>= 2000) */
 
 /* ---- the kernel-row cache's map (host) --------------------------------------- */
 
@@ -336,13 +337,17 @@ static int optimise(blocks *b, gsb__smo_result *res)
 {
     const gsb__smo_blocks_problem *pb = b->pb;
     int64_t cap = step_cap(pb), steps = 0;
+    /* a safety net: every outer iteration takes a step, but one that crawls
+     * (no repeat for the stall test) must still end */
+    int64_t outer_cap = SMO_BLOCKS_OUTER * (pb->l / (b->q > 0 ? b->q : 1));
+    outer_cap = outer_cap > 2000 ? outer_cap : 2000;
     double last[2] = {NAN, NAN}, gap;
     int repeats = 0;
     for (b->outer = 0;; b->outer++) {
         GSB_TRY(next_working_set(b, &gap));
         if (!(gap >= pb->eps) || b->q_eff < 2 || stalled(gap, last, &repeats))
             break;
-        if (steps >= cap) {
+        if (steps >= cap || b->outer >= outer_cap) {
             res->timed_out = 1;
             break;
         }

@@ -14,7 +14,8 @@
  * It stops on libsvm's criterion (maximal violation below eps), at max_iter
  * SMO steps in all, or when the violation repeats exactly for
  * SMO_BLOCKS_STALL outer iterations (the float kernel rows allow no further
- * progress).  The solution is libsvm's to within eps, not its iterates: the
+ * progress); max(2000, 100 l / q) outer iterations end it too, as max_iter
+ * does (timed_out).  The solution is libsvm's to within eps, not its iterates: the
  * support vectors and coefficients agree with libsvm's up to that tolerance
  * (docs/PARITY.md).  No shrinking: each outer iteration looks at every
  * variable.
