@@ -179,6 +179,23 @@ typedef struct gsb__radius_grid {
     double origin[3], cell[3];
     int64_t ncell[3], stride[3];
 } gsb__radius_grid;
+/*
+ * The two-level SMO's state (solvers/smo_blocks.h): the dual of an SVM over l
+ * variables, variable t on row real[t] of the n x n kernel matrix K, in the
+ * scaled gradient f_t = y_t G_t (G = Q alpha + p, Q_st = y_s y_t K[real_s][real_t]).
+ * I_up = {t: y_t = +1, alpha_t < C_t, or y_t = -1, alpha_t > 0}, I_low = {t:
+ * y_t = +1, alpha_t > 0, or y_t = -1, alpha_t < C_t}; libsvm's maximal violation
+ * is max_{I_low} f - min_{I_up} f.  Every tensor is on the op's backend.
+ */
+typedef struct gsb__svm_state {
+    const gsb__tensor *real;  /* l, GSB_I32: each variable's row of K, in [0, n) */
+    const gsb__tensor *y;     /* l, GSB_I32: +1 or -1 */
+    const gsb__tensor *C;     /* l, GSB_F64: upper bounds (>= 0) */
+    const gsb__tensor *QD;    /* l, GSB_F64: K[real_t][real_t] */
+    gsb__tensor *f;           /* l, GSB_F64 */
+    gsb__tensor *alpha;       /* l, GSB_F64 */
+    gsb__tensor *cache;       /* slots x n, GSB_F32: kernel rows, one per slot */
+} gsb__svm_state;
 /* the staging ring of stage_open (opaque) and one host range a fill copies */
 typedef struct gsb__stage gsb__stage;
 typedef struct gsb__stage_seg {
@@ -386,6 +403,41 @@ typedef struct gsb__backend_ops {
                             const gsb__radius_grid *grid, gsb__metric metric, double p,
                             double eps, gsb__tensor *counts, const gsb__tensor *offsets,
                             gsb__tensor *idx, gsb__tensor *dist);
+    /* The two-level SMO of SVC/SVR (solvers/smo_blocks.c; gsb__svm_state above;
+     * the per-step arithmetic is backend/svm_smo.h, shared by both backends).
+     * svm_select: the next working set.  sel (host, k_total) receives first
+     * the up to k_up variables of I_up not in exclude (m, GSB_I32, may be NULL)
+     * with the smallest (f_t, t), then, up to k_total in all, the variables
+     * of I_low not in exclude nor chosen with the largest f_t (ties: smaller
+     * t); *n_up and *n_low count them.  *gap = libsvm's maximal violation
+     * over all variables (-inf when I_up or I_low is empty).  A -0.0 in f
+     * ranks as +0.0.  Waits for the result (host scalars). */
+    int (*svm_select)(const gsb__backend *be, const gsb__svm_state *s,
+                      const gsb__tensor *exclude, int64_t k_up, int64_t k_total, int32_t *sel,
+                      int64_t *n_up, int64_t *n_low, double *gap);
+    /* cache[slots[i]][j] = (float) kernel(X[rows[i]], X[j]) for the m entries
+     * of rows and slots (GSB_I32, distinct slots); X n x d, kernel as the
+     * kernel op (computed in X's dtype, the products summed in any order) */
+    int (*svm_kernel_rows)(const gsb__backend *be, const gsb__tensor *X,
+                           const gsb__tensor *rows, const gsb__tensor *slots, int kind,
+                           double gamma, double coef0, int degree, gsb__tensor *cache);
+    /* SMO on the working set ws (q distinct variables, GSB_I32; their rows in
+     * cache slots `slots`, q GSB_I32), the others fixed: from k = 0, i = the
+     * first position of the smallest f in I_up, gap = max_{I_low} f - f_i; stop
+     * when gap < max(eps, GSB__SVM_INNER_RATIO * the first gap) or after
+     * max_steps steps; else j = the first position minimising
+     * gsb__svm_j_key over I_low with f_j > f_i, the pair moves by
+     * gsb__svm_step and f of the working set by step (K_ik - K_jk).
+     * alpha is updated at ws; coef (q, GSB_F64) = (new - old alpha) y per
+     * position; stats (2, GSB_F64): [0] = the first gap, [1] += the steps. */
+    int (*svm_inner)(const gsb__backend *be, const gsb__svm_state *s, const gsb__tensor *ws,
+                     const gsb__tensor *slots, double eps, int64_t max_steps,
+                     gsb__tensor *coef, gsb__tensor *stats);
+    /* f_t += sum_k coef_k cache[slots[k]][real[t]] over every variable t, k
+     * ascending, terms with coef_k = 0 skipped (each product and sum rounded
+     * once, in double: the backends agree bitwise) */
+    int (*svm_update_f)(const gsb__backend *be, const gsb__svm_state *s,
+                        const gsb__tensor *slots, const gsb__tensor *coef);
 
     /* ---- random forests (histogram trees; the types above) ------------- */
     /* codes (see gsb__forest_data) of X (n x d, float32 or float64, rounded to
@@ -580,12 +632,13 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 13 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+#define GSB__BACKEND_ABI 14 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
                               5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch;
                               8: axpy, row_scale, stage_*, strided_copy, device_import/export,
                               copy_stats; 9: sync; 10: forest_level_*; 11: csr_spmm;
                               12: gsb__forest_level's slots; 13: vec_normalize,
-                              gsb__umap_sgd's edges_checked */
+                              gsb__umap_sgd's edges_checked; 14: svm_select,
+                              svm_kernel_rows, svm_inner, svm_update_f */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

@@ -69,6 +69,21 @@ void gsb__profile_mark(const char *phase)
     prof.last = t;
 }
 
+double gsb__profile_clock(const gsb__backend *be)
+{
+    if (!gsb__profile_on() || prof.depth == 0)
+        return 0;
+    if (be && be->ops->sync && be->ops->sync(be) != 0)
+        fprintf(stderr, "gsb profile: waiting for the %s backend failed\n", be->name);
+    return now_ms();
+}
+
+void gsb__profile_note(const char *phase, double ms)
+{
+    if (gsb__profile_on() && prof.depth == 1)
+        print_phase(phase, ms);
+}
+
 void gsb__profile_end(void)
 {
     if (!gsb__profile_on() || prof.depth == 0 || --prof.depth > 0)

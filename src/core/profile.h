@@ -23,6 +23,11 @@ int gsb__profile_on(void);
 void gsb__profile_begin(const gsb__backend *be, const char *est, const char *method);
 /* The phase named ends now (after the backend's queued work). */
 void gsb__profile_mark(const char *phase);
+/* Sub-phases a solver times itself (summed over its loop): the time now in
+ * ms after be's queued work (0 when profiling is off), and a line for a
+ * sub-phase's total that leaves the phase marks as they are. */
+double gsb__profile_clock(const gsb__backend *be);
+void gsb__profile_note(const char *phase, double ms);
 /* The call ends: its last phase and its total. */
 void gsb__profile_end(void);
 

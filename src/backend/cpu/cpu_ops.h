@@ -16,6 +16,8 @@
  *   cpu_forest_level.c  forest_level_feats, forest_level_decide,
  *                   forest_level_partition (breadth-first forest growth)
  *   cpu_radius.c    radius_neighbors (eps-neighbourhoods as CSR)
+ *   cpu_svm.c       svm_select, svm_kernel_rows, svm_inner, svm_update_f (the
+ *                   two-level SMO of SVC/SVR)
  *   cpu_random.c    rand_normal
  *   cpu_tsne.c      tsne_attract, tsne_repulse_exact, tsne_update
  *   cpu_tsne_bh.c   tsne_repulse_bh (Barnes-Hut)
@@ -132,6 +134,17 @@ int gsb__cpu_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q, cons
                               const gsb__radius_grid *grid, gsb__metric metric, double p,
                               double eps, gsb__tensor *counts, const gsb__tensor *offsets,
                               gsb__tensor *idx, gsb__tensor *dist);
+int gsb__cpu_svm_select(const gsb__backend *be, const gsb__svm_state *s,
+                        const gsb__tensor *exclude, int64_t k_up, int64_t k_total, int32_t *sel,
+                        int64_t *n_up, int64_t *n_low, double *gap);
+int gsb__cpu_svm_kernel_rows(const gsb__backend *be, const gsb__tensor *X,
+                             const gsb__tensor *rows, const gsb__tensor *slots, int kind,
+                             double gamma, double coef0, int degree, gsb__tensor *cache);
+int gsb__cpu_svm_inner(const gsb__backend *be, const gsb__svm_state *s, const gsb__tensor *ws,
+                       const gsb__tensor *slots, double eps, int64_t max_steps,
+                       gsb__tensor *coef, gsb__tensor *stats);
+int gsb__cpu_svm_update_f(const gsb__backend *be, const gsb__svm_state *s,
+                          const gsb__tensor *slots, const gsb__tensor *coef);
 struct gsb__umap_sgd;
 int gsb__cpu_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
                             const gsb__tensor *indptr, const gsb__tensor *indices,

@@ -622,6 +622,10 @@ static void bind_ops(gsb__backend_ops *o)
     o->forest_partition = guarded<gsb__cuda_forest_partition>::call;
     o->forest_predict = guarded<gsb__cuda_forest_predict>::call;
     o->radius_neighbors = guarded<gsb__cuda_radius_neighbors>::call;
+    o->svm_select = guarded<gsb__cuda_svm_select>::call;
+    o->svm_kernel_rows = guarded<gsb__cuda_svm_kernel_rows>::call;
+    o->svm_inner = guarded<gsb__cuda_svm_inner>::call;
+    o->svm_update_f = guarded<gsb__cuda_svm_update_f>::call;
     o->umap_sgd_epoch = guarded<gsb__cuda_umap_sgd_epoch>::call;
     o->axpy = guarded<gsb__cuda_axpy>::call;
     o->row_scale = guarded<gsb__cuda_row_scale>::call;

@@ -43,6 +43,7 @@
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_logistic_fused.h"
 #include "backend/cuda/cuda_logistic_math.cuh"
+#include "backend/cuda/cuda_kernel_map.cuh"
 
 namespace {
 
@@ -50,7 +51,6 @@ constexpr int BLOCK = 256;
 constexpr int64_t LOGI_BLOCK_ELEMS = (int64_t)1 << 24; /* elements of Z per block of rows */
 constexpr int KER_DIRECT_ROWS = 8; /* at most this many rows of X take the direct path */
 
-enum { KER_LINEAR = 0, KER_POLY = 1, KER_RBF = 2, KER_SIGMOID = 3 };
 
 /* ---- argument checks (a mismatch is a bug in the caller: GSB_EINTERNAL) --- */
 
@@ -309,36 +309,6 @@ int logistic_blocks(const gsb__backend *be, const T *X, int64_t n, int64_t d, co
 }
 
 /* ---- kernel kernels --------------------------------------------------------------- */
-
-struct KerParams {
-    int kind;
-    double gamma, coef0;
-    int degree;
-};
-
-/* base^times by repeated squaring: libsvm's powi, as the CPU twin */
-__device__ inline double ker_powi(double base, int times)
-{
-    double tmp = base, ret = 1.0;
-    for (int t = times; t > 0; t /= 2) {
-        if (t % 2 == 1)
-            ret = __dmul_rn(ret, tmp);
-        tmp = __dmul_rn(tmp, tmp);
-    }
-    return ret;
-}
-
-/* The kernel from v (x.y, or for rbf the squared distance); explicit
- * roundings (no fused multiply-add) as the CPU computes it. */
-__device__ inline double ker_map(const KerParams &kp, double v)
-{
-    switch (kp.kind) {
-    case KER_POLY: return ker_powi(__dadd_rn(__dmul_rn(kp.gamma, v), kp.coef0), kp.degree);
-    case KER_RBF: return exp(__dmul_rn(-kp.gamma, v));
-    case KER_SIGMOID: return tanh(__dadd_rn(__dmul_rn(kp.gamma, v), kp.coef0));
-    default: return v;
-    }
-}
 
 /*
  * Direct path, n <= KER_DIRECT_ROWS: a group of LANES threads (a warp, or

@@ -16,6 +16,8 @@
  *   cuda_forest_level.cu  forest_level_feats, forest_level_decide,
  *                     forest_level_partition (breadth-first forest growth)
  *   cuda_radius.cu    radius_neighbors (eps-neighbourhoods as CSR: grid scan, tiles)
+ *   cuda_svm.cu       svm_select, svm_kernel_rows, svm_inner, svm_update_f (the
+ *                     two-level SMO: radix-sort selection, GEMM rows, one-block SMO)
  *   cuda_umap.cu      umap_sgd_epoch (UMAP's layout SGD, one thread per edge)
  *   cuda_stream.cu    axpy, row_scale, stage_* (the streaming ring on a copy stream),
  *                     strided_copy
@@ -91,6 +93,17 @@ int gsb__cuda_radius_neighbors(const gsb__backend *be, const gsb__tensor *Q,
                                const gsb__tensor *R, const gsb__radius_grid *grid,
                                gsb__metric metric, double p, double eps, gsb__tensor *counts,
                                const gsb__tensor *offsets, gsb__tensor *idx, gsb__tensor *dist);
+int gsb__cuda_svm_select(const gsb__backend *be, const gsb__svm_state *s,
+                         const gsb__tensor *exclude, int64_t k_up, int64_t k_total,
+                         int32_t *sel, int64_t *n_up, int64_t *n_low, double *gap);
+int gsb__cuda_svm_kernel_rows(const gsb__backend *be, const gsb__tensor *X,
+                              const gsb__tensor *rows, const gsb__tensor *slots, int kind,
+                              double gamma, double coef0, int degree, gsb__tensor *cache);
+int gsb__cuda_svm_inner(const gsb__backend *be, const gsb__svm_state *s, const gsb__tensor *ws,
+                        const gsb__tensor *slots, double eps, int64_t max_steps,
+                        gsb__tensor *coef, gsb__tensor *stats);
+int gsb__cuda_svm_update_f(const gsb__backend *be, const gsb__svm_state *s,
+                           const gsb__tensor *slots, const gsb__tensor *coef);
 
 int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
                                  const gsb__tensor *y, const gsb__tensor *w,

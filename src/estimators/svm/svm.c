@@ -44,6 +44,7 @@
 
 #include "core/alloc.h"
 #include "core/estimator.h"
+#include "core/profile.h"
 #include "core/rng.h"
 #include "core/warn.h"
 #include "estimators/common/classes.h"
@@ -51,6 +52,11 @@
 #include "estimators/svm/libsvm_rand.h"
 #include "estimators/svm/platt.h"
 #include "solvers/smo.h"
+#include "solvers/smo_blocks.h"
+
+/* Problems of at least this many rows take the two-level SMO on a GPU
+ * (use_blocks): above the largest of the parity suite's (2000). */
+#define SVM_BLOCKS_MIN_ROWS 3000
 
 /* ---- descriptors: parameters --------------------------------------------- */
 
@@ -281,6 +287,26 @@ static int svm_progress(void *data, int64_t iteration, double gap)
 }
 
 /*
+ * Which solver a problem of n rows takes: the two-level SMO (solvers/
+ * smo_blocks.h) on a GPU backend from SVM_BLOCKS_MIN_ROWS rows, where one
+ * kernel row at a time leaves the device idle; libsvm's own SMO otherwise,
+ * whose iterates are scikit-learn's exactly.  GSB_SVM_SOLVER=libsvm or
+ * =blocks forces one (blocks on any backend: its CPU ops are the twins).
+ */
+static int use_blocks(const gsb__ctx *c, const svm_kernel *k, int64_t n)
+{
+    const char *force = getenv("GSB_SVM_SOLVER");
+    const gsb__backend *be = c->be;
+    if (k->kind == KIND_PRECOMPUTED || !be->ops->svm_inner)
+        return 0;
+    if (force && strcmp(force, "libsvm") == 0)
+        return 0;
+    if (force && strcmp(force, "blocks") == 0)
+        return 1;
+    return be != gsb__cpu_backend() && n >= SVM_BLOCKS_MIN_ROWS;
+}
+
+/*
  * Solve the dual over the samples of Xh (host, X's dtype, problem_matrix()):
  * their n x d rows, or their n x n block of a precomputed Gram matrix.  pb
  * holds l, real, y, p and C; this fills the rest (QD, kernel rows, cache,
@@ -312,14 +338,17 @@ static int solve_dual(gsb__ctx *c, const gsb__tensor *Xh, const svm_kernel *k,
         QD[t] = diag[pb->real[t]];
         alpha[t] = 0;
     }
+    int blocks = use_blocks(c, k, n);
     if (k->kind != KIND_PRECOMPUTED) { /* rows come from the backend's kernel op */
         if (Xh->dtype == GSB_F64 && !(rows.host64 = gsb__alloc_array(n, sizeof *rows.host64))) {
             rc = oom(c, "a kernel row");
             goto done;
         }
         GSB_CHECK(gsb__tensor_to(be, Xh, &rows.Xb));
-        GSB_CHECK(gsb__tensor_alloc(be, Xh->dtype, 1, n, &rows.Kb));
+        if (!blocks)
+            GSB_CHECK(gsb__tensor_alloc(be, Xh->dtype, 1, n, &rows.Kb));
     }
+    gsb__profile_mark("svm problem setup");
     pb->n = n;
     pb->QD = QD;
     pb->eps = gsb__param_float(c->params, "tol");
@@ -330,7 +359,18 @@ static int solve_dual(gsb__ctx *c, const gsb__tensor *Xh, const svm_kernel *k,
     pb->row_data = &rows;
     pb->progress = svm_progress;
     pb->progress_data = &rows;
-    rc = gsb__smo_solve(pb, alpha, res);
+    if (blocks) {
+        gsb__smo_blocks_problem bp = {
+            .be = be, .l = pb->l, .real = pb->real, .y = pb->y, .p = pb->p, .C = pb->C,
+            .QD = QD, .X = &rows.Xb, .kind = k->kind, .gamma = k->gamma, .coef0 = k->coef0,
+            .degree = k->degree, .eps = pb->eps, .max_iter = pb->max_iter,
+            .cache_bytes = pb->cache_bytes, .progress = svm_progress, .progress_data = &rows};
+        rc = gsb__smo_blocks_solve(&bp, alpha, res);
+        gsb__profile_mark("svm two-level smo");
+    } else {
+        rc = gsb__smo_solve(pb, alpha, res);
+        gsb__profile_mark("svm smo");
+    }
 done:
     gsb__tensor_free(&rows.Xb);
     gsb__tensor_free(&rows.Kb);
