@@ -71,6 +71,48 @@ def test_quality_blobs_cosine_and_3d():
         assert abs(g.kl_divergence_ - s.kl_divergence_) <= 0.1 * s.kl_divergence_, kw
 
 
+
+def _pca_init(X, k):
+    """scikit-learn's init='pca' array (TSNE._fit), to hand both libraries the same start."""
+    from sklearn.decomposition import PCA
+    Y = PCA(n_components=k, svd_solver="randomized", random_state=0).fit_transform(X)
+    Y = Y.astype(np.float32, copy=False)
+    return Y / np.std(Y[:, 0]) * 1e-4
+
+
+def test_quality_exact_3d(digits):
+    """method='exact' with 3 components against scikit-learn's exact method.
+
+    In 3-D (dof 2) this optimisation is chaotic: scikit-learn's own final KL moves by
+    +-20% when its init array moves by 1e-6 relative (gsb and scikit-learn follow the
+    same trajectory to float32 rounding for ~20 iterations, then part, as scikit-learn
+    does from itself).  So each library runs from the same three init arrays and the
+    medians are judged; the KL one-sided (no more than 10% above scikit-learn's), as
+    trustworthiness is.  And gsb's reported KL is scikit-learn's KL of gsb's embedding
+    under scikit-learn's own P: the affinities and the KL formula are checked exactly."""
+    from sklearn.manifold import _t_sne
+    from sklearn.metrics import pairwise_distances
+    X = digits[0][:200]
+    Y0 = _pca_init(X, 3)
+    rng = np.random.default_rng(0)
+    inits = [Y0] + [(Y0 * (1 + 1e-6 * rng.standard_normal(Y0.shape))).astype(np.float32)
+                    for _ in range(2)]
+    P = _t_sne._joint_probabilities(pairwise_distances(X, squared=True), 30.0, 0)
+    kl, trust = {}, {}
+    for name, est in (("gsb", gsm.TSNE), ("sklearn", skm.TSNE)):
+        fits = [est(n_components=3, method="exact", max_iter=MAX_ITER, init=Y).fit(X)
+                for Y in inits]
+        kl[name] = np.median([m.kl_divergence_ for m in fits])
+        trust[name] = np.median([trustworthiness(X, m.embedding_, n_neighbors=10)
+                                 for m in fits])
+        if name == "gsb":
+            E = fits[0].embedding_.astype(np.float64).ravel()
+            sk_kl = _t_sne._kl_divergence(E, P, 2, len(X), 3)[0]
+            # reported before the last step, as scikit-learn does: not quite the final Y's
+            assert fits[0].kl_divergence_ == pytest.approx(sk_kl, rel=0.01)
+    assert kl["gsb"] <= 1.1 * kl["sklearn"], kl
+    assert trust["gsb"] >= trust["sklearn"] - 0.01, trust
+
 def test_attributes_like_sklearn(digits):
     X, _ = digits
     X = X[:120]

@@ -11,12 +11,17 @@
 #include "backend/cpu/cpu_util.h"
 
 /* w = (1 + d2 / dof)^(-(dof + 1) / 2), written as scikit-learn does:
- * (dof / (dof + d2))^((dof + 1) / 2), exactly 1 / (1 + d2) for dof 1. */
+ * (dof / (dof + d2))^((dof + 1) / 2), exactly 1 / (1 + d2) for dof 1.  The
+ * exponent is a whole or half number, so products and one sqrt replace pow,
+ * which took most of the time of a 3-D fit (dof 2: t * sqrt(t)). */
 static inline double cpu_tsne_w(double d2, int dof)
 {
     if (dof == 1)
         return 1.0 / (1.0 + d2);
-    return pow((double)dof / ((double)dof + d2), ((double)dof + 1.0) / 2.0);
+    double t = (double)dof / ((double)dof + d2), w = dof % 2 ? 1.0 : sqrt(t);
+    for (int e = 0; e < (dof + 1) / 2; e++)
+        w *= t;
+    return w;
 }
 
 /* Y (n x d float32, n >= 1, d >= 1), R like Y, zsum (1 x 1 float64), dof >= 1. */
