@@ -125,6 +125,11 @@ struct gsb__ctx {
                                        fit's stream (core/dispatch.c), until a pass over X
                                        has checked every batch (estimators/common/stream.c);
                                        else NULL */
+    void *devstate;           /* fit methods: state derived from the new attributes (a
+                                 forest's trees on the GPU) that the model keeps as its
+                                 devstate (core/model.h) once the fit succeeds; freed with
+                                 devstate_free otherwise.  NULL: none */
+    void (*devstate_free)(void *devstate);
 };
 
 /* The validated input named as the method declared it, or NULL if absent. */
