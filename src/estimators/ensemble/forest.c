@@ -215,8 +215,11 @@ static int classifier_predict_log_proba(gsb__ctx *c)
 {
     gsb__tensor p;
     GSB_TRY(forest_predict(c, &p, NULL, NULL));
-    for (int64_t i = 0; i < p.rows * p.cols; i++)
-        ((double *)p.data)[i] = log(((double *)p.data)[i]);
+    double *v = p.data;
+    int64_t len = p.rows * p.cols;
+#pragma omp parallel for schedule(static) if (len > 65536)
+    for (int64_t i = 0; i < len; i++)
+        v[i] = log(v[i]);
     return gsb__out(c, "log_proba", &p);
 }
 
