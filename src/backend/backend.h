@@ -479,12 +479,17 @@ typedef struct gsb__backend_ops {
     int (*forest_partition)(const gsb__backend *be, const gsb__forest_data *d,
                             const gsb__tensor *nodes, const gsb__tensor *splits,
                             gsb__tensor *n_left);
-    /* All trees on each row of X (n x d, float32 or float64, rounded to
-     * float32): sum (n x K GSB_F64, may be NULL) the sum of the leaf values,
-     * leaves (n x T GSB_I32, may be NULL) each tree's leaf minus its root */
+    /* All trees on each row of X (n x d, float32 or float64; each value
+     * rounded to float32 and compared with the float32 thresholds, NaN sent
+     * to the split's missing-value side).  Outputs, each may be NULL:
+     *   mean (n x K GSB_F64): the leaves' float32 values added as float64 in
+     *   tree order (tree 0 first), the sum then divided by T;
+     *   best (n GSB_I32): the first index of the largest value of the row's
+     *   mean (the classifier's predict, without the n x K download);
+     *   leaves (n x T GSB_I32): each tree's leaf minus its root. */
     int (*forest_predict)(const gsb__backend *be, const gsb__tensor *X,
-                          const gsb__forest_trees *trees, gsb__tensor *sum,
-                          gsb__tensor *leaves);
+                          const gsb__forest_trees *trees, gsb__tensor *mean,
+                          gsb__tensor *best, gsb__tensor *leaves);
     /* One epoch of UMAP's layout SGD with negative sampling (umap-learn's
      * optimize_layout_euclidean) in its deterministic form, as
      * backend/umap_sgd.h specifies it: every gradient of the epoch is taken
@@ -632,13 +637,14 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 14 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+#define GSB__BACKEND_ABI 15 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
                               5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch;
                               8: axpy, row_scale, stage_*, strided_copy, device_import/export,
                               copy_stats; 9: sync; 10: forest_level_*; 11: csr_spmm;
                               12: gsb__forest_level's slots; 13: vec_normalize,
                               gsb__umap_sgd's edges_checked; 14: svm_select,
-                              svm_kernel_rows, svm_inner, svm_update_f */
+                              svm_kernel_rows, svm_inner, svm_update_f; 15: forest_predict's
+                              mean and best */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

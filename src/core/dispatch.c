@@ -480,7 +480,16 @@ static int deferred_x_check(const gsb__ctx *c, const gsb__tensor *X, int rc, int
     return gsb__nonfinite_error(bad, "X", X->dtype);
 }
 
-/* Run md on the context; a fit swaps its new attributes in only on success. */
+/* The state a failed or refused fit derived from its attributes. */
+static void drop_fit_devstate(gsb__ctx *c)
+{
+    if (c->devstate && c->devstate_free)
+        c->devstate_free(c->devstate);
+    c->devstate = NULL;
+}
+
+/* Run md on the context; a fit swaps its new attributes (and the state derived
+ * from them, c.devstate) in only on success. */
 static int run_fn(gsb__ctx *cp, const gsb__method_desc *md, gsb__tensor *in)
 {
     gsb__ctx c = *cp;
@@ -495,6 +504,7 @@ static int run_fn(gsb__ctx *cp, const gsb__method_desc *md, gsb__tensor *in)
     rc = deferred_x_check(&c, &in[xi >= 0 ? xi : 0], rc, &rejected);
     if (rejected) { /* refused input: the model stays as it was, as when validation refuses */
         gsb__nlist_clear(&fresh);
+        drop_fit_devstate(&c);
         return rc;
     }
     if (rc == GSB_OK && xi >= 0 && in[xi].data)
@@ -506,8 +516,11 @@ static int run_fn(gsb__ctx *cp, const gsb__method_desc *md, gsb__tensor *in)
     if (rc == GSB_OK) {
         m->attrs = fresh;
         m->fitted = 1;
+        m->devstate = c.devstate;
+        m->devstate_free = c.devstate_free;
     } else {
         gsb__nlist_clear(&fresh);
+        drop_fit_devstate(&c);
     }
     return rc;
 }

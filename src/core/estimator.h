@@ -130,6 +130,11 @@ struct gsb__ctx {
                                        has checked every batch (estimators/common/stream.c)
                                        or the uploaded X was checked
                                        (gsb__x_check_on_backend); else NULL */
+    void *devstate;           /* fit methods: state derived from the new attributes (a
+                                 forest's trees on the GPU) that the model keeps as its
+                                 devstate (core/model.h) once the fit succeeds; freed with
+                                 devstate_free otherwise.  NULL: none */
+    void (*devstate_free)(void *devstate);
 };
 
 /*

@@ -58,6 +58,8 @@ static int grow_share(gsb__mdfit *f, int r, void *arg)
     int rc = a->md->fn(&c);
     if (rc == GSB_OK)
         rc = gsb__forest_pack(&c, &a->packs[r]);
+    if (c.devstate && c.devstate_free) /* the share's trees made ready to predict: unused */
+        c.devstate_free(c.devstate);
     gsb__nlist_clear(&fresh);
     gsb__nlist_clear(&out);
     json_decref(opts);

@@ -589,11 +589,11 @@ static void test_op_predict(void)
     gsb__tensor tv = gsb__tensor_host_view(val, GSB_F32, leaves, K);
     gsb__forest_trees trees = {&ts, &tt, &tc, &tr, &tv};
     for (int dt = 0; dt < 2; dt++) {
-        gsb__tensor X = host(dt ? GSB_F64 : GSB_F32, n, d), sum = host(GSB_F64, n, K);
-        gsb__tensor lv = host(GSB_I32, n, T);
+        gsb__tensor X = host(dt ? GSB_F64 : GSB_F32, n, d), mean = host(GSB_F64, n, K);
+        gsb__tensor lv = host(GSB_I32, n, T), best = host(GSB_I32, n, 1);
         for (int64_t i = 0; i < n * d; i++)
             gsb__tensor_set(&X, i, urand(&s) < 0.1 ? NAN : 2 * urand(&s) - 1);
-        CHECK_OK(be->ops->forest_predict(be, &X, &trees, &sum, &lv));
+        CHECK_OK(be->ops->forest_predict(be, &X, &trees, &mean, &best, &lv));
         int bad = 0;
         for (int64_t i = 0; i < n; i++) {
             double want[3] = {0, 0, 0};
@@ -608,13 +608,24 @@ static void test_op_predict(void)
                 for (int64_t k = 0; k < K; k++)
                     want[k] += val[child[node] * K + k];
             }
-            for (int64_t k = 0; k < K; k++)
-                bad += !close_rel(((double *)sum.data)[i * K + k], want[k], 1e-12);
+            int32_t arg = 0; /* the first largest mean */
+            for (int64_t k = 0; k < K; k++) {
+                bad += ((double *)mean.data)[i * K + k] != want[k] / (double)T;
+                if (want[k] / (double)T > want[arg] / (double)T)
+                    arg = (int32_t)k;
+            }
+            bad += ((int32_t *)best.data)[i] != arg;
         }
         CHECK(bad == 0);
+        /* one output alone gives the same */
+        gsb__tensor best2 = host(GSB_I32, n, 1);
+        CHECK_OK(be->ops->forest_predict(be, &X, &trees, NULL, &best2, NULL));
+        CHECK(memcmp(best.data, best2.data, (size_t)n * 4) == 0);
+        gsb__tensor_free(&best2);
         gsb__tensor_free(&X);
-        gsb__tensor_free(&sum);
+        gsb__tensor_free(&mean);
         gsb__tensor_free(&lv);
+        gsb__tensor_free(&best);
     }
     free(split);
     free(child);

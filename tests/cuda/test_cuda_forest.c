@@ -21,8 +21,7 @@
  *    160 samples, and tiny ones (0 to 24: many constant features) so nodes of
  *    at most 64 samples without a slot go through the warp-per-node path.
  *  forest_partition: samples and counts equal.
- *  forest_predict: leaves equal, sums within 1e-12 (registers and in-place
- *    paths: 3 and 20 values per leaf).
+ *  (forest_predict: test_cuda_forest_predict.c.)
  *  Estimators: a classifier and a regressor fitted on each device predict
  *  the same classes on >= 99% of rows and close values; the classifier's GPU
  *  fit reproduces itself bitwise.
@@ -429,84 +428,6 @@ static void test_partition(void)
     }
 }
 
-/* random trees, breadth first, children in pairs (as test_forest.c) */
-static int32_t random_tree(uint64_t *s, int64_t d, int max_depth, int32_t *split, float *thr,
-                           int32_t *child, int64_t *next, int64_t *leaves)
-{
-    int64_t queue[1 << 12], depth[1 << 12], head = 0, tail = 0;
-    int64_t root = (*next)++;
-    queue[tail] = root;
-    depth[tail++] = 0;
-    while (head < tail) {
-        int64_t at = queue[head], dep = depth[head++];
-        if (dep >= max_depth || urand(s) < 0.15 || tail + 2 > (1 << 12)) {
-            split[at] = -1;
-            thr[at] = 0;
-            child[at] = (int32_t)(*leaves)++;
-            continue;
-        }
-        split[at] = (int32_t)(2 * (int64_t)(urand(s) * d) + (urand(s) < 0.5));
-        thr[at] = (float)(2 * urand(s) - 1);
-        child[at] = (int32_t)*next;
-        for (int k = 0; k < 2; k++) {
-            queue[tail] = (*next)++;
-            depth[tail++] = dep + 1;
-        }
-    }
-    return (int32_t)root;
-}
-
-static void test_predict(void)
-{
-    for (int kc = 0; kc < 2; kc++) {
-        for (int dt = 0; dt < 2; dt++) {
-            int before = case_begin();
-            uint64_t s = 90 + kc * 2 + dt;
-            int64_t T = 25, d = 11, n = 30000, K = kc ? 20 : 3, cap = T * (1 << 13);
-            int32_t *split = xmalloc(cap * 4), *child = xmalloc(cap * 4), *root = xmalloc(T * 4);
-            float *thr = xmalloc(cap * 4);
-            int64_t next = 0, leaves = 0;
-            for (int64_t t = 0; t < T; t++)
-                root[t] = random_tree(&s, d, 10, split, thr, child, &next, &leaves);
-            gsb__tensor val = hzeros(GSB_F32, leaves, K);
-            for (int64_t i = 0; i < leaves * K; i++)
-                ((float *)val.data)[i] = (float)urand(&s);
-            gsb__tensor ts = gsb__tensor_host_view(split, GSB_I32, next, 1);
-            gsb__tensor tt = gsb__tensor_host_view(thr, GSB_F32, next, 1);
-            gsb__tensor tc = gsb__tensor_host_view(child, GSB_I32, next, 1);
-            gsb__tensor tr = gsb__tensor_host_view(root, GSB_I32, T, 1);
-            gsb__tensor X = hzeros(dt ? GSB_F64 : GSB_F32, n, d);
-            for (int64_t i = 0; i < n * d; i++)
-                gsb__tensor_set(&X, i, urand(&s) < 0.05 ? NAN : 2.2 * urand(&s) - 1.1);
-            gsb__forest_trees th = {&ts, &tt, &tc, &tr, &val};
-            gsb__tensor gs = to_gpu(&ts), gt = to_gpu(&tt), gc = to_gpu(&tc), gr = to_gpu(&tr);
-            gsb__tensor gv = to_gpu(&val), gX = to_gpu(&X);
-            gsb__forest_trees tg = {&gs, &gt, &gc, &gr, &gv};
-            gsb__tensor sh = host_poisoned(GSB_F64, n, K), lh = host_poisoned(GSB_I32, n, T);
-            gsb__tensor sg = gpu_poisoned(GSB_F64, n, K), lg = gpu_poisoned(GSB_I32, n, T);
-            CHECK_OK(cpu->ops->forest_predict(cpu, &X, &th, &sh, &lh));
-            CHECK_OK(gpu->ops->forest_predict(gpu, &gX, &tg, &sg, &lg));
-            CHECK_MATCH(&sg, &sh, 1e-12);
-            CHECK_MATCH(&lg, &lh, 0.0);
-            /* sums alone, and leaves alone */
-            gsb__tensor sg2 = gpu_poisoned(GSB_F64, n, K), lg2 = gpu_poisoned(GSB_I32, n, T);
-            CHECK_OK(gpu->ops->forest_predict(gpu, &gX, &tg, &sg2, NULL));
-            CHECK_OK(gpu->ops->forest_predict(gpu, &gX, &tg, NULL, &lg2));
-            CHECK_MATCH(&sg2, &sh, 1e-12);
-            CHECK_MATCH(&lg2, &lh, 0.0);
-            gsb__tensor *all[] = {&val, &X, &gs, &gt, &gc, &gr, &gv, &gX, &sh, &lh, &sg, &lg,
-                                  &sg2, &lg2};
-            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-                gsb__tensor_free(all[i]);
-            free(split);
-            free(child);
-            free(root);
-            free(thr);
-            CASE_END(before, "predict K %lld dtype %d", (long long)K, dt);
-        }
-    }
-}
-
 /* ---- the estimators on both devices ----------------------------------------------- */
 
 static double *predict_values(gsb_model *m, const char *method, const gsb_array *X, int64_t *n)
@@ -611,7 +532,6 @@ int main(void)
     RUN(test_hist);
     RUN(test_split);
     RUN(test_partition);
-    RUN(test_predict);
     RUN(test_estimators);
     return testing_done();
 }

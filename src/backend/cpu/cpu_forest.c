@@ -2,10 +2,11 @@
  * cpu_forest.c - the forest ops on the CPU (contracts in backend/backend.h;
  * the CUDA twins are in cuda/cuda_forest.cu): binning X, node histograms
  * into the pool and their subtraction, the best split of a batch of nodes,
- * the stable partition of their samples, and prediction by every tree.
+ * and the stable partition of their samples (prediction is in
+ * cpu_forest_predict.c).
  *
  * Parallelism: OpenMP over nodes (or (node, feature) pairs when a batch has
- * few nodes), over rows for binning and prediction.  Every sum runs in the
+ * few nodes), over rows for binning.  Every sum runs in the
  * samples' order, so a call repeats bitwise whatever the thread count.
  *
  * forest_split builds a feature's stats in one of two ways, with the same
@@ -641,125 +642,5 @@ int gsb__cpu_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
         memcpy(rows + start, srows + start, (size_t)(end - start) * sizeof *rows);
         memcpy(w + start, sw + start, (size_t)(end - start) * sizeof *w);
     }
-    return GSB_OK;
-}
-
-/* ---- prediction ------------------------------------------------------------------- */
-
-/* Rows per block of prediction, at most: each tree walks a whole block before
- * the next tree, so a tree's nodes stay in cache across the block's rows (a
- * forest is far larger than the caches; walking one row through every tree
- * would miss on nearly every node).  Fewer rows give every thread blocks. */
-#define PREDICT_BLOCK 2048
-#define PREDICT_BLOCK_MIN 32
-/* Rows walked in lockstep: their node loads are independent, so the core has
- * that many misses in flight instead of one dependent chain. */
-#define PREDICT_LANES 8
-
-/* A node packed for the walk: one load, one cache line at most. */
-typedef struct pnode {
-    int32_t split, child;
-    float thr;
-    int32_t pad;
-} pnode;
-
-/* x's value of feature f as float32, as the trees compare it */
-static inline float feature_of(const gsb__tensor *X, int64_t i, int64_t f)
-{
-    return X->dtype == GSB_F32 ? ((const float *)X->data)[i * X->cols + f]
-                               : (float)((const double *)X->data)[i * X->cols + f];
-}
-
-/* The leaves of rows [i0, i1) in the tree at root, PREDICT_LANES rows at a time. */
-static void walk_rows(const pnode *nodes, int64_t root, const gsb__tensor *X, int64_t i0,
-                      int64_t i1, int64_t *leaf)
-{
-    for (int64_t a = i0; a < i1; a += PREDICT_LANES) {
-        int64_t lanes = i1 - a < PREDICT_LANES ? i1 - a : PREDICT_LANES;
-        int64_t at[PREDICT_LANES];
-        for (int64_t q = 0; q < lanes; q++)
-            at[q] = root;
-        for (int busy = 1; busy;) {
-            busy = 0;
-            for (int64_t q = 0; q < lanes; q++) {
-                const pnode *nd = &nodes[at[q]];
-                if (nd->split < 0)
-                    continue;
-                float x = feature_of(X, a + q, nd->split >> 1);
-                int left = isnan(x) ? (nd->split & 1) : x <= nd->thr;
-                at[q] = nd->child + (left ? 0 : 1);
-                busy = 1;
-            }
-        }
-        for (int64_t q = 0; q < lanes; q++)
-            leaf[a - i0 + q] = at[q];
-    }
-}
-
-int gsb__cpu_forest_predict(const gsb__backend *be, const gsb__tensor *X,
-                            const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves)
-{
-    (void)be;
-    const char *op = "forest_predict";
-    GSB_TRY(cpu_check(X, 0, -1, -1, op, "X"));
-    int64_t N = t->split ? t->split->rows * t->split->cols : 0;
-    GSB_TRY(cpu_check_vec(t->split, GSB_I32, N, op, "split"));
-    GSB_TRY(cpu_check_vec(t->threshold, GSB_F32, N, op, "threshold"));
-    GSB_TRY(cpu_check_vec(t->child, GSB_I32, N, op, "child"));
-    int64_t T = t->root ? t->root->rows * t->root->cols : 0;
-    GSB_TRY(cpu_check_vec(t->root, GSB_I32, T, op, "root"));
-    GSB_TRY(cpu_check(t->value, GSB_F32, -1, -1, op, "value"));
-    int64_t n = X->rows, K = t->value->cols, L = t->value->rows;
-    if (sum)
-        GSB_TRY(cpu_check(sum, GSB_F64, n, K, op, "sum"));
-    if (leaves)
-        GSB_TRY(cpu_check(leaves, GSB_I32, n, T, op, "leaves"));
-    const int32_t *root = t->root->data;
-    const float *val = t->value->data;
-    /* the walk trusts the arrays: an imported blob is checked before it gets here
-     * (forest_model.c); this guards the op's own contract */
-    for (int64_t i = 0; i < T; i++)
-        if (root[i] < 0 || root[i] >= N)
-            return gsb__err(GSB_EINTERNAL, "%s: root %d out of range", op, root[i]);
-    pnode *nodes = cpu_alloc(N, sizeof *nodes);
-    if (!nodes)
-        return gsb__err(GSB_ENOMEM, "%s: out of memory for %lld nodes", op, (long long)N);
-#pragma omp parallel for schedule(static) if (N > 65536)
-    for (int64_t i = 0; i < N; i++)
-        nodes[i] = (pnode){((const int32_t *)t->split->data)[i],
-                           ((const int32_t *)t->child->data)[i],
-                           ((const float *)t->threshold->data)[i], 0};
-    if (sum)
-        memset(sum->data, 0, (size_t)(n * K) * sizeof(double));
-    int64_t block = cpu_clamp64(n / (4 * (int64_t)omp_get_max_threads()), PREDICT_BLOCK_MIN,
-                                PREDICT_BLOCK);
-    int failed = 0;
-#pragma omp parallel reduction(| : failed) if (n * T > 4096)
-    {
-        int64_t *leaf = cpu_alloc(block, sizeof *leaf);
-        failed = !leaf;
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t i0 = 0; i0 < n; i0 += block) {
-            int64_t i1 = i0 + block < n ? i0 + block : n;
-            for (int64_t tr = 0; tr < T && !failed; tr++) {
-                walk_rows(nodes, root[tr], X, i0, i1, leaf);
-                for (int64_t i = i0; i < i1; i++) {
-                    int64_t node = leaf[i - i0], row = nodes[node].child;
-                    if (leaves)
-                        ((int32_t *)leaves->data)[i * T + tr] = (int32_t)(node - root[tr]);
-                    if (sum && row >= 0 && row < L) {
-                        const float *v = val + row * K;
-                        double *o = (double *)sum->data + i * K;
-                        for (int64_t k = 0; k < K; k++)
-                            o[k] += v[k];
-                    }
-                }
-            }
-        }
-        free(leaf);
-    }
-    free(nodes);
-    if (failed)
-        return gsb__err(GSB_ENOMEM, "%s: out of memory for the walk", op);
     return GSB_OK;
 }

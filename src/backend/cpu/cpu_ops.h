@@ -122,7 +122,8 @@ int gsb__cpu_forest_partition(const gsb__backend *be, const gsb__forest_data *d,
                               const gsb__tensor *nodes, const gsb__tensor *splits,
                               gsb__tensor *n_left);
 int gsb__cpu_forest_predict(const gsb__backend *be, const gsb__tensor *X,
-                            const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
+                            const gsb__forest_trees *t, gsb__tensor *mean,
+                            gsb__tensor *best, gsb__tensor *leaves);
 int gsb__cpu_forest_level_feats(const gsb__backend *be, const gsb__forest_data *d,
                                 const gsb__forest_level *lv, const gsb__forest_grow_rule *rule,
                                 int pass, gsb__tensor *map, gsb__tensor *seg, gsb__tensor *feats);

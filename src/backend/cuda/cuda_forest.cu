@@ -1,6 +1,7 @@
 /*
  * cuda_forest.cu - the forest ops on the GPU (contracts in backend/backend.h;
- * the CPU twins are in cpu_forest.c).  Every candidate split is scored by
+ * the CPU twins are in cpu_forest.c; forest_predict is in
+ * cuda_forest_predict.cu).  Every candidate split is scored by
  * the formulas of forest_math.h, shared with the twin, in the same order of
  * candidates; what may differ is the order in which a histogram's sums were
  * added (atomics), so near-ties can go either way.
@@ -31,10 +32,6 @@
  *                    counts into offsets; each chunk scatters its samples to
  *                    their stable places in the scratch arrays (warp ballots
  *                    rank them inside a tile); the chunks copy back.
- *  forest_predict    nodes packed into 16 bytes (split, threshold, child) so a
- *                    step of a walk is one load; one thread per row walks every
- *                    tree, summing the leaf values in registers (up to
- *                    PRED_KMAX values, else in the output row).
  *
  * The small index tensors (nodes, feats, splits, pairs, best, n_left) may be
  * host tensors: the op reads the host copy to plan its grid and copies them
@@ -56,7 +53,6 @@ constexpr int WARPS = THREADS / 32;
 constexpr int64_t HIST_CHUNK = 8192;   /* samples per block of forest_hist */
 constexpr int64_t PART_CHUNK = 4096;   /* samples per block of forest_partition */
 constexpr int HIST_GROUP = 4;          /* features per block of forest_hist */
-constexpr int PRED_KMAX = 16;          /* leaf values summed in registers */
 constexpr size_t REC_BYTES = (size_t)64 << 20; /* split records per pass */
 constexpr size_t HIST_SMEM = (size_t)64 << 10;  /* shared memory per forest_hist block */
 constexpr int SMALL_N = 64;            /* nodes of at most this many samples: a warp each */
@@ -858,66 +854,6 @@ __global__ void part_copy_back(const PartWork *__restrict__ work,
     }
 }
 
-/* ---- forest_predict --------------------------------------------------------------- */
-
-/* x: split, y: threshold bits, z: child (left; at a leaf its row of values) */
-__global__ void pack_nodes(const int32_t *__restrict__ split, const float *__restrict__ thr,
-                           const int32_t *__restrict__ child, int64_t N, int4 *__restrict__ out)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < N;
-         i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = make_int4(split[i], __float_as_int(thr[i]), child[i], 0);
-}
-
-template <typename T, bool REGS>
-__global__ void predict_kernel(const T *__restrict__ X, int64_t n, int64_t d,
-                               const int4 *__restrict__ nodes, const int32_t *__restrict__ root,
-                               int64_t T_, const float *__restrict__ value, int64_t K,
-                               double *__restrict__ sum, int32_t *__restrict__ leaves)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const T *x = X + i * d;
-        double acc[REGS ? PRED_KMAX : 1];
-        for (int k = 0; k < (REGS ? PRED_KMAX : 1); k++)
-            acc[k] = 0.0;
-        double *out = sum ? sum + i * K : NULL;
-        if (!REGS && out)
-            for (int64_t k = 0; k < K; k++)
-                out[k] = 0.0;
-        for (int64_t t = 0; t < T_; t++) {
-            int64_t node = root[t];
-            int4 nd = nodes[node];
-            while (nd.x >= 0) {
-                const float v = (float)x[nd.x >> 1];
-                const bool left = isnan(v) ? (nd.x & 1) != 0 : v <= __int_as_float(nd.y);
-                node = nd.z + (left ? 0 : 1);
-                nd = nodes[node];
-            }
-            if (leaves)
-                leaves[i * T_ + t] = (int32_t)(node - root[t]);
-            if (out) {
-                const float *val = value + (int64_t)nd.z * K;
-                if (REGS) {
-#pragma unroll
-                    for (int k = 0; k < PRED_KMAX; k++)
-                        if (k < K)
-                            acc[k] += val[k];
-                } else {
-                    for (int64_t k = 0; k < K; k++)
-                        out[k] += val[k];
-                }
-            }
-        }
-        if (REGS && out) {
-#pragma unroll
-            for (int k = 0; k < PRED_KMAX; k++) /* constant indices: acc stays in registers */
-                if (k < K)
-                    out[k] = acc[k];
-        }
-    }
-}
-
 } // namespace
 
 /* ---- the ops ---------------------------------------------------------------------- */
@@ -1328,84 +1264,5 @@ done:
     gsb__cuda_free(be, dwork);
     gsb__cuda_free(be, dfirst);
     gsb__cuda_free(be, dleft);
-    return rc;
-}
-
-extern "C" int gsb__cuda_forest_predict(const gsb__backend *be, const gsb__tensor *X,
-                                        const gsb__forest_trees *t, gsb__tensor *sum,
-                                        gsb__tensor *leaves)
-{
-    const char *op = "forest_predict";
-    if (!X || (X->dtype != GSB_F32 && X->dtype != GSB_F64) || !t)
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: X must be float32 or float64", op);
-    int rc = check(be, X, X->dtype, -1, -1, false, op, "X");
-    const int64_t N = t->split ? t->split->rows * t->split->cols : 0;
-    const int64_t T = t->root ? t->root->rows * t->root->cols : 0;
-    if (rc == GSB_OK)
-        rc = check(be, t->split, GSB_I32, -1, -1, false, op, "split");
-    if (rc == GSB_OK)
-        rc = check(be, t->threshold, GSB_F32, -1, -1, false, op, "threshold");
-    if (rc == GSB_OK)
-        rc = check(be, t->child, GSB_I32, -1, -1, false, op, "child");
-    if (rc == GSB_OK)
-        rc = check(be, t->root, GSB_I32, -1, -1, false, op, "root");
-    if (rc == GSB_OK)
-        rc = check(be, t->value, GSB_F32, -1, -1, false, op, "value");
-    if (rc != GSB_OK)
-        return rc;
-    const int64_t n = X->rows, K = t->value->cols;
-    if (t->threshold->rows * t->threshold->cols != N || t->child->rows * t->child->cols != N)
-        return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: node arrays differ in size", op);
-    if (sum && (rc = check(be, sum, GSB_F64, n, K, false, op, "sum")) != GSB_OK)
-        return rc;
-    if (leaves && (rc = check(be, leaves, GSB_I32, n, T, false, op, "leaves")) != GSB_OK)
-        return rc;
-    if (n == 0)
-        return GSB_OK;
-    if (T == 0 || N == 0) {
-        if (sum)
-            CUDA_TRY(cudaMemsetAsync(sum->data, 0, (size_t)(n * K) * sizeof(double),
-                                     gsb__cuda_ctx_of(be)->stream));
-        return GSB_OK;
-    }
-    /* the walk trusts the arrays (the estimator checked them, forest_model.c) */
-    void *packed = NULL;
-    if ((rc = scratch(be, N, sizeof(int4), &packed)) != GSB_OK)
-        return rc;
-    cudaStream_t s = gsb__cuda_ctx_of(be)->stream;
-    pack_nodes<<<grid_for(be, N), THREADS, 0, s>>>((const int32_t *)t->split->data,
-                                                   (const float *)t->threshold->data,
-                                                   (const int32_t *)t->child->data, N,
-                                                   (int4 *)packed);
-    CUDA_CHECK(cudaGetLastError());
-    {
-        const unsigned grid = grid_for(be, n);
-        const int4 *nodes = (const int4 *)packed;
-        const int32_t *root = (const int32_t *)t->root->data;
-        const float *val = (const float *)t->value->data;
-        double *sp = sum ? (double *)sum->data : NULL;
-        int32_t *lp = leaves ? (int32_t *)leaves->data : NULL;
-        const bool regs = K <= PRED_KMAX;
-        if (X->dtype == GSB_F32) {
-            const float *x = (const float *)X->data;
-            if (regs)
-                predict_kernel<float, true><<<grid, THREADS, 0, s>>>(x, n, X->cols, nodes, root,
-                                                                     T, val, K, sp, lp);
-            else
-                predict_kernel<float, false><<<grid, THREADS, 0, s>>>(x, n, X->cols, nodes,
-                                                                      root, T, val, K, sp, lp);
-        } else {
-            const double *x = (const double *)X->data;
-            if (regs)
-                predict_kernel<double, true><<<grid, THREADS, 0, s>>>(x, n, X->cols, nodes,
-                                                                      root, T, val, K, sp, lp);
-            else
-                predict_kernel<double, false><<<grid, THREADS, 0, s>>>(x, n, X->cols, nodes,
-                                                                       root, T, val, K, sp, lp);
-        }
-        CUDA_CHECK(cudaGetLastError());
-    }
-done:
-    gsb__cuda_free(be, packed);
     return rc;
 }

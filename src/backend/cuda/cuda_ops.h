@@ -142,7 +142,8 @@ int gsb__cuda_forest_partition(const gsb__backend *be, const gsb__forest_data *d
                                const gsb__tensor *nodes, const gsb__tensor *splits,
                                gsb__tensor *n_left);
 int gsb__cuda_forest_predict(const gsb__backend *be, const gsb__tensor *X,
-                             const gsb__forest_trees *t, gsb__tensor *sum, gsb__tensor *leaves);
+                             const gsb__forest_trees *t, gsb__tensor *mean,
+                             gsb__tensor *best, gsb__tensor *leaves);
 struct gsb__umap_sgd;
 int gsb__cuda_umap_sgd_epoch(const gsb__backend *be, gsb__tensor *head, const gsb__tensor *tail,
                              const gsb__tensor *indptr, const gsb__tensor *indices,

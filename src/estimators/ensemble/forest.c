@@ -16,7 +16,9 @@
 #include <stdlib.h>
 
 #include "core/estimator.h"
+#include "core/profile.h"
 #include "core/tensor.h"
+#include "estimators/ensemble/forest_cache.h"
 #include "estimators/ensemble/forest_fit.h"
 #include "estimators/ensemble/forest_merge.h"
 #include "estimators/ensemble/forest_model.h"
@@ -109,37 +111,52 @@ static const gsb__param_desc reg_params[] = {
 
 /* ---- prediction ------------------------------------------------------------------- */
 
-/* forest_predict on be for the model's trees v (host): sum and/or leaves (host). */
-static int predict_on(const gsb__backend *be, const gsb__tensor *X, const gsb__forest_trees *v,
-                      gsb__tensor *sum, gsb__tensor *leaves)
+/* The outputs forest_predict fills for a call (host tensors, NULL: not wanted). */
+typedef struct predict_out {
+    gsb__tensor *mean, *best, *leaves;
+} predict_out;
+
+/* forest_predict on a GPU backend: X up, the outputs down (o's host tensors). */
+static int predict_device(const gsb__backend *be, const gsb__tensor *X,
+                          const gsb__forest_trees *trees, const predict_out *o)
 {
-    if (be == gsb__cpu_backend())
-        return be->ops->forest_predict(be, X, v, sum, leaves);
-    gsb__tensor d[6] = {GSB__TENSOR_NONE, GSB__TENSOR_NONE, GSB__TENSOR_NONE,
-                        GSB__TENSOR_NONE, GSB__TENSOR_NONE, GSB__TENSOR_NONE};
-    gsb__tensor ds = GSB__TENSOR_NONE, dl = GSB__TENSOR_NONE;
+    gsb__tensor dX = GSB__TENSOR_NONE, d[3] = {GSB__TENSOR_NONE, GSB__TENSOR_NONE,
+                                              GSB__TENSOR_NONE};
+    gsb__tensor *host[3] = {o->mean, o->best, o->leaves};
     int rc;
-    GSB_CHECK(gsb__tensor_to(be, v->split, &d[0]));
-    GSB_CHECK(gsb__tensor_to(be, v->threshold, &d[1]));
-    GSB_CHECK(gsb__tensor_to(be, v->child, &d[2]));
-    GSB_CHECK(gsb__tensor_to(be, v->root, &d[3]));
-    GSB_CHECK(gsb__tensor_to(be, v->value, &d[4]));
-    GSB_CHECK(gsb__tensor_to(be, X, &d[5]));
-    gsb__forest_trees dv = {&d[0], &d[1], &d[2], &d[3], &d[4]};
-    if (sum)
-        GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, sum->rows, sum->cols, &ds));
-    if (leaves)
-        GSB_CHECK(gsb__tensor_alloc(be, GSB_I32, leaves->rows, leaves->cols, &dl));
-    GSB_CHECK(be->ops->forest_predict(be, &d[5], &dv, sum ? &ds : NULL, leaves ? &dl : NULL));
-    if (sum)
-        GSB_CHECK(be->ops->download(be, &ds, sum->data));
-    if (leaves)
-        rc = be->ops->download(be, &dl, leaves->data);
+    GSB_CHECK(gsb__tensor_to(be, X, &dX));
+    for (int i = 0; i < 3; i++)
+        if (host[i])
+            GSB_CHECK(gsb__tensor_alloc(be, host[i]->dtype, host[i]->rows, host[i]->cols, &d[i]));
+    gsb__profile_mark("X to the device");
+    GSB_CHECK(be->ops->forest_predict(be, &dX, trees, o->mean ? &d[0] : NULL,
+                                      o->best ? &d[1] : NULL, o->leaves ? &d[2] : NULL));
+    gsb__profile_mark("forest_predict");
+    for (int i = 0; i < 3; i++)
+        if (host[i])
+            GSB_CHECK(be->ops->download(be, &d[i], host[i]->data));
+    gsb__profile_mark("results to the host");
 done:
-    for (int i = 0; i < 6; i++)
+    gsb__tensor_free(&dX);
+    for (int i = 0; i < 3; i++)
         gsb__tensor_free(&d[i]);
-    gsb__tensor_free(&ds);
-    gsb__tensor_free(&dl);
+    return rc;
+}
+
+/* forest_predict on be for the model's trees (K values a leaf) into o. */
+static int predict_on(gsb__ctx *c, const gsb__backend *be, const gsb__tensor *X, int64_t K,
+                      const predict_out *o)
+{
+    gsb__forest_on on;
+    GSB_TRY(gsb__forest_on_open(c, be, X->cols, K, &on));
+    int rc;
+    if (be == gsb__cpu_backend()) {
+        rc = be->ops->forest_predict(be, X, &on.trees, o->mean, o->best, o->leaves);
+        gsb__profile_mark("forest_predict");
+    } else {
+        rc = predict_device(be, X, &on.trees, o);
+    }
+    gsb__forest_on_close(&on);
     return rc;
 }
 
@@ -152,74 +169,86 @@ static int64_t values_per_leaf(gsb__ctx *c)
     return no ? (int64_t)gsb__tensor_get(no, 0) : -1;
 }
 
-/* The mean over trees of the leaf values of each row of X (host, n x K), or
- * the leaves (n x T int32) when leaves is not NULL. */
-static int forest_predict(gsb__ctx *c, gsb__tensor *mean, gsb__tensor *leaves)
+/* Every tree on each row of X: the outputs not NULL (mean n x K, best n,
+ * leaves n x T), allocated here on the host. */
+static int forest_predict(gsb__ctx *c, gsb__tensor *mean, gsb__tensor *best,
+                          gsb__tensor *leaves)
 {
-    const gsb__tensor *X = gsb__in(c, "X");
-    int64_t K = values_per_leaf(c), T;
-    gsb__forest_trees v;
+    const gsb__tensor *X = gsb__in(c, "X"), *root;
+    int64_t K = values_per_leaf(c);
     if (K < 1)
         return gsb__err(GSB_ECORRUPT, "%s: fitted attribute 'classes_' or 'n_outputs_' is "
                         "missing or malformed", c->est->name);
-    GSB_TRY(gsb__forest_model_view(c, X->cols, K, &v, &T));
+    GSB_TRY(gsb__attr_need(c, "_tree_root", GSB_I32, -1, 1, &root));
     const gsb__backend *cpu = gsb__cpu_backend();
-    gsb__tensor *out = mean ? mean : leaves;
-    GSB_TRY(gsb__tensor_alloc(cpu, mean ? GSB_F64 : GSB_I32, X->rows, mean ? K : T, out));
-    int rc = predict_on(c->be, X, &v, mean, leaves);
+    predict_out o = {mean, best, leaves};
+    gsb__tensor *all[3] = {mean, best, leaves};
+    for (int i = 0; i < 3; i++)
+        if (all[i])
+            *all[i] = GSB__TENSOR_NONE;
+    int rc = GSB_OK;
+    if (o.mean)
+        rc = gsb__tensor_alloc(cpu, GSB_F64, X->rows, K, o.mean);
+    if (rc == GSB_OK && o.best)
+        rc = gsb__tensor_alloc(cpu, GSB_I32, X->rows, 1, o.best);
+    if (rc == GSB_OK && o.leaves)
+        rc = gsb__tensor_alloc(cpu, GSB_I32, X->rows, root->rows, o.leaves);
+    if (rc == GSB_OK)
+        rc = predict_on(c, c->be, X, K, &o);
     if (rc == GSB_EUNSUPPORTED && c->be != cpu)
-        rc = predict_on(cpu, X, &v, mean, leaves);
+        rc = predict_on(c, cpu, X, K, &o);
     if (rc != GSB_OK) {
-        gsb__tensor_free(out);
-        return rc;
+        for (int i = 0; i < 3; i++)
+            if (all[i])
+                gsb__tensor_free(all[i]);
     }
-    if (mean)
-        for (int64_t i = 0; i < X->rows * K; i++)
-            ((double *)mean->data)[i] /= (double)T;
-    return GSB_OK;
+    return rc;
 }
 
 static int classifier_predict_proba(gsb__ctx *c)
 {
     gsb__tensor p;
-    GSB_TRY(forest_predict(c, &p, NULL));
+    GSB_TRY(forest_predict(c, &p, NULL, NULL));
     return gsb__out(c, "proba", &p);
 }
 
 static int classifier_predict_log_proba(gsb__ctx *c)
 {
     gsb__tensor p;
-    GSB_TRY(forest_predict(c, &p, NULL));
-    for (int64_t i = 0; i < p.rows * p.cols; i++)
-        ((double *)p.data)[i] = log(((double *)p.data)[i]);
+    GSB_TRY(forest_predict(c, &p, NULL, NULL));
+    double *v = p.data;
+    int64_t len = p.rows * p.cols;
+#pragma omp parallel for schedule(static) if (len > 65536)
+    for (int64_t i = 0; i < len; i++)
+        v[i] = log(v[i]);
     return gsb__out(c, "log_proba", &p);
 }
 
 static int classifier_predict(gsb__ctx *c)
 {
-    gsb__tensor p, labels;
-    GSB_TRY(forest_predict(c, &p, NULL));
-    const double *cls = gsb__attr(c, "classes_")->data, *pr = p.data;
-    int rc = gsb__tensor_alloc(gsb__cpu_backend(), GSB_F64, p.rows, 1, &labels);
+    gsb__tensor best, labels;
+    GSB_TRY(forest_predict(c, NULL, &best, NULL));
+    const double *cls = gsb__attr(c, "classes_")->data;
+    const int32_t *b = best.data; /* in [0, n_classes): forest_predict's contract */
+    int64_t n = best.rows;
+    int rc = gsb__tensor_alloc(gsb__cpu_backend(), GSB_F64, n, 1, &labels);
     if (rc == GSB_OK) {
-        for (int64_t i = 0; i < p.rows; i++) {
-            int64_t best = 0;
-            for (int64_t k = 1; k < p.cols; k++)
-                if (pr[i * p.cols + k] > pr[i * p.cols + best])
-                    best = k;
-            ((double *)labels.data)[i] = cls[best];
-        }
+        double *out = labels.data;
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (int64_t i = 0; i < n; i++)
+            out[i] = cls[b[i]];
         gsb__tensor_as_1d(&labels);
         rc = gsb__out(c, "labels", &labels);
     }
-    gsb__tensor_free(&p);
+    gsb__tensor_free(&best);
+    gsb__profile_mark("labels");
     return rc;
 }
 
 static int regressor_predict(gsb__ctx *c)
 {
     gsb__tensor y;
-    GSB_TRY(forest_predict(c, &y, NULL));
+    GSB_TRY(forest_predict(c, &y, NULL, NULL));
     if (y.cols == 1)
         gsb__tensor_as_1d(&y);
     return gsb__out(c, "y", &y);
@@ -228,7 +257,7 @@ static int regressor_predict(gsb__ctx *c)
 static int forest_apply(gsb__ctx *c)
 {
     gsb__tensor leaves, out;
-    GSB_TRY(forest_predict(c, NULL, &leaves));
+    GSB_TRY(forest_predict(c, NULL, NULL, &leaves));
     int rc = gsb__tensor_alloc(gsb__cpu_backend(), GSB_I64, leaves.rows, leaves.cols, &out);
     if (rc == GSB_OK) {
         for (int64_t i = 0; i < leaves.rows * leaves.cols; i++)
@@ -274,8 +303,20 @@ static int forest_tree_info(gsb__ctx *c)
     {"tree_info", forest_tree_info, {{0}}, 0,                                                    \
      "n_leaves and depth (int64) of each tree (a tree has 2 n_leaves - 1 nodes)"}
 
-static int classifier_fit(gsb__ctx *c) { return gsb__forest_fit(c, 1); }
-static int regressor_fit(gsb__ctx *c) { return gsb__forest_fit(c, 0); }
+/* The fit, then the trees made ready for prediction on the fit's backend (the
+ * first predict would otherwise pay the checks and the upload). */
+static int forest_fit(gsb__ctx *c, int classifier)
+{
+    GSB_TRY(gsb__forest_fit(c, classifier));
+    int64_t K = values_per_leaf(c);
+    if (K >= 1)
+        gsb__forest_cache_fit(c, gsb__in(c, "X")->cols, K);
+    gsb__profile_mark("trees ready for prediction");
+    return GSB_OK;
+}
+
+static int classifier_fit(gsb__ctx *c) { return forest_fit(c, 1); }
+static int regressor_fit(gsb__ctx *c) { return forest_fit(c, 0); }
 
 static const gsb__method_desc clf_methods[] = {
     {"fit", classifier_fit,

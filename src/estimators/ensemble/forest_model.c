@@ -236,8 +236,7 @@ static int altered(gsb__ctx *c, const char *what)
                     c->est->name, what);
 }
 
-int gsb__forest_model_view(gsb__ctx *c, int64_t n_features, int64_t K, gsb__forest_trees *out,
-                           int64_t *n_trees)
+int gsb__forest_model_arrays(gsb__ctx *c, int64_t K, gsb__forest_trees *out, int64_t *n_trees)
 {
     const gsb__tensor *split, *thr, *child, *root, *value;
     GSB_TRY(gsb__attr_need(c, "_node_split", GSB_I32, -1, 1, &split));
@@ -246,26 +245,38 @@ int gsb__forest_model_view(gsb__ctx *c, int64_t n_features, int64_t K, gsb__fore
     GSB_TRY(gsb__attr_need(c, "_node_child", GSB_I32, N, 1, &child));
     GSB_TRY(gsb__attr_need(c, "_tree_root", GSB_I32, -1, 1, &root));
     GSB_TRY(gsb__attr_need(c, "_leaf_value", GSB_F32, -1, K, &value));
-    int64_t T = root->rows, L = value->rows;
-    const int32_t *sp = split->data, *ch = child->data, *rt = root->data;
+    *out = (gsb__forest_trees){split, thr, child, root, value};
+    *n_trees = root->rows;
+    return GSB_OK;
+}
+
+int gsb__forest_model_view(gsb__ctx *c, int64_t n_features, int64_t K, gsb__forest_trees *out,
+                           int64_t *n_trees)
+{
+    gsb__forest_trees v;
+    int64_t T;
+    GSB_TRY(gsb__forest_model_arrays(c, K, &v, &T));
+    int64_t N = v.split->rows, L = v.value->rows;
+    const int32_t *sp = v.split->data, *ch = v.child->data, *rt = v.root->data;
     if (T < 1 || N < 1 || rt[0] != 0)
         return altered(c, "no trees");
     for (int64_t t = 0; t < T; t++) {
         int64_t end = t + 1 < T ? rt[t + 1] : N;
         if (end <= rt[t] || end > N)
             return altered(c, "tree offsets");
-        /* every walk moves forward inside its tree, so it ends at a leaf */
-        for (int64_t i = rt[t]; i < end; i++) {
-            if (sp[i] >= 0 ? (sp[i] >> 1) >= n_features || ch[i] <= i || ch[i] + 1 >= end
-                           : ch[i] < 0 || ch[i] >= L)
-                return altered(c, "node links");
-        }
     }
-    out->split = split;
-    out->threshold = thr;
-    out->child = child;
-    out->root = root;
-    out->value = value;
+    int bad = 0;
+    /* every walk moves forward inside its tree, so it ends at a leaf */
+#pragma omp parallel for reduction(| : bad) schedule(dynamic, 1) if (N > 65536)
+    for (int64_t t = 0; t < T; t++) {
+        int64_t end = t + 1 < T ? rt[t + 1] : N;
+        for (int64_t i = rt[t]; i < end; i++)
+            bad |= sp[i] >= 0 ? (sp[i] >> 1) >= n_features || ch[i] <= i || ch[i] + 1 >= end
+                              : ch[i] < 0 || ch[i] >= L;
+    }
+    if (bad)
+        return altered(c, "node links");
+    *out = v;
     *n_trees = T;
     return GSB_OK;
 }

@@ -67,6 +67,10 @@ int gsb__forest_model_store(gsb__ctx *c, const gsb__forest_model *m);
 int gsb__forest_model_view(gsb__ctx *c, int64_t n_features, int64_t K, gsb__forest_trees *out,
                            int64_t *T);
 
+/* The fitted trees' arrays with their dtypes and shapes checked, not their
+ * links: for a model whose links gsb__forest_model_view has checked. */
+int gsb__forest_model_arrays(gsb__ctx *c, int64_t K, gsb__forest_trees *out, int64_t *T);
+
 /* The leaf of tree t (root r) for row x (d features, float32 or float64). */
 int64_t gsb__forest_walk(const gsb__forest_trees *t, int64_t root, const void *x,
                          gsb_dtype dtype);
