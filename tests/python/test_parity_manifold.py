@@ -54,30 +54,55 @@ def test_quality_digits(digits, sk_reference, method, reference):
     assert abs(m.kl_divergence_ - sk_kl) <= 0.1 * sk_kl, (m.kl_divergence_, sk_kl)
 
 
-def test_quality_blobs_cosine_and_3d():
-    X, _ = make_blobs(n_samples=300, n_features=10, centers=4, random_state=1)
-    # The GPU backend has no Barnes-Hut: for 3 components its 'barnes_hut' runs the
-    # exact repulsion (tsne.c), whose KL is judged against scikit-learn's exact method
-    # (Barnes-Hut's KL in 3-D is ~25% above the exact one's on this set)
-    on_gpu = os.environ.get("GSB_DEVICE", "cpu") != "cpu"
-    for kw in ({"metric": "cosine"}, {"n_components": 3}):
-        ref = "exact" if on_gpu and kw.get("n_components") == 3 else "barnes_hut"
-        g = gsm.TSNE(random_state=0, max_iter=MAX_ITER, perplexity=20, **kw).fit(X)
-        s = skm.TSNE(random_state=0, max_iter=MAX_ITER, perplexity=20, method=ref, **kw).fit(X)
-        metric = kw.get("metric", "euclidean")
-        gt = trustworthiness(X, g.embedding_, n_neighbors=10, metric=metric)
-        st = trustworthiness(X, s.embedding_, n_neighbors=10, metric=metric)
-        assert gt >= st - 0.01, (kw, gt, st)
-        assert abs(g.kl_divergence_ - s.kl_divergence_) <= 0.1 * s.kl_divergence_, kw
-
-
-
 def _pca_init(X, k):
     """scikit-learn's init='pca' array (TSNE._fit), to hand both libraries the same start."""
     from sklearn.decomposition import PCA
     Y = PCA(n_components=k, svd_solver="randomized", random_state=0).fit_transform(X)
     Y = Y.astype(np.float32, copy=False)
     return Y / np.std(Y[:, 0]) * 1e-4
+
+
+def _shared_inits(X, k):
+    """scikit-learn's PCA init and two copies moved by 1e-6 relative."""
+    Y0 = _pca_init(X, k)
+    rng = np.random.default_rng(0)
+    return [Y0] + [(Y0 * (1 + 1e-6 * rng.standard_normal(Y0.shape))).astype(np.float32)
+                   for _ in range(2)]
+
+
+def _median_quality(est, X, inits, **kw):
+    """Median KL and trustworthiness of one estimator class's fits from each init."""
+    fits = [est(max_iter=MAX_ITER, init=Y, **kw).fit(X) for Y in inits]
+    kl = np.median([m.kl_divergence_ for m in fits])
+    trust = np.median([trustworthiness(X, m.embedding_, n_neighbors=10) for m in fits])
+    return kl, trust, fits
+
+
+def test_quality_blobs_cosine():
+    X, _ = make_blobs(n_samples=300, n_features=10, centers=4, random_state=1)
+    g = gsm.TSNE(random_state=0, max_iter=MAX_ITER, perplexity=20, metric="cosine").fit(X)
+    s = skm.TSNE(random_state=0, max_iter=MAX_ITER, perplexity=20, metric="cosine").fit(X)
+    gt = trustworthiness(X, g.embedding_, n_neighbors=10, metric="cosine")
+    st = trustworthiness(X, s.embedding_, n_neighbors=10, metric="cosine")
+    assert gt >= st - 0.01, (gt, st)
+    assert abs(g.kl_divergence_ - s.kl_divergence_) <= 0.1 * s.kl_divergence_
+
+
+def test_quality_blobs_3d():
+    """The default method in 3-D.  The GPU backend has no Barnes-Hut: there 3 components
+    run the exact repulsion (tsne.c), judged against scikit-learn's exact method; on the
+    CPU, Barnes-Hut against Barnes-Hut.  A single 3-D run's KL moves by +-20% with
+    float32 rounding alone (test_quality_exact_3d), so medians over shared inits, the KL
+    one-sided as trustworthiness is (one run on an H200: 0.485 alone, 0.587 after
+    other tests in the process, against scikit-learn exact's 0.478)."""
+    X, _ = make_blobs(n_samples=300, n_features=10, centers=4, random_state=1)
+    ref = "exact" if os.environ.get("GSB_DEVICE", "cpu") != "cpu" else "barnes_hut"
+    inits = _shared_inits(X, 3)
+    gkl, gt, _ = _median_quality(gsm.TSNE, X, inits, n_components=3, perplexity=20)
+    skl, st, _ = _median_quality(skm.TSNE, X, inits, n_components=3, perplexity=20,
+                                 method=ref)
+    assert gt >= st - 0.01, (gt, st)
+    assert gkl <= 1.1 * skl, (gkl, skl)
 
 
 def test_quality_exact_3d(digits):
@@ -93,25 +118,17 @@ def test_quality_exact_3d(digits):
     from sklearn.manifold import _t_sne
     from sklearn.metrics import pairwise_distances
     X = digits[0][:200]
-    Y0 = _pca_init(X, 3)
-    rng = np.random.default_rng(0)
-    inits = [Y0] + [(Y0 * (1 + 1e-6 * rng.standard_normal(Y0.shape))).astype(np.float32)
-                    for _ in range(2)]
+    inits = _shared_inits(X, 3)
     P = _t_sne._joint_probabilities(pairwise_distances(X, squared=True), 30.0, 0)
-    kl, trust = {}, {}
-    for name, est in (("gsb", gsm.TSNE), ("sklearn", skm.TSNE)):
-        fits = [est(n_components=3, method="exact", max_iter=MAX_ITER, init=Y).fit(X)
-                for Y in inits]
-        kl[name] = np.median([m.kl_divergence_ for m in fits])
-        trust[name] = np.median([trustworthiness(X, m.embedding_, n_neighbors=10)
-                                 for m in fits])
-        if name == "gsb":
-            E = fits[0].embedding_.astype(np.float64).ravel()
-            sk_kl = _t_sne._kl_divergence(E, P, 2, len(X), 3)[0]
-            # reported before the last step, as scikit-learn does: not quite the final Y's
-            assert fits[0].kl_divergence_ == pytest.approx(sk_kl, rel=0.01)
-    assert kl["gsb"] <= 1.1 * kl["sklearn"], kl
-    assert trust["gsb"] >= trust["sklearn"] - 0.01, trust
+    gkl, gt, fits = _median_quality(gsm.TSNE, X, inits, n_components=3, method="exact")
+    skl, st, _ = _median_quality(skm.TSNE, X, inits, n_components=3, method="exact")
+    E = fits[0].embedding_.astype(np.float64).ravel()
+    sk_kl = _t_sne._kl_divergence(E, P, 2, len(X), 3)[0]
+    # reported before the last step, as scikit-learn does: not quite the final Y's
+    assert fits[0].kl_divergence_ == pytest.approx(sk_kl, rel=0.01)
+    assert gkl <= 1.1 * skl, (gkl, skl)
+    assert gt >= st - 0.01, (gt, st)
+
 
 def test_attributes_like_sklearn(digits):
     X, _ = digits
