@@ -17,13 +17,15 @@ Cases (the issue's sizes; --scale multiplies the rows, 0.25 for a quick run):
   KMeans(100) 4M x 64 (explicit init, 20 Lloyd iterations: tol=0, max_iter=20),
   LinearRegression 4M x 256, PCA(16) 4M x 256, and kNN 1M x 64 (NearestNeighbors,
   kneighbors of 10k queries, k=10: the index split across the GPUs, each GPU's top k
-  merged on the host).
+  merged on the host), and RandomForestClassifier 1M x 32 (32 trees, max_depth 10: the
+  trees shared out, each GPU growing its share on all the rows).
 Fit times include the upload of X (each GPU uploads its rows); float32 data.  The kNN
 row times kneighbors of the queries against the fitted index (fitted once per session,
 outside the timing): on cuda:0 / cuda:all the shards stay on their GPUs between calls,
 while the one-GPU session uploads the index at every call (compare cuda:0 with
 cuda:all for the search's own scaling).  Its weak scaling grows the index, not the
-queries (each GPU searches as many rows as the baseline).
+queries (each GPU searches as many rows as the baseline); the forest's grows the trees
+(each GPU grows as many trees as the baseline), and it has no collectives.
 The collectives column: the strong-scaling fit's all-reduces / all-gathers (calls,
 bytes per rank, wall time, host copies included: the session info's counters).  Then
 bench_comm (built beside libgsb, or $GSB_BENCH_COMM) measures NCCL's own all-reduce
@@ -65,6 +67,9 @@ def case_data(name, n, rng):
     if name.startswith("kNN"):
         return (rng.standard_normal((n, 64), dtype=np.float32),
                 rng.standard_normal((KNN_QUERIES, 64), dtype=np.float32))
+    if name.startswith("RandomForest"):
+        X = rng.standard_normal((n, 32), dtype=np.float32)
+        return X, (X[:, 0] + X[:, 1] * X[:, 2] > 0.5).astype(np.int64) + (X[:, 3] > 1)
     if name.startswith("KMeans"):
         X = rng.standard_normal((n, 64), dtype=np.float32)
         X += rng.integers(0, 8, size=(n, 1)).astype(np.float32)  # some structure
@@ -74,7 +79,14 @@ def case_data(name, n, rng):
     return X, y
 
 
-def make(name, X):
+FOREST_TREES = 32
+
+
+def make(name, X, grow=1):
+    """The case's estimator; grow multiplies a forest's trees (its weak scaling)."""
+    if name.startswith("RandomForest"):
+        return ALL["RandomForestClassifier"](n_estimators=FOREST_TREES * grow, max_depth=10,
+                                             random_state=0)
     if name.startswith("kNN"):
         return ALL["NearestNeighbors"](n_neighbors=KNN_K)
     if name.startswith("KMeans"):
@@ -92,14 +104,14 @@ def collectives():
     return (c.get("calls", 0), c.get("bytes", 0), c.get("seconds", 0.0))
 
 
-def timed(device, name, X, y, repeats):
+def timed(device, name, X, y, repeats, grow=1):
     """The best wall time of repeats fits (kNN: of repeats kneighbors of the queries y
     against X, fitted once), and that call's collectives (calls, bytes, s)."""
     gsb.set_config(device=device)
     best, coll = float("nan"), (0, 0, 0.0)
     knn = make(name, X).fit(X) if name.startswith("kNN") else None
     for _ in range(repeats):
-        est = knn or make(name, X)
+        est = knn or make(name, X, grow)
         before = collectives()
         t0 = time.perf_counter()
         if knn is not None:
@@ -149,7 +161,8 @@ def main():
     rng = np.random.default_rng(0)
     cases = [("KMeans(100) 4M x 64", 4_000_000), ("LinearRegression 4M x 256", 4_000_000),
              ("PCA(16) 4M x 256", 4_000_000),
-             (f"kNN 1M x 64 ({KNN_QUERIES // 1000}k queries, k={KNN_K})", 1_000_000)]
+             (f"kNN 1M x 64 ({KNN_QUERIES // 1000}k queries, k={KNN_K})", 1_000_000),
+             (f"RandomForestClassifier 1M x 32 ({FOREST_TREES} trees, depth 10)", 1_000_000)]
     if args.cases:
         cases = [c for c in cases if re.search(args.cases, c[0], re.IGNORECASE)]
     rows = []
@@ -167,7 +180,9 @@ def main():
         strong, coll = (timed(args.multi, name, X, y, args.repeats) if gpus > 1
                         else (float("nan"), (0, 0, 0.0)))
         weak = float("nan")
-        if gpus > 1:
+        if gpus > 1 and name.startswith("RandomForest"):  # trees x ranks, the same rows
+            weak, _ = timed(args.multi, name, X, y, args.repeats, grow=gpus)
+        elif gpus > 1:
             Xw = np.concatenate([X] * gpus)
             yw = (y if y is None or name.startswith("kNN")  # the same queries
                   else np.concatenate([y] * gpus))

@@ -475,7 +475,8 @@ int gsb__multidev_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md
     *handled = 0;
     int composite = strcmp(md->name, "fit_transform") == 0 || strcmp(md->name, "fit_predict") == 0;
     if (strcmp(md->name, "fit") != 0 && !composite) {
-        if (strcmp(md->name, "fit_from_stats") != 0) /* a driver's own step: no warning */
+        if (strcmp(md->name, "fit_from_stats") != 0 && /* a driver's own step: no warning */
+            strcmp(md->name, "fit_from_trees") != 0)
             gsb__md_warn_once(ds, m, md->name, "only fit is split across devices");
         return GSB_OK;
     }
@@ -500,6 +501,8 @@ int gsb__multidev_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md
         rc = gsb__md_kmeans_fit(ds, m, md, in, handled, &why);
     } else if (strcmp(m->est->name, "LogisticRegression") == 0) {
         rc = gsb__md_logistic_fit(ds, m, md, in, handled, &why);
+    } else if (gsb__md_forest_estimator(m) && !composite) {
+        rc = gsb__md_forest_fit(ds, m, md, in, handled, &why);
     }
     if (!*handled) {
         gsb__md_warn_once(ds, m, md->name, why);

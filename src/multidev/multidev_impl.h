@@ -84,4 +84,12 @@ int gsb__md_knn_estimator(const gsb__model *m);
 int gsb__md_knn_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md, gsb__tensor *in,
                     const json_t *options, gsb__nlist *out, int *handled);
 
+/* The forests across devices (multidev_forest.c): 1 for RandomForestClassifier
+ * and RandomForestRegressor, whose fit shares the trees out over the ranks
+ * (each on the whole X) and concatenates them in seed order; *handled 0 (with
+ * *why) for what it does not cover (warm_start). */
+int gsb__md_forest_estimator(const gsb__model *m);
+int gsb__md_forest_fit(gsb__devset *ds, gsb__model *m, const gsb__method_desc *md,
+                       gsb__tensor *in, int *handled, const char **why);
+
 #endif

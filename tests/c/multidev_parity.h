@@ -263,6 +263,53 @@ static inline void parity_knn(gsb_session *multi, gsb_session *one, const gsb_ar
         gsb_model_free(b);
 }
 
+/* The forests in both sessions (the trees shared out over the ranks): every
+ * attribute identical (the same trees in the same order, the OOB estimates,
+ * the importances) and the same predictions.  Labels and integral targets
+ * with bootstrap counts as weights keep every split's sums exact, so a GPU's
+ * atomic summation order cannot break a near tie differently. */
+static inline void parity_forest(gsb_session *multi, gsb_session *one, const gsb_array *X,
+                                 const double *y, const gsb_array *w)
+{
+    int64_t n = X->shape[0];
+    double *lab = malloc((size_t)n * 8), *yi = malloc((size_t)n * 8), mean = 0;
+    for (int64_t i = 0; i < n; i++)
+        mean += y[i] / (double)n;
+    for (int64_t i = 0; i < n; i++) {
+        lab[i] = y[i] > mean + 1 ? 2 : y[i] > mean - 1 ? 1 : 0;
+        yi[i] = round(3 * y[i]);
+    }
+    gsb_array la = gsb_array_1d(lab, GSB_F64, n), ya = gsb_array_1d(yi, GSB_F64, n);
+    const char *oob = n >= 20 ? "true" : "false";
+    char p[4][160];
+    snprintf(p[0], sizeof p[0], "{\"n_estimators\": 7, \"max_depth\": 5, \"random_state\": 3, "
+             "\"oob_score\": %s}", oob);
+    snprintf(p[1], sizeof p[1], "{\"n_estimators\": 2, \"random_state\": 4}");
+    snprintf(p[2], sizeof p[2], "{\"n_estimators\": 5, \"max_features\": 0.5, "
+             "\"random_state\": 5, \"oob_score\": %s}", oob);
+    snprintf(p[3], sizeof p[3], "{\"n_estimators\": 4, \"bootstrap\": false, "
+             "\"max_leaf_nodes\": 6, \"random_state\": 6}");
+    for (int k = 0; k < 4; k++)
+        for (int c = 0; c < 2; c++) {
+            const char *est = c ? "RandomForestRegressor" : "RandomForestClassifier";
+            const gsb_array *t = c ? &ya : &la, *sw = k == 2 ? w : NULL;
+            gsb_model *a = parity_fit(multi, est, p[k], X, t, sw);
+            CHECK(strstr(gsb_warnings(), "first device") == NULL);
+            gsb_model *b = parity_fit(one, est, p[k], X, t, sw);
+            if (a && b) {
+                parity_all(a, b, 0);
+                parity_call(a, b, "predict", X, NULL, c ? "y" : "labels", 0);
+                parity_call(a, b, "apply", X, NULL, "leaves", 0);
+            }
+            if (a)
+                gsb_model_free(a);
+            if (b)
+                gsb_model_free(b);
+        }
+    free(lab);
+    free(yi);
+}
+
 /* The estimators with a multi-device fit, on data X (n x d), y, w (doubles)
  * in dtype dt; tol for float64 (float32: 1e-4, its own rounding). */
 static inline void parity_suite(gsb_session *multi, gsb_session *one, const double *X,
@@ -303,6 +350,7 @@ static inline void parity_suite(gsb_session *multi, gsb_session *one, const doub
         free(qb);
         free(lb);
     }
+    parity_forest(multi, one, &xa, y, &wa);
     if (n > d + 1) {
         CHECK(parity_check(multi, one, "LinearRegression", NULL, &xa, &ya, NULL, tol));
         CHECK(parity_check(multi, one, "LinearRegression", NULL, &xa, &y2, &wa, tol));

@@ -198,3 +198,19 @@ def test_multigpu_device_strings(restore_device):
     for bad in ("cuda:", "cpu:x", "gpu:1", "cuda:0,", "cuda:a"):
         with pytest.raises(ValueError, match="device must be one of"):
             gsb.set_config(device=bad)
+
+
+@pytest.mark.filterwarnings("error::UserWarning")  # no "first device only" fallback
+@pytest.mark.parametrize("multi,one", SETS)
+@pytest.mark.parametrize("name", ["RandomForestClassifier", "RandomForestRegressor"])
+def test_multigpu_forest_same_trees(restore_device, name, multi, one):
+    X, y = _data()
+    y = np.digitize(y, np.quantile(y, [0.3, 0.7])) if "Class" in name else np.round(3 * y)
+    params = {"n_estimators": 15, "max_depth": 6, "random_state": 1, "oob_score": True}
+    a = _fit(multi, name, params, X, y)
+    b = _fit(one, name, params, X, y)
+    np.testing.assert_array_equal(a.feature_importances_, b.feature_importances_)
+    assert a.oob_score_ == b.oob_score_
+    assert len(a.estimators_) == 15
+    np.testing.assert_array_equal(a.apply(X), b.apply(X))
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))

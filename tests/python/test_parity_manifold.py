@@ -7,6 +7,7 @@ minus 0.01 and the final KL divergence within 10% of scikit-learn's.  A digits
 subsample keeps CI time small (bench/tsne_quality.py runs the 20k-row blobs).
 Tolerances: docs/PARITY.md, "manifold".
 """
+import os
 import pickle
 
 import numpy as np
@@ -55,9 +56,14 @@ def test_quality_digits(digits, sk_reference, method, reference):
 
 def test_quality_blobs_cosine_and_3d():
     X, _ = make_blobs(n_samples=300, n_features=10, centers=4, random_state=1)
+    # The GPU backend has no Barnes-Hut: for 3 components its 'barnes_hut' runs the
+    # exact repulsion (tsne.c), whose KL is judged against scikit-learn's exact method
+    # (Barnes-Hut's KL in 3-D is ~25% above the exact one's on this set)
+    on_gpu = os.environ.get("GSB_DEVICE", "cpu") != "cpu"
     for kw in ({"metric": "cosine"}, {"n_components": 3}):
+        ref = "exact" if on_gpu and kw.get("n_components") == 3 else "barnes_hut"
         g = gsm.TSNE(random_state=0, max_iter=MAX_ITER, perplexity=20, **kw).fit(X)
-        s = skm.TSNE(random_state=0, max_iter=MAX_ITER, perplexity=20, **kw).fit(X)
+        s = skm.TSNE(random_state=0, max_iter=MAX_ITER, perplexity=20, method=ref, **kw).fit(X)
         metric = kw.get("metric", "euclidean")
         gt = trustworthiness(X, g.embedding_, n_neighbors=10, metric=metric)
         st = trustworthiness(X, s.embedding_, n_neighbors=10, metric=metric)

@@ -13,14 +13,16 @@ merged exactly on the workers, and the driver fits from the merged statistics
 (docs/DASK.md).  A fitted estimator predicts and transforms lazily, partition by
 partition.  Needs dask and distributed.
 """
-from . import cluster, decomposition, linear_model, neighbors, preprocessing
+from . import cluster, decomposition, ensemble, linear_model, neighbors, preprocessing
 from .cluster import KMeans
+from .ensemble import RandomForestClassifier, RandomForestRegressor
 from .decomposition import PCA, TruncatedSVD
 from .linear_model import ElasticNet, Lasso, LinearRegression, LogisticRegression, Ridge
 from .neighbors import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
 from .preprocessing import StandardScaler
 
-__all__ = ["cluster", "decomposition", "linear_model", "neighbors", "preprocessing",
+__all__ = ["cluster", "decomposition", "ensemble", "linear_model", "neighbors", "preprocessing",
            "KMeans", "PCA", "TruncatedSVD", "ElasticNet", "Lasso", "LinearRegression",
            "LogisticRegression", "Ridge",
-           "KNeighborsClassifier", "KNeighborsRegressor", "NearestNeighbors", "StandardScaler"]
+           "KNeighborsClassifier", "KNeighborsRegressor", "NearestNeighbors", "StandardScaler",
+           "RandomForestClassifier", "RandomForestRegressor"]

@@ -118,3 +118,16 @@ def knn_regress(stats, by_distance, dtype, one_d):
     with np.errstate(invalid="ignore", divide="ignore"):
         out = (np.einsum("qk,qkt->qt", w, pay) / w.sum(axis=1)[:, None]).astype(dtype)
     return out[:, 0] if one_d else out
+
+
+def forest_part(name, params, X, y, w=None):
+    """A forest grown on one partition (its share of the trees), packed by the engine."""
+    est = ALL[name](**params)
+    kwargs = {} if w is None else {"sample_weight": np.ascontiguousarray(w)}
+    est.fit(np.ascontiguousarray(X), np.ascontiguousarray(y), **kwargs)
+    return est._call("export_trees", [])["trees"]
+
+
+def merge_trees(name, params, a, b):
+    """Two packed forests concatenated by the engine (a's trees first)."""
+    return call(name, params, "merge_trees", [a, b])["trees"]

@@ -18,6 +18,7 @@
 #include "core/estimator.h"
 #include "core/tensor.h"
 #include "estimators/ensemble/forest_fit.h"
+#include "estimators/ensemble/forest_merge.h"
 #include "estimators/ensemble/forest_model.h"
 #include "estimators/ensemble/forest_params.h"
 
@@ -264,6 +265,12 @@ static int forest_tree_info(gsb__ctx *c)
     {"apply", forest_apply, {IN_X}, 0,                                                           \
      "leaves (n_samples, n_estimators) int64: the leaf each tree sends each row to (node "        \
      "index within the tree, gsb's breadth-first numbering)"},                                    \
+    {"export_trees", gsb__forest_export_method, {{0}}, 0,                                        \
+     "trees: the fitted forest packed in one float64 array (forest_merge.h), for merge_trees "    \
+     "and fit_from_trees"},                                                                       \
+    {"merge_trees", gsb__forest_merge_method, {{"a", GSB__IN_STATS}, {"b", GSB__IN_STATS}},      \
+     GSB__METHOD_STATELESS,                                                                       \
+     "trees: packed forests a and b concatenated (a's trees first; classes united)"},             \
     {"tree_info", forest_tree_info, {{0}}, 0,                                                    \
      "n_leaves and depth (int64) of each tree (a tree has 2 n_leaves - 1 nodes)"}
 
@@ -281,6 +288,12 @@ static const gsb__method_desc clf_methods[] = {
     {"predict_log_proba", classifier_predict_log_proba, {IN_X}, 0,
      "log_proba: the log of predict_proba."},
     APPLY_METHOD,
+    {"fit_from_trees", gsb__forest_clf_fit_from_trees,
+     {{"trees", GSB__IN_STATS}, {"X", GSB__IN_X | GSB__IN_ALLOW_NAN | GSB__IN_OPTIONAL},
+      {"y", GSB__IN_LABELS | GSB__IN_OPTIONAL},
+      {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}}, 1,
+     "The forest of packed trees (merge_trees' result); with X and y (the training data) and "
+     "oob_score=True, the OOB estimates too."},
     {0}};
 
 static const gsb__method_desc reg_methods[] = {
@@ -291,6 +304,12 @@ static const gsb__method_desc reg_methods[] = {
     {"predict", regressor_predict, {IN_X}, 0,
      "y: the mean over the trees of the leaves' target means (float64; (n,) for one output)."},
     APPLY_METHOD,
+    {"fit_from_trees", gsb__forest_reg_fit_from_trees,
+     {{"trees", GSB__IN_STATS}, {"X", GSB__IN_X | GSB__IN_ALLOW_NAN | GSB__IN_OPTIONAL},
+      {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},
+      {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}}, 1,
+     "The forest of packed trees (merge_trees' result); with X and y (the training data) and "
+     "oob_score=True, the OOB estimates too."},
     {0}};
 
 #define A_MODEL                                                                                  \

@@ -271,6 +271,18 @@ static void bootstrap_counts(const sampler *s, uint64_t seed, int32_t *counts)
     }
 }
 
+/* The bootstrap's cumulative weights (weighted bootstrap only). */
+static int sampler_cdf(gsb__ctx *c, const gsb__forest_cfg *cfg, const double *w, sampler *smp)
+{
+    if (!w || !cfg->bootstrap)
+        return GSB_OK;
+    if (!(smp->cdf = gsb__alloc_array(smp->n, sizeof *smp->cdf)))
+        return oom(c, "the bootstrap weights");
+    for (int64_t i = 0; i < smp->n; i++)
+        smp->cdf[i] = (i ? smp->cdf[i - 1] : 0.0) + w[i];
+    return GSB_OK;
+}
+
 /* ---- growing the trees ------------------------------------------------------------ */
 
 /* A host vector as a tensor on be: a view on the CPU (ops then work in place
@@ -611,6 +623,47 @@ done:
     return rc;
 }
 
+/* The options "_tree_start" / "_tree_stop" (both or neither): grow only trees
+ * [start, stop) of the n_estimators a cold fit grows, with the same seeds.
+ * 1 (*from, *to set) when given, 0 when not, -1 (status set) when invalid. */
+static int tree_share(gsb__ctx *c, int64_t n_old, int64_t *from, int64_t *to)
+{
+    int64_t a = gsb__opt_int(c, "_tree_start", -1), b = gsb__opt_int(c, "_tree_stop", -1);
+    if (a < 0 && b < 0)
+        return 0;
+    if (n_old > 0 || a < 0 || b <= a || b > *to) {
+        gsb__err(GSB_EINVAL, "%s: _tree_start=%lld, _tree_stop=%lld must give 0 <= start < "
+                 "stop <= n_estimators=%lld on a fit without warm-started trees",
+                 c->est->name, (long long)a, (long long)b, (long long)*to);
+        return -1;
+    }
+    *from = a;
+    *to = b;
+    return 1;
+}
+
+int gsb__forest_oob(gsb__ctx *c, int classify)
+{
+    const gsb__tensor *X = gsb__in(c, "X");
+    int64_t n = X->rows;
+    gsb__forest_cfg cfg;
+    targets t = {0};
+    double *w = NULL;
+    sampler smp = {n, 0, NULL};
+    int rc;
+    GSB_CHECK(gsb__forest_read_cfg(c, classify, n, X->cols, &cfg));
+    GSB_CHECK(classify ? class_targets(c, &t) : regression_targets(c, cfg.criterion, &t));
+    GSB_CHECK(sample_weights(c, &cfg, &t, &w));
+    smp.n_boot = bootstrap_size(&cfg, n, w);
+    GSB_CHECK(sampler_cdf(c, &cfg, w, &smp));
+    rc = compute_oob(c, &cfg, &t, &smp);
+done:
+    targets_free(&t);
+    free(w);
+    free(smp.cdf);
+    return rc;
+}
+
 /* ---- fit -------------------------------------------------------------------------- */
 
 /* warm_start with no tree to add: the fitted state stays as it is. */
@@ -698,14 +751,7 @@ int gsb__forest_fit(gsb__ctx *c, int classify)
     s = (fit_state){c, c->be, &cfg, &t, w, {n, bootstrap_size(&cfg, n, w), NULL},
                     GSB__TENSOR_NONE, GSB__TENSOR_NONE, &edges, 0, -1,
                     gsb__forest_nstats(classify ? (int)t.K : 0, (int)t.K), F, 0, &model};
-    if (w && cfg.bootstrap) {
-        if (!(s.smp.cdf = gsb__alloc_array(n, sizeof *s.smp.cdf))) {
-            rc = oom(c, "the bootstrap weights");
-            goto done;
-        }
-        for (int64_t i = 0; i < n; i++)
-            s.smp.cdf[i] = (i ? s.smp.cdf[i - 1] : 0.0) + w[i];
-    }
+    GSB_CHECK(sampler_cdf(c, &cfg, w, &s.smp));
     model.F = F;
     model.K = t.K;
     if (cfg.warm_start && gsb__attr(c, "_tree_root")) {
@@ -735,7 +781,14 @@ int gsb__forest_fit(gsb__ctx *c, int classify)
     gsb__rng_seed(&bin_rng, bin_seed);
     GSB_CHECK(gsb__forest_edges(X, s.n_real, &bin_rng, &edges));
     gsb__profile_mark("bin edges (host)");
-    rc = grow_all(&s, seeds, n_old, cfg.n_estimators);
+    /* a share of the trees (multidev_forest.c): trees [from, to) of the cold fit's seeds */
+    int64_t from = n_old, to = cfg.n_estimators;
+    int share = tree_share(c, n_old, &from, &to);
+    if (share < 0) {
+        rc = GSB_EINVAL;
+        goto done;
+    }
+    rc = grow_all(&s, seeds, from, to);
     gsb__profile_mark(rc == GSB_OK ? "trees grown" : "trees tried");
     if (rc == GSB_EUNSUPPORTED && s.be != gsb__cpu_backend()) {
         /* a limit of the GPU kernels (shared memory per histogram): the CPU can */
@@ -748,14 +801,14 @@ int gsb__forest_fit(gsb__ctx *c, int classify)
             model.n_leaves += model.split[i] < 0;
         s.be = gsb__cpu_backend();
         s.trees_done = 0;
-        rc = grow_all(&s, seeds, n_old, cfg.n_estimators);
+        rc = grow_all(&s, seeds, from, to);
         gsb__profile_mark("trees grown again on the CPU (the GPU's kernels refused)");
     }
     if (rc != GSB_OK)
         goto done;
     GSB_CHECK(gsb__forest_model_store(c, &model));
     GSB_CHECK(store_targets(c, &t));
-    if (cfg.oob)
+    if (cfg.oob && !share) /* a share's OOB estimate is the whole forest's to make */
         rc = compute_oob(c, &cfg, &t, &s.smp);
 done:
     gsb__forest_model_free(&model);

@@ -6,9 +6,9 @@ transform return lazy dask arrays."""
 import sys as _sys
 
 import gsb.dask as _gd
-from gsb.dask import cluster, decomposition, linear_model, neighbors, preprocessing  # noqa: F401
+from gsb.dask import cluster, decomposition, ensemble, linear_model, neighbors, preprocessing  # noqa: F401,E501
 
-for _name in ("cluster", "decomposition", "linear_model", "neighbors", "preprocessing"):
+for _name in ("cluster", "decomposition", "ensemble", "linear_model", "neighbors", "preprocessing"):
     _sys.modules[f"{__name__}.{_name}"] = getattr(_gd, _name)
 
-__all__ = ["cluster", "decomposition", "linear_model", "neighbors", "preprocessing"]
+__all__ = ["cluster", "decomposition", "ensemble", "linear_model", "neighbors", "preprocessing"]
