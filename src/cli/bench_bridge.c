@@ -12,7 +12,8 @@
  *   2. 1 GiB of float32 client -> server with gsb_data_put, best of 3, in
  *      GB/s: Unix socket with the array already in the arena
  *      (gsb_arena_alloc: zero copies), Unix socket with a malloc'd array (one
- *      copy into the arena), TCP loopback; in-process for reference;
+ *      copy into the arena), TCP loopback; in-process and a plain TCP
+ *      loopback socket without gsb (bench_rawtcp.c) for reference;
  *   3. the original project's table (shared/REFERENCE.md) through the
  *      bridge: StandardScaler fit_transform of 5000x20 float32 (563 ms there)
  *      and the "fit_transform stress" of 10000x1280 float32, 51 MB (4185 ms
@@ -458,6 +459,30 @@ static int parse(int argc, char **argv, bb_opts *o)
     return 0;
 }
 
+/* The kernel's socket buffer limits, which bound the tcp row (net/sock.c). */
+static void print_tcp_sysctls(void)
+{
+    static const char *const names[] = {"net/core/rmem_max", "net/core/wmem_max",
+                                        "net/ipv4/tcp_rmem", "net/ipv4/tcp_wmem"};
+    printf("#   sysctl    ");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[64], val[96] = "?";
+        snprintf(path, sizeof path, "/proc/sys/%s", names[i]);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(val, sizeof val, f))
+                snprintf(val, sizeof val, "?");
+            fclose(f);
+        }
+        val[strcspn(val, "\n")] = '\0';
+        for (char *c = val; *c; c++)
+            if (*c == '\t')
+                *c = ' ';
+        printf("%s%s=%s", i ? ", " : "", names[i] + 4, val);
+    }
+    printf("\n");
+}
+
 /* ---- the benchmark ----------------------------------------------------------------- */
 
 static int run_all(bb *b)
@@ -548,6 +573,13 @@ static int run_all(bb *b)
                verdict(b, has, b->rec[b->n_rec - 1].pass));
         fflush(stdout);
     }
+    /* the kernel's own loopback rate, when the server is this machine's */
+    double raw;
+    if (b->srv && heap && gsb__cli_raw_tcp_gbs(heap, put_bytes, reps, &raw) == 0) {
+        add(b, "tcp loopback, plain socket (the kernel's rate)", "tcp", raw, "GB/s", 0, 1, 0);
+        printf("| tcp loopback, plain socket without gsb (the kernel's rate) | %.2f | "
+               "(reference) |  |\n", raw);
+    }
     free(heap);
 
     /* 3. the original project's table */
@@ -634,6 +666,7 @@ int gsb__cli_bench_bridge(int argc, char **argv)
         for (int k = 0; k < N_T; k++)
             if (b->t[k].url)
                 printf("#   %-10s %s\n", t_name[k], b->t[k].url);
+        print_tcp_sysctls();
         fflush(stdout);
         rc = run_all(b);
     }

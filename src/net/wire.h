@@ -214,7 +214,8 @@ typedef struct gsb__sockaddr_url {
     char path[108];
 } gsb__sockaddr_url;
 int gsb__url_parse(const char *url, gsb__sockaddr_url *out);
-/* Connect (TCP_NODELAY, large buffers); clear error naming the URL on failure. */
+/* Connect (TCP_NODELAY, large buffers where the kernel grants them whole);
+ * clear error naming the URL on failure. */
 int gsb__sock_connect(const char *url, int *out_fd);
 /* Listen (SO_REUSEADDR; a stale Unix socket file is replaced only when nobody
  * answers on it); *bound_url is the actual address (port 0 resolved). */

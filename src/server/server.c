@@ -154,7 +154,7 @@ static void tune_socket(int fd, int is_unix)
 {
     int one = 1, buf = SOCK_BUF;
     if (!is_unix) {
-        /* buffers come from the listener (net/sock.c) */
+        /* buffers come from the listener (net/sock.c, set_tcp_buffers) */
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     } else {
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);

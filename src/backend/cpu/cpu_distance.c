@@ -49,6 +49,10 @@
  * (2M) is above it: run serially, its 20 E-steps made the fit 1.6x
  * scikit-learn's time, which runs them on every core. */
 #define DIST_PAR_MIN ((int64_t)1 << 20)
+/* Fewest rows in one argmin_sqdist block: scikit-learn's Lloyd chunk (256
+ * rows).  KMeans(20) 5000 x 20 on 16 cores had gone to 65 blocks of 78 rows,
+ * a GEMM call of 31K multiply-adds each, on 16 threads. */
+#define ARGMIN_MIN_ROWS 256
 
 /* ---- bounded k-best lists (max-heaps on (dist, index)) ------------------ */
 
@@ -125,6 +129,21 @@ static void inv_norms(double *sq, int64_t n)
 }
 
 /* ---- the generic bodies, once per float dtype --------------------------- */
+
+#define GSB_CPU_DIST_ARGMIN_STEP
+/* Two doubles, and the all-ones / zero lanes a compare of them gives (GCC and
+ * Clang vector extensions: SSE2's cmppd, and, andn, or on x86-64). */
+typedef double argmin_v2d __attribute__((vector_size(16)));
+typedef int64_t argmin_v2i __attribute__((vector_size(16)));
+
+/* Where u < *v: *v = u and *b = j (both lanes at once). */
+static inline void argmin_step(argmin_v2d u, argmin_v2d j, argmin_v2d *v, argmin_v2d *b)
+{
+    argmin_v2i m = u < *v;
+    *v = (argmin_v2d)(((argmin_v2i)u & m) | ((argmin_v2i)*v & ~m));
+    *b = (argmin_v2d)(((argmin_v2i)j & m) | ((argmin_v2i)*b & ~m));
+}
+
 
 #define GSB_CPU_DIST_BODY
 #define T float
@@ -381,6 +400,36 @@ static int SFX(pairwise)(const gsb__tensor *Xt, const gsb__tensor *Yt, gsb__metr
 /* ---- argmin_sqdist ------------------------------------------------------ */
 
 /*
+ * Labels of 8 consecutive rows of a GEMM tile (row stride k, x.c in X's
+ * dtype): per row the first j with the least ||c_j||^2 - 2 x.c_j in double
+ * (||x||^2 is the same for every centre).  A row's running minimum is a chain
+ * of dependent compare-selects (latency-bound: ~5 cycles a centre), so the 8
+ * rows' chains run side by side, two to a vector register.  Same values,
+ * same order per row (strict <): the labels of a one-row loop.
+ */
+static void SFX(argmin_rows8)(const T *t, int64_t k, const double *cn, int32_t *labels)
+{
+    const T *r0 = t, *r1 = r0 + k, *r2 = r1 + k, *r3 = r2 + k, *r4 = r3 + k, *r5 = r4 + k,
+            *r6 = r5 + k, *r7 = r6 + k;
+    argmin_v2d c = {cn[0], cn[0]}, b0 = {0, 0}, b1 = b0, b2 = b0, b3 = b0;
+    argmin_v2d v0 = c - 2.0 * (argmin_v2d){(double)r0[0], (double)r1[0]};
+    argmin_v2d v1 = c - 2.0 * (argmin_v2d){(double)r2[0], (double)r3[0]};
+    argmin_v2d v2 = c - 2.0 * (argmin_v2d){(double)r4[0], (double)r5[0]};
+    argmin_v2d v3 = c - 2.0 * (argmin_v2d){(double)r6[0], (double)r7[0]};
+    for (int64_t j = 1; j < k; j++) {
+        argmin_v2d jd = {(double)j, (double)j};
+        c = (argmin_v2d){cn[j], cn[j]};
+        argmin_step(c - 2.0 * (argmin_v2d){(double)r0[j], (double)r1[j]}, jd, &v0, &b0);
+        argmin_step(c - 2.0 * (argmin_v2d){(double)r2[j], (double)r3[j]}, jd, &v1, &b1);
+        argmin_step(c - 2.0 * (argmin_v2d){(double)r4[j], (double)r5[j]}, jd, &v2, &b2);
+        argmin_step(c - 2.0 * (argmin_v2d){(double)r6[j], (double)r7[j]}, jd, &v3, &b3);
+    }
+    const argmin_v2d bs[4] = {b0, b1, b2, b3};
+    for (int q = 0; q < 8; q++)
+        labels[q] = (int32_t)bs[q / 2][q % 2];
+}
+
+/*
  * Each thread takes blocks of rows of X: one GEMM of the block against all
  * centres into its tile (in X's dtype, as scikit-learn's Lloyd step does),
  * then per row the argmin of ||c||^2 - 2 x.c (||x||^2 is the same for every
@@ -398,9 +447,13 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
     if (n == 0)
         return GSB_OK;
     int64_t bx = cpu_min64(n, cpu_clamp64(DIST_TILE_BYTES / (k * (int64_t)sizeof(T)), 64, 1024));
-    /* a few blocks per thread, so a small n still spreads over the cores */
-    bx = cpu_min64(bx, cpu_max64(64, n / (4 * (int64_t)omp_get_max_threads())));
+    /* a few blocks per thread, so a small n still spreads over the cores,
+     * but no block under ARGMIN_MIN_ROWS: on many cores tiny blocks cost more
+     * in per-GEMM overhead and threads woken than they share out */
+    bx = cpu_min64(bx, cpu_max64(ARGMIN_MIN_ROWS, n / (4 * (int64_t)omp_get_max_threads())));
     int64_t nb = (n + bx - 1) / bx;
+    /* no more threads than blocks: the others would only be woken and joined */
+    int nthreads = (int)cpu_min64(nb, omp_get_max_threads());
     double *cn = cpu_alloc(k, sizeof(double));
     if (!cn)
         return gsb__err(GSB_ENOMEM, "argmin_sqdist: out of memory for %lld centre norms",
@@ -408,7 +461,7 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
     SFX(row_sqnorms)(C, k, d, cn);
     int oom = 0;
     gsb__cpu_blas_serial_begin();
-#pragma omp parallel if (n * k * (d + 1) > DIST_PAR_MIN)
+#pragma omp parallel num_threads(nthreads) if (n * k * (d + 1) > DIST_PAR_MIN)
     {
         T *tile = cpu_alloc(bx * k, sizeof(T));
         if (!tile) {
@@ -421,35 +474,12 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
                 continue;
             int64_t i0 = b * bx, rows = cpu_min64(bx, n - i0);
             SFX(gemm_abt)(X + i0 * d, rows, C, k, d, tile, k);
-            /* Four rows at a time: each row's running minimum is a chain of
-             * dependent compare-selects (latency-bound: ~5 cycles a centre),
-             * so four independent chains keep the core busy.  Same values,
-             * same order per row: the same labels as a one-row loop. */
             int64_t r = 0;
-            for (; r + 4 <= rows; r += 4) {
-                const T *t0 = tile + r * k, *t1 = t0 + k, *t2 = t1 + k, *t3 = t2 + k;
-                int64_t b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-                double v0 = cn[0] - 2.0 * (double)t0[0], v1 = cn[0] - 2.0 * (double)t1[0],
-                       v2 = cn[0] - 2.0 * (double)t2[0], v3 = cn[0] - 2.0 * (double)t3[0];
-                for (int64_t j = 1; j < k; j++) {
-                    double c = cn[j];
-                    double u0 = c - 2.0 * (double)t0[j], u1 = c - 2.0 * (double)t1[j],
-                           u2 = c - 2.0 * (double)t2[j], u3 = c - 2.0 * (double)t3[j];
-                    b0 = u0 < v0 ? j : b0;
-                    v0 = u0 < v0 ? u0 : v0;
-                    b1 = u1 < v1 ? j : b1;
-                    v1 = u1 < v1 ? u1 : v1;
-                    b2 = u2 < v2 ? j : b2;
-                    v2 = u2 < v2 ? u2 : v2;
-                    b3 = u3 < v3 ? j : b3;
-                    v3 = u3 < v3 ? u3 : v3;
-                }
-                const int64_t bs[4] = {b0, b1, b2, b3};
-                for (int q = 0; q < 4; q++) {
-                    labels[i0 + r + q] = (int32_t)bs[q];
-                    mind[i0 + r + q] =
-                        (T)SFX(cpu_sqdist)(X + (i0 + r + q) * d, C + bs[q] * d, d);
-                }
+            for (; r + 8 <= rows; r += 8) {
+                SFX(argmin_rows8)(tile + r * k, k, cn, labels + i0 + r);
+                for (int q = 0; q < 8; q++)
+                    mind[i0 + r + q] = (T)SFX(cpu_sqdist)(X + (i0 + r + q) * d,
+                                                          C + labels[i0 + r + q] * d, d);
             }
             for (; r < rows; r++) {
                 const T *t = tile + r * k;
