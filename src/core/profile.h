@@ -23,6 +23,9 @@ int gsb__profile_on(void);
 void gsb__profile_begin(const gsb__backend *be, const char *est, const char *method);
 /* The phase named ends now (after the backend's queued work). */
 void gsb__profile_mark(const char *phase);
+/* A count worth knowing about the call (iterations, waits), printed at once
+ * without waiting on the backend. */
+void gsb__profile_count(const char *what, int64_t count);
 /* The call ends: its last phase and its total. */
 void gsb__profile_end(void);
 
