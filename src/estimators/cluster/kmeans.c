@@ -226,11 +226,18 @@ static int fetch_rows(const km_data *km, const int64_t *idx, int64_t m, double *
 {
     if (km->ks)
         return gsb__km_stream_rows(km->ks, idx, m, out);
-    for (int64_t j = 0; j < m; j++) {
-        gsb__tensor v = row_view(&km->X, idx[j], 1);
-        GSB_TRY(download_doubles(km->be, &v, out + j * km->d));
+    /* gathered on the backend by queued row copies, then one copy back: a
+     * download per row was a wait per row (k of them after k-means++) */
+    gsb__tensor rows = GSB__TENSOR_NONE;
+    int rc = gsb__tensor_alloc(km->be, km->dtype, m, km->d, &rows);
+    for (int64_t j = 0; rc == GSB_OK && j < m; j++) {
+        gsb__tensor src = row_view(&km->X, idx[j], 1), dst = row_view(&rows, j, 1);
+        rc = km->be->ops->copy(km->be, &dst, &src);
     }
-    return GSB_OK;
+    if (rc == GSB_OK)
+        rc = download_doubles(km->be, &rows, out);
+    gsb__tensor_free(&rows);
+    return rc;
 }
 
 /*
