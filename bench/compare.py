@@ -172,6 +172,10 @@ GPU = [
     ("LogisticRegression 1M x 64 (make_classification, max_iter=1000)", "LogisticRegression",
      {"max_iter": 1000}, linear_model.LogisticRegression, 1_000_000, 64, "clf", 0, "predict",
      20),
+    # multinomial (softmax over 8 classes: the blobs' labels), the same one-pass loss
+    ("LogisticRegression 8 classes 200k x 64 (max_iter=1000)", "LogisticRegression",
+     {"max_iter": 1000}, linear_model.LogisticRegression, 200_000, 64, "multi", 0, "predict",
+     None),
     # end to end: the fit (scikit-learn builds a tree, gsb uploads X) and the 10k queries
     ("kNN 200k x 64, 10k queries, k=10", "NearestNeighbors", {"n_neighbors": 10},
      neighbors.NearestNeighbors, 200_000, 64, "none", 10_000, "kneighbors", 50,

@@ -51,10 +51,14 @@ enum {
     GSB__IN_ALLOW_NAN = 128,   /* X may hold NaN (missing values; infinity is still
                                   refused), as scikit-learn's allow_nan estimators */
     GSB__IN_SIGNED = 256,      /* weights: negative values allowed (DBSCAN) */
-    GSB__IN_STREAM = 512       /* the method takes a host X larger than the backend's memory
+    GSB__IN_STREAM = 512,      /* the method takes a host X larger than the backend's memory
                                   (reads it in batches, estimators/common/stream.h, or keeps
                                   it on the host); without it such an X is refused before
                                   the method runs */
+    GSB__IN_CHECK_ON_BACKEND = 1024 /* a fit that uploads X whole checks it for NaN /
+                                  infinity there (gsb__x_check_on_backend) instead of
+                                  the host's pass over X before the call, when it runs
+                                  on a GPU */
 };
 
 typedef struct gsb__input_desc {
@@ -123,9 +127,18 @@ struct gsb__ctx {
     gsb__nlist *out;          /* results */
     const gsb__tensor *x_unchecked; /* X while its NaN / infinity check is deferred to the
                                        fit's stream (core/dispatch.c), until a pass over X
-                                       has checked every batch (estimators/common/stream.c);
-                                       else NULL */
+                                       has checked every batch (estimators/common/stream.c)
+                                       or the uploaded X was checked
+                                       (gsb__x_check_on_backend); else NULL */
 };
+
+/*
+ * X (the fit's host input) was uploaded whole as Xb on c->be: when its NaN /
+ * infinity check was left to the fit (GSB__IN_CHECK_ON_BACKEND), scan Xb
+ * there.  A bad X fails the fit (the dispatcher then gives scikit-learn's
+ * message from the host's check); otherwise a no-op.
+ */
+int gsb__x_check_on_backend(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *Xb);
 
 /* The validated input named as the method declared it, or NULL if absent. */
 const gsb__tensor *gsb__in(gsb__ctx *c, const char *name);

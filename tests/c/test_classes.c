@@ -87,6 +87,45 @@ static void test_labels_encode(void)
     ctx_free(&c);
 }
 
+/* Class counts on both sides of the scan's limit (64 classes; more are found
+ * by sorting): classes_ and indices as a naive reference finds them. */
+static void test_labels_encode_counts(void)
+{
+    static const int64_t counts[] = {2, 63, 64, 65, 300};
+    enum { n = 2000 };
+    double *y = malloc(n * sizeof *y), *vals = malloc(300 * sizeof *vals);
+    int32_t *idx = malloc(n * sizeof *idx);
+    gsb__ctx c = ctx_with("{}");
+    CHECK(y && vals && idx);
+    testing_seed(11);
+    for (size_t t = 0; y && vals && idx && t < sizeof counts / sizeof counts[0]; t++) {
+        int64_t K = counts[t];
+        /* K distinct integers, drawn apart (a step of 1..3), in a shuffled order */
+        double v = -1000 * testing_uniform();
+        for (int64_t k = 0; k < K; k++) {
+            v += 1 + (int)(testing_uniform() * 3);
+            vals[k] = floor(v);
+        }
+        for (int i = 0; i < n; i++) /* every class at least once, then at random */
+            y[i] = vals[i < K ? (K - 1 - i) : (int64_t)(testing_uniform() * (double)K)];
+        gsb__tensor yt = labels_of(y, n);
+        double *cls = NULL;
+        int64_t got = 0;
+        CHECK_OK(gsb__labels_encode(&c, &yt, &cls, &got, idx));
+        int ok = got == K && cls != NULL;
+        for (int64_t k = 0; ok && k < K; k++)
+            ok = cls[k] == vals[k]; /* vals are increasing: the sorted classes */
+        for (int i = 0; ok && i < n; i++)
+            ok = idx[i] >= 0 && idx[i] < K && cls[idx[i]] == y[i];
+        CHECK(ok);
+        free(cls);
+    }
+    ctx_free(&c);
+    free(y);
+    free(vals);
+    free(idx);
+}
+
 /* Random class indices (every class present) and weights for n samples. */
 static void random_problem(int64_t n, int64_t K, int32_t *yi, double *sw)
 {
@@ -228,6 +267,7 @@ static void test_py_float_repr(void)
 int main(void)
 {
     RUN(test_labels_encode);
+    RUN(test_labels_encode_counts);
     RUN(test_class_weights_balanced);
     RUN(test_class_weights_dict);
     RUN(test_py_float_repr);

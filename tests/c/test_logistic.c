@@ -640,6 +640,28 @@ static void test_errors(void)
     Xn[7] = NAN;
     gsb_array Xna = gsb_array_2d(Xn, GSB_F64, N, D);
     CHECK_ERR(fit_status(NULL, &Xna, DATA_YB, NULL), GSB_EINVAL, "Input X contains NaN.");
+    /* X's error first, whatever else is wrong (with device=cuda X is checked
+     * on the GPU after its upload, inside the fit, and y before that) */
+    double negw[N];
+    for (int i = 0; i < N; i++)
+        negw[i] = i == 3 ? -1.0 : 1.0;
+    CHECK_ERR(fit_status(NULL, &Xna, ones, NULL), GSB_EINVAL, "Input X contains NaN.");
+    CHECK_ERR(fit_status(NULL, &Xna, cont, NULL), GSB_EINVAL, "Input X contains NaN.");
+    CHECK_ERR(fit_status(NULL, &Xna, DATA_YB, negw), GSB_EINVAL, "Input X contains NaN.");
+    Xn[7] = 1.0;
+    Xn[N * D - 1] = -INFINITY;
+    CHECK_ERR(fit_status(NULL, &Xna, DATA_YB, NULL), GSB_EINVAL,
+              "Input X contains infinity or a value too large for dtype('float64').");
+    /* a refused X leaves a fitted model as it was */
+    gsb_model *kept = fit_model(NULL, &X, DATA_YB, NULL);
+    double before[3] = {0}, after[3] = {0};
+    CHECK(kept && testing_attr(kept, "coef_", before, 3, NULL) == 3);
+    if (kept) {
+        CHECK_ERR(fit_y(kept, &Xna, DATA_YB, NULL), GSB_EINVAL, "Input X contains infinity");
+        CHECK(testing_attr(kept, "coef_", after, 3, NULL) == 3);
+        CHECK(memcmp(before, after, sizeof before) == 0);
+        gsb_model_free(kept);
+    }
 
     gsb_model *m = NULL;
     CHECK_OK(gsb_model_create(S, "LogisticRegression", NULL, &m));

@@ -4,8 +4,11 @@
  * cpu_family.c and cpu_kernel.c, whose numerics these follow (stable
  * log-sigmoid and logsumexp in double, libsvm's powi, rbf from row norms).
  *
- * logistic_loss_grad, per block of rows (Z, and for float32 the block of X
- * converted to double, each stay under LOGI_BLOCK_ELEMS doubles):
+ * logistic_loss_grad: where its register tiles hold the shape (binary up to
+ * 256 features, a few classes up to 128 or 64), one pass over X
+ * (cuda_logistic_fused.cu); otherwise per block of rows (Z, and for float32
+ * the block of X converted to double, each stay under LOGI_BLOCK_ELEMS
+ * doubles):
  *   float32 X: the block X_b converted to double in scratch, as the CPU
  *   twin does, so everything below runs in double for both dtypes;
  *   Z = X_b coef[:, :d]^T by DGEMM;
@@ -21,7 +24,9 @@
  * scikit-learn).  In double the result matches the CPU twin to ~1e-12
  * relative.  This holds on every GPU, whatever its FP64 rate: it decides
  * where the solver stops, not only the last digits.  Block losses are added
- * in a fixed order: results are bitwise repeatable on a given GPU.
+ * in a fixed order: results are bitwise repeatable on a given GPU.  The
+ * loss and (for a host gradient) the gradient come back in one copy, one
+ * wait: L-BFGS's one host sync per evaluation.
  *
  * kernel: a few rows of X (the SMO solver asks for one kernel row at a time)
  * take a direct kernel that reads Y once, accumulates in double and forms
@@ -32,8 +37,12 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_logistic_fused.h"
+#include "backend/cuda/cuda_logistic_math.cuh"
 
 namespace {
 
@@ -130,21 +139,6 @@ unsigned grid_for(const gsb__backend *be, int64_t work, int block)
 
 /* ---- logistic_loss_grad kernels -------------------------------------------- */
 
-/* log(1 + exp(t)) without overflow or loss of precision for large |t| */
-__device__ inline double log1pexp(double t)
-{
-    return t > 0.0 ? t + log1p(exp(-t)) : log1p(exp(t));
-}
-
-/* 1 / (1 + exp(-t)) without overflow */
-__device__ inline double sigmoid(double t)
-{
-    if (t >= 0.0)
-        return 1.0 / (1.0 + exp(-t));
-    double e = exp(t);
-    return e / (1.0 + e);
-}
-
 /* dst[i] = (double)src[i] */
 __global__ void to_double(const float *__restrict__ src, double *__restrict__ dst, int64_t count)
 {
@@ -204,8 +198,8 @@ __global__ void logistic_rows(T *Z, int64_t rows, int64_t K, const int32_t *__re
             };
             if (K == 1) {
                 double t = zc(0);
-                double g = yi ? -sigmoid(-t) : sigmoid(t);
-                li = wi * log1pexp(yi ? -t : t);
+                double g = yi ? -gsb__sigmoid(-t) : gsb__sigmoid(t);
+                li = wi * gsb__log1pexp(yi ? -t : t);
                 z[0] = (T)(g * wi);
             } else {
                 double m = zc(0);
@@ -501,6 +495,9 @@ extern "C" int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__t
     const bool f32 = X->dtype == GSB_F32;
     const bool coef_host = coef->be != be, grad_host = grad->be != be;
     const int64_t kp = K * p;
+    /* one read of X where the one-pass kernel's tiles hold the shape, else
+     * blocks of rows by GEMM */
+    const bool fused = n > 0 && gsb__cuda_logistic_fused_fits(d, K);
     /* rows per block: Z (bl x K) and, for float32, the converted block
      * (bl x d) each hold at most LOGI_BLOCK_ELEMS doubles (128 MiB) */
     int64_t bl = LOGI_BLOCK_ELEMS / K;
@@ -510,22 +507,25 @@ extern "C" int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__t
     bl = n < bl ? n : bl;
     const int64_t nparts = n == 0 ? 0 : (n + BLOCK - 1) / BLOCK + (n + bl - 1) / bl;
 
+    /* the result and a host gradient side by side: one copy back, one wait */
+    const size_t back = sizeof(LogiResult) + (grad_host ? (size_t)kp * sizeof(double) : 0);
     Carve cv;
-    const size_t o_res = cv.take(sizeof(LogiResult));
+    const size_t o_res = cv.take(back);
     const size_t o_coef = coef_host ? cv.take((size_t)kp * sizeof(double)) : 0;
-    const size_t o_gacc = grad_host ? cv.take((size_t)kp * sizeof(double)) : 0;
-    const size_t o_part = cv.take((size_t)(nparts > 0 ? nparts : 1) * sizeof(double));
-    const size_t o_z = cv.take((size_t)(bl * K) * sizeof(double));
-    const size_t o_ones = cv.take((size_t)bl * sizeof(double));
-    const size_t o_xs = f32 ? cv.take((size_t)(bl * d) * sizeof(double)) : 0;
-    char *buf = NULL;
-    LogiResult host_res = {0.0, 0};
+    const size_t o_part = fused ? 0 : cv.take((size_t)(nparts > 0 ? nparts : 1) * sizeof(double));
+    const size_t o_z = fused ? 0 : cv.take((size_t)(bl * K) * sizeof(double));
+    const size_t o_ones = fused ? 0 : cv.take((size_t)bl * sizeof(double));
+    const size_t o_xs = f32 && !fused ? cv.take((size_t)(bl * d) * sizeof(double)) : 0;
+    char *buf = NULL, *hbuf = (char *)malloc(back);
+    if (!hbuf)
+        return GSB_CUDA_ERR(GSB_ENOMEM, "%s: out of host memory", op);
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, cv.bytes, (void **)&buf));
     {
         LogiResult *res = (LogiResult *)(buf + o_res);
+        LogiResult host_res;
         double *coef64 = coef_host ? (double *)(buf + o_coef) : (double *)coef->data;
-        double *gacc = grad_host ? (double *)(buf + o_gacc) : (double *)grad->data;
-        double *part = (double *)(buf + o_part);
+        double *gacc = grad_host ? (double *)(buf + o_res + sizeof(LogiResult))
+                                 : (double *)grad->data;
         CUDA_CHECK(cudaMemsetAsync(res, 0, sizeof *res, ctx->stream));
         CUDA_CHECK(cudaMemsetAsync(&res->bad, 0xFF, sizeof res->bad, ctx->stream));
         if (coef_host && kp > 0)
@@ -533,8 +533,13 @@ extern "C" int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__t
                                        cudaMemcpyHostToDevice, ctx->stream));
         if (n == 0 && kp > 0) /* no rows: zero loss and gradient, as the CPU */
             CUDA_CHECK(cudaMemsetAsync(gacc, 0, (size_t)kp * sizeof(double), ctx->stream));
-        if (n > 0) {
+        if (fused) {
+            GSB_CUDA_CHECK(gsb__cuda_logistic_fused(
+                be, f32, X->data, n, d, (const int32_t *)y->data, w ? w->data : NULL,
+                w && w->dtype == GSB_F64, coef64, K, fit_intercept, gacc, &res->loss, &res->bad));
+        } else if (n > 0) {
             double *ones = (double *)(buf + o_ones), *Z = (double *)(buf + o_z);
+            double *part = (double *)(buf + o_part);
             const DVec wv = {w ? w->data : NULL, w && w->dtype == GSB_F64};
             fill_value<double><<<grid_for(be, bl, BLOCK), BLOCK, 0, ctx->stream>>>(ones, bl, 1.0);
             CUDA_CHECK(cudaGetLastError());
@@ -547,9 +552,9 @@ extern "C" int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__t
                     be, (const double *)X->data, n, d, (const int32_t *)y->data, wv, coef64, K,
                     p, fit_intercept, bl, Z, ones, gacc, (double *)NULL, part, res));
         }
-        CUDA_CHECK(cudaMemcpyAsync(&host_res, res, sizeof host_res, cudaMemcpyDeviceToHost,
-                                   ctx->stream));
+        CUDA_CHECK(cudaMemcpyAsync(hbuf, res, back, cudaMemcpyDeviceToHost, ctx->stream));
         CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+        memcpy(&host_res, hbuf, sizeof host_res);
         if (host_res.bad != ~0ull) {
             int32_t cls = 0;
             CUDA_CHECK(cudaMemcpyAsync(&cls, (const int32_t *)y->data + host_res.bad,
@@ -561,16 +566,14 @@ extern "C" int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__t
                               (int)cls, (long long)host_res.bad, (long long)(K == 1 ? 2 : K));
             goto done;
         }
-        if (grad_host && kp > 0) {
-            CUDA_CHECK(cudaMemcpyAsync(grad->data, gacc, (size_t)kp * sizeof(double),
-                                       cudaMemcpyDeviceToHost, ctx->stream));
-            CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
-        }
+        if (grad_host && kp > 0)
+            memcpy(grad->data, hbuf + sizeof(LogiResult), (size_t)kp * sizeof(double));
         *loss = host_res.loss;
     }
 done:
     if (buf)
         gsb__cuda_free(be, buf);
+    free(hbuf);
     return rc;
 }
 

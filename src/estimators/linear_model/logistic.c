@@ -12,7 +12,10 @@
  * logistic_loss_grad op; the minimiser is core/lbfgs.c on the host, set up
  * as scikit-learn sets up scipy's L-BFGS-B (m 10, gtol = tol, ftol
  * 64 eps, maxls 50, maxiter = max_iter), so it stops where scikit-learn
- * stops, in double whatever X's dtype.
+ * stops, in double whatever X's dtype.  On a GPU, X is uploaded once (while
+ * the host finds the classes) and checked there for NaN / infinity; each
+ * evaluation is one pass over X and one host wait for the loss and gradient
+ * (docs/CUDA.md: LogisticRegression).
  *
  * Every solver name runs this L-BFGS (docs/PARITY.md): with the L2 penalty
  * or none, 'newton-cg', 'newton-cholesky', 'sag' and 'saga' minimise the
@@ -37,10 +40,12 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/estimator.h"
+#include "core/profile.h"
 #include "core/warn.h"
 #include "solvers/lbfgs.h"
 #include "solvers/owlqn.h"
@@ -285,8 +290,9 @@ static int warm_start(gsb__ctx *c, int64_t K, int64_t R, int64_t p, int fit_inte
 
 typedef struct objective {
     gsb__ctx *c;
-    gsb__tensor X, y, w, coef, grad; /* on the backend; w.data NULL: unit weights */
+    gsb__tensor X, y, w; /* on the backend; w.data NULL: unit weights */
     int64_t R, d, p;
+    int64_t n_eval; /* evaluations: on the GPU, one host wait each */
     int fit_intercept;
     double inv_sw; /* 1 / sum(s) */
     double l2;     /* 1 / (C sum(s)), 0 without a penalty */
@@ -299,10 +305,13 @@ static int objective_eval(void *data, const double *x, double *f, double *g)
     objective *o = data;
     const gsb__backend *be = o->c->be;
     double loss;
-    GSB_TRY(be->ops->upload(be, &o->coef, x));
-    GSB_TRY(be->ops->logistic_loss_grad(be, &o->X, &o->y, o->w.data ? &o->w : NULL, &o->coef,
-                                        o->fit_intercept, &loss, &o->grad));
-    GSB_TRY(be->ops->download(be, &o->grad, g));
+    /* x and g as host tensors: the op sends x and returns the loss and g in
+     * one round trip (on the GPU one copy each way, one host wait) */
+    gsb__tensor coef = gsb__tensor_host_view((void *)x, GSB_F64, o->R, o->p);
+    gsb__tensor grad = gsb__tensor_host_view(g, GSB_F64, o->R, o->p);
+    GSB_TRY(be->ops->logistic_loss_grad(be, &o->X, &o->y, o->w.data ? &o->w : NULL, &coef,
+                                        o->fit_intercept, &loss, &grad));
+    o->n_eval++;
     double sq = 0, sq_icpt = 0;
     for (int64_t r = 0; r < o->R; r++) {
         for (int64_t j = 0; j < o->p; j++) {
@@ -325,6 +334,18 @@ static int objective_iter(void *data, int64_t iteration, double f)
 {
     objective *o = data;
     return gsb__progress(o->c, "iteration", iteration, f);
+}
+
+/* GSB_PROFILE's mark of the solver's phase, with its counts: on the GPU each
+ * evaluation is one pass over X and one host wait (the line search's). */
+static void profile_solver(const objective *o, const char *solver, int64_t n_iter)
+{
+    if (!gsb__profile_on())
+        return;
+    char phase[128];
+    snprintf(phase, sizeof phase, "%s: %lld iterations, %lld evaluations (host waits)",
+             solver, (long long)n_iter, (long long)o->n_eval);
+    gsb__profile_mark(phase);
 }
 
 /* Most elements of float32 X upcast to one float64 copy per fit (256 MB). */
@@ -361,11 +382,12 @@ static int minimise_l1(objective *o, double l1, int64_t max_iter, double tol, do
     return rc;
 }
 
-/* Minimise from x; *n_iter as scikit-learn reports it. */
-static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const double *w,
-                    double sw_sum, double l2_scale, double l1_scale, double icpt_scale,
-                    int64_t R,
-                    int fit_intercept, double *x, int64_t *n_iter)
+/* Minimise from x; *n_iter as scikit-learn reports it.  Xb: X already on
+ * the backend (taken over, left empty), or empty: X is moved here. */
+static int minimise(gsb__ctx *c, const gsb__tensor *X, gsb__tensor *Xb, const int32_t *yi,
+                    const double *w, double sw_sum, double l2_scale, double l1_scale,
+                    double icpt_scale, int64_t R, int fit_intercept, double *x,
+                    int64_t *n_iter)
 {
     const gsb__backend *be = c->be;
     int64_t n = X->rows, d = X->cols, p = d + (fit_intercept ? 1 : 0);
@@ -377,21 +399,29 @@ static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const 
     /* The CPU twin evaluates in double, upcasting float32 X block by block at
      * every evaluation; upcast it once instead (the same doubles, so the same
      * results) unless the copy would be large. */
-    if (be == gsb__cpu_backend() && X->dtype == GSB_F32 &&
-        n * d <= LOGISTIC_UPCAST_MAX_ELEMENTS)
+    const int uploaded = Xb->data != NULL;
+    if (uploaded) {
+        o.X = *Xb;
+        *Xb = GSB__TENSOR_NONE;
+    } else if (be == gsb__cpu_backend() && X->dtype == GSB_F32 &&
+               n * d <= LOGISTIC_UPCAST_MAX_ELEMENTS) {
         GSB_CHECK(gsb__tensor_to_dtype(be, X, GSB_F64, &o.X));
-    else
+    } else {
         GSB_CHECK(gsb__tensor_to(be, X, &o.X));
+    }
     GSB_CHECK(gsb__tensor_to(be, &yh, &o.y));
     if (w) {
         gsb__tensor wh = gsb__tensor_host_view((void *)w, GSB_F64, n, 1);
         GSB_CHECK(gsb__tensor_to(be, &wh, &o.w));
     }
-    GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, R, p, &o.coef));
-    GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, R, p, &o.grad));
+    gsb__profile_mark(uploaded ? "upload y, sample weights" : "upload X, y, sample weights");
+    /* X's NaN / infinity check, when the dispatcher left it to the backend */
+    GSB_CHECK(gsb__x_check_on_backend(c, X, &o.X));
+    gsb__profile_mark("X checked for NaN / infinity");
     if (l1_scale > 0) {
         rc = minimise_l1(&o, l1_scale / sw_sum, gsb__param_int(c->params, "max_iter"),
                          gsb__param_float(c->params, "tol"), x, n_iter);
+        profile_solver(&o, "OWL-QN", *n_iter);
         goto done;
     }
 
@@ -403,6 +433,7 @@ static int minimise(gsb__ctx *c, const gsb__tensor *X, const int32_t *yi, const 
     opts.ftol = 64 * DBL_EPSILON;
     gsb__lbfgs_result res;
     GSB_CHECK(gsb__lbfgs_minimize(R * p, x, objective_eval, objective_iter, &o, &opts, &res));
+    profile_solver(&o, "L-BFGS", res.n_iter);
     /* scipy may run one iteration past max_iter = 0; scikit-learn clips */
     *n_iter = res.n_iter < opts.max_iter ? res.n_iter : opts.max_iter;
     gsb__lbfgs_warn(&res, *n_iter, opts.max_iter, LOGISTIC_SOLVER_ADVICE);
@@ -410,12 +441,54 @@ done:
     gsb__tensor_free(&o.X);
     gsb__tensor_free(&o.y);
     gsb__tensor_free(&o.w);
-    gsb__tensor_free(&o.coef);
-    gsb__tensor_free(&o.grad);
     return rc;
 }
 
 /* ---- fit -------------------------------------------------------------------- */
+
+/*
+ * The classes and class indices of y (host work: ~4 ms for 1M labels) and,
+ * when the fit runs on a GPU, X's upload there (*Xb: ~11 ms for a 256 MB X
+ * from pageable memory) at the same time, in two OpenMP sections; else *Xb
+ * stays empty and the solver moves X itself.  A label error wins over a
+ * failed upload (scikit-learn refuses y before anything could run out of
+ * memory); errors are per thread, so each section's message is carried back.
+ */
+static int labels_while_uploading(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *y,
+                                  double **classes, int64_t *K, int32_t *yi, gsb__tensor *Xb)
+{
+    const gsb__backend *be = c->be, *cpu = gsb__cpu_backend();
+    *Xb = GSB__TENSOR_NONE;
+    if (be == cpu || X->be != cpu)
+        return gsb__labels_encode(c, y, classes, K, yi);
+    int rc_up = GSB_OK, rc_lab = GSB_OK;
+    char up_msg[512] = "", lab_msg[512] = "";
+#pragma omp parallel sections num_threads(2)
+    {
+#pragma omp section
+        {
+            rc_up = gsb__tensor_to(be, X, Xb);
+            if (rc_up != GSB_OK)
+                snprintf(up_msg, sizeof up_msg, "%s", gsb_errmsg());
+        }
+#pragma omp section
+        {
+            rc_lab = gsb__labels_encode(c, y, classes, K, yi);
+            if (rc_lab != GSB_OK)
+                snprintf(lab_msg, sizeof lab_msg, "%s", gsb_errmsg());
+        }
+    }
+    if (rc_lab != GSB_OK) {
+        gsb__tensor_free(Xb);
+        return gsb__err(rc_lab, "%s", lab_msg);
+    }
+    if (rc_up != GSB_OK) {
+        free(*classes);
+        *classes = NULL;
+        return gsb__err(rc_up, "%s", up_msg);
+    }
+    return GSB_OK;
+}
 
 static int store_fit(gsb__ctx *c, gsb_dtype dtype, const double *classes, int64_t K,
                      int64_t R, int64_t d, int fit_intercept, const double *x, int64_t n_iter)
@@ -465,14 +538,15 @@ static int logistic_fit(gsb__ctx *c)
     int fit_intercept = gsb__param_bool(c->params, "fit_intercept");
     double *classes = NULL, *w = NULL, *x = NULL, sw_sum = 0;
     int32_t *yi = malloc((size_t)n * sizeof *yi);
+    gsb__tensor Xb = GSB__TENSOR_NONE; /* X on a GPU (labels_while_uploading) */
     int rc;
     if (!yi) {
         rc = gsb__err(GSB_ENOMEM, "LogisticRegression: out of memory for %lld labels",
                       (long long)n);
         goto done;
     }
-    GSB_CHECK(gsb__labels_encode(c, y, &classes, &K, yi));
-    GSB_CHECK(check_liblinear(c, X, K));
+    GSB_CHECK(labels_while_uploading(c, X, y, &classes, &K, yi, &Xb));
+    GSB_CHECK(check_liblinear(c, Xb.data ? &Xb : X, K));
     if (K < 2) {
         char v[40];
         gsb__py_float_repr(classes[0], v, sizeof v);
@@ -481,6 +555,8 @@ static int logistic_fit(gsb__ctx *c)
         goto done;
     }
     GSB_CHECK(effective_weights(c, sw, yi, classes, K, n, &w, &sw_sum));
+    gsb__profile_mark(Xb.data ? "classes and weights (host) while X uploads"
+                              : "classes and weights (host)");
 
     int64_t R = K == 2 ? 1 : K, p = d + (fit_intercept ? 1 : 0);
     x = calloc((size_t)(R * p), sizeof *x);
@@ -491,10 +567,11 @@ static int logistic_fit(gsb__ctx *c)
     }
     GSB_CHECK(warm_start(c, K, R, p, fit_intercept, x));
     int64_t n_iter = 0;
-    GSB_CHECK(minimise(c, X, yi, w, sw_sum, l2_scale, l1_scale, icpt_scale, R, fit_intercept,
-                       x, &n_iter));
+    GSB_CHECK(minimise(c, X, &Xb, yi, w, sw_sum, l2_scale, l1_scale, icpt_scale, R,
+                       fit_intercept, x, &n_iter));
     rc = store_fit(c, X->dtype, classes, K, R, d, fit_intercept, x, n_iter);
 done:
+    gsb__tensor_free(&Xb);
     free(yi);
     free(classes);
     free(w);
@@ -629,7 +706,7 @@ static int logistic_predict_log_proba(gsb__ctx *c) { return probabilities(c, 1);
 
 static const gsb__method_desc logistic_methods[] = {
     {"fit", logistic_fit,
-     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_CHECK_ON_BACKEND},
       {"y", GSB__IN_LABELS},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "Fit by L-BFGS on scikit-learn's objective (y: class labels as float64)."},
