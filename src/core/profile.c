@@ -84,6 +84,14 @@ void gsb__profile_note(const char *phase, double ms)
         print_phase(phase, ms);
 }
 
+void gsb__profile_count(const char *what, int64_t count)
+{
+    if (!gsb__profile_on() || prof.depth != 1)
+        return;
+    fprintf(stderr, "gsb profile: %s.%s [%s] %s: %lld\n", prof.est, prof.method,
+            prof.be ? prof.be->name : "?", what, (long long)count);
+}
+
 void gsb__profile_end(void)
 {
     if (!gsb__profile_on() || prof.depth == 0 || --prof.depth > 0)

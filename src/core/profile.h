@@ -28,6 +28,9 @@ void gsb__profile_mark(const char *phase);
  * sub-phase's total that leaves the phase marks as they are. */
 double gsb__profile_clock(const gsb__backend *be);
 void gsb__profile_note(const char *phase, double ms);
+/* A count worth knowing about the call (iterations, waits), printed at once
+ * without waiting on the backend. */
+void gsb__profile_count(const char *what, int64_t count);
 /* The call ends: its last phase and its total. */
 void gsb__profile_end(void);
 

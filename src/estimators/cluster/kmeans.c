@@ -8,7 +8,9 @@
  * convergence tests are small and run on the host in double.  The n labels
  * and distances stay on the backend: per iteration only the k x d sums, the
  * k counts and the inertia (a col_moments of the distances) come to the
- * host, and the k x d centres go back.  The labels come to the host once at
+ * host, in one copy from one buffer (the iteration's only wait besides
+ * segment_sum's own label check), and the k x d centres go back, queued
+ * without a wait.  The labels come to the host once at
  * the end of a run, and in the rare iterations that relocate empty
  * clusters (which need the distances).  How the strict-convergence test
  * (labels unchanged) gets by without them is explained above lloyd().
@@ -206,16 +208,36 @@ static gsb__tensor row_view(const gsb__tensor *t, int64_t r0, int64_t m)
     return v;
 }
 
+/* Elements [off, off + rows * cols) of a contiguous float64 tensor as a
+ * borrowed rows x cols tensor. */
+static gsb__tensor stats_view(const gsb__tensor *t, int64_t off, int64_t rows, int64_t cols)
+{
+    gsb__tensor v = *t;
+    v.data = (double *)t->data + off;
+    v.rows = rows;
+    v.cols = cols;
+    v.ndim = cols == 1 ? 1 : 2;
+    v.owned = 0;
+    return v;
+}
+
 /* Rows idx[0..m) of the centred X into out (m x d doubles). */
 static int fetch_rows(const km_data *km, const int64_t *idx, int64_t m, double *out)
 {
     if (km->ks)
         return gsb__km_stream_rows(km->ks, idx, m, out);
-    for (int64_t j = 0; j < m; j++) {
-        gsb__tensor v = row_view(&km->X, idx[j], 1);
-        GSB_TRY(download_doubles(km->be, &v, out + j * km->d));
+    /* gathered on the backend by queued row copies, then one copy back: a
+     * download per row was a wait per row (k of them after k-means++) */
+    gsb__tensor rows = GSB__TENSOR_NONE;
+    int rc = gsb__tensor_alloc(km->be, km->dtype, m, km->d, &rows);
+    for (int64_t j = 0; rc == GSB_OK && j < m; j++) {
+        gsb__tensor src = row_view(&km->X, idx[j], 1), dst = row_view(&rows, j, 1);
+        rc = km->be->ops->copy(km->be, &dst, &src);
     }
-    return GSB_OK;
+    if (rc == GSB_OK)
+        rc = download_doubles(km->be, &rows, out);
+    gsb__tensor_free(&rows);
+    return rc;
 }
 
 /*
@@ -252,6 +274,7 @@ static int km_setup(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw, in
     if (km->ks)
         goto weights;
     GSB_CHECK(gsb__tensor_to(km->be, X, &xb));
+    gsb__profile_mark("setup: X to the backend");
     GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, d, 1, &mean_t));
     if (tol != 0)
         GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, d, 1, &var_t));
@@ -259,8 +282,16 @@ static int km_setup(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw, in
     GSB_CHECK(download_doubles(km->be, &mean_t, km->mean));
     if (tol != 0)
         GSB_CHECK(download_doubles(km->be, &var_t, var));
-    GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, n, d, &km->X));
-    GSB_CHECK(ops->col_affine(km->be, &xb, &mean_t, NULL, NULL, &km->X));
+    /* centred in place when xb is our own copy (an upload), sparing a second
+     * n x d buffer; the caller's X, when it already was on be, is not ours */
+    if (xb.owned) {
+        GSB_CHECK(ops->col_affine(km->be, &xb, &mean_t, NULL, NULL, &xb));
+        km->X = xb;
+        xb = GSB__TENSOR_NONE;
+    } else {
+        GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, n, d, &km->X));
+        GSB_CHECK(ops->col_affine(km->be, &xb, &mean_t, NULL, NULL, &km->X));
+    }
 
     /* scikit-learn's _tolerance: tol * mean(var(X, axis=0)), exactly 0 for tol == 0 */
     if (tol != 0)
@@ -302,15 +333,22 @@ done:
  * of the distances (col_moments of mind as an n x 1 matrix, accumulated in
  * double; one number crosses) times the weight total.  The weights are
  * non-negative with a positive sum (the dispatcher and check_weights_nonzero
- * see to it), so the mean is defined.
+ * see to it), so the mean is defined.  km_estep_queue leaves the mean in
+ * wmean on the backend (Lloyd's loop reads it back with the M-step's sums,
+ * in one copy); km_estep reads it back at once.
  */
-static int km_estep(km_data *km, const gsb__tensor *C, double *inertia)
+static int km_estep_queue(km_data *km, const gsb__tensor *C, gsb__tensor *wmean)
 {
     const gsb__backend *be = km->be;
-    double mean;
     GSB_TRY(be->ops->argmin_sqdist(be, &km->X, C, &km->labels, &km->mind));
-    GSB_TRY(be->ops->col_moments(be, &km->mind, km->w.data ? &km->w : NULL, &km->wmean, NULL));
-    GSB_TRY(be->ops->download(be, &km->wmean, &mean));
+    return be->ops->col_moments(be, &km->mind, km->w.data ? &km->w : NULL, wmean, NULL);
+}
+
+static int km_estep(km_data *km, const gsb__tensor *C, double *inertia)
+{
+    double mean;
+    GSB_TRY(km_estep_queue(km, C, &km->wmean));
+    GSB_TRY(km->be->ops->download(km->be, &km->wmean, &mean));
     *inertia = mean * km->wsum;
     return GSB_OK;
 }
@@ -622,19 +660,25 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
     const gsb__backend *be = km->be;
     int64_t n = km->n, d = km->d, k = km->k;
     int64_t max_iter = gsb__param_int(c->params, "max_iter");
-    gsb__tensor ct = GSB__TENSOR_NONE, sums_t = GSB__TENSOR_NONE, counts_t = GSB__TENSOR_NONE;
-    double *sums = alloc_array((size_t)(k * d), sizeof(double));
-    double *counts = alloc_array((size_t)k, sizeof(double));
+    gsb__tensor ct = GSB__TENSOR_NONE, stats_t = GSB__TENSOR_NONE;
+    /* one iteration's statistics, on be and on the host: sums (k x d), counts
+     * (k) and the mean distance (1), so a single copy brings them back */
+    const int64_t n_stats = k * d + k + 1;
+    double *stats = alloc_array((size_t)n_stats, sizeof(double));
+    double *sums = stats, *counts = stats ? stats + k * d : NULL;
     double *fresh = alloc_array((size_t)(k * d), sizeof(double));
     int32_t *labels_old = NULL; /* the previous relocating iteration's labels */
+    int64_t n_waits = 0;        /* waits for the backend, for the profile */
     int rc = GSB_OK;
-    if (!sums || !counts || !fresh) {
+    if (!stats || !fresh) {
         rc = gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
         goto done;
     }
     GSB_CHECK(gsb__tensor_alloc(be, km->dtype, k, d, &ct));
-    GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, k, d, &sums_t));
-    GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, k, 1, &counts_t));
+    GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, n_stats, 1, &stats_t));
+    gsb__tensor sums_t = stats_view(&stats_t, 0, k, d);
+    gsb__tensor counts_t = stats_view(&stats_t, k * d, k, 1);
+    gsb__tensor wmean_t = stats_view(&stats_t, k * d + k, 1, 1);
     GSB_CHECK(upload_doubles(be, run->centres, &ct));
 
     int current = 0;    /* km->labels are the E-step of the centres now in ct */
@@ -646,16 +690,17 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
             GSB_CHECK(gsb__km_stream_pass(km->ks, &ct, &inertia, sums, counts, run->labels,
                                           km->mindh));
         } else {
-            GSB_CHECK(km_estep(km, &ct, &inertia));
+            /* E- and M-step queued back to back; one copy (a wait) brings
+             * the sums, the counts and the inertia's mean */
+            GSB_CHECK(km_estep_queue(km, &ct, &wmean_t));
+            GSB_CHECK(be->ops->segment_sum(be, &km->X, &km->labels,
+                                           km->w.data ? &km->w : NULL, &sums_t, &counts_t));
+            GSB_CHECK(be->ops->download(be, &stats_t, stats));
+            inertia = stats[k * d + k] * km->wsum;
+            n_waits += 2; /* segment_sum's label check, the copy */
         }
         run->inertia = inertia;
         GSB_CHECK(gsb__progress(c, "iteration", it, inertia));
-        if (!km->ks) {
-            GSB_CHECK(be->ops->segment_sum(be, &km->X, &km->labels,
-                                           km->w.data ? &km->w : NULL, &sums_t, &counts_t));
-            GSB_CHECK(be->ops->download(be, &sums_t, sums));
-            GSB_CHECK(be->ops->download(be, &counts_t, counts));
-        }
         int64_t n_empty = 0;
         for (int64_t j = 0; j < k; j++)
             n_empty += counts[j] == 0;
@@ -683,6 +728,8 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
             moved |= fresh[q] != run->centres[q];
         }
         memcpy(run->centres, fresh, (size_t)(k * d) * sizeof(double));
+        /* queued behind the copy: no wait (the staged upload returns once
+         * the bytes are in pinned staging) */
         if (moved)
             GSB_CHECK(upload_doubles(be, run->centres, &ct));
         current = !moved;
@@ -695,6 +742,9 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
             break;
     }
     run->n_iter = it < max_iter ? it + 1 : max_iter;
+    gsb__profile_count("lloyd iterations", run->n_iter);
+    gsb__profile_count("lloyd waits", n_waits);
+    gsb__profile_mark("lloyd iterations");
     if (km->ks) { /* the last pass left the labels on the host */
         if (!current)
             GSB_CHECK(gsb__km_stream_pass(km->ks, &ct, &run->inertia, sums, counts,
@@ -703,14 +753,13 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
     }
     if (!current)
         GSB_CHECK(km_estep(km, &ct, &run->inertia));
+    gsb__profile_mark("lloyd final E-step");
     /* the labels of the final centres, once per run */
     GSB_CHECK(be->ops->download(be, &km->labels, run->labels));
 done:
     gsb__tensor_free(&ct);
-    gsb__tensor_free(&sums_t);
-    gsb__tensor_free(&counts_t);
-    free(sums);
-    free(counts);
+    gsb__tensor_free(&stats_t);
+    free(stats);
     free(fresh);
     free(labels_old);
     return rc;
@@ -831,7 +880,7 @@ static int kmeans_fit(gsb__ctx *c)
         warn_explicit_init(c);
     km_data km;
     GSB_TRY(km_setup(c, X, sw, k, &km));
-    gsb__profile_mark("setup");
+    gsb__profile_mark("setup: centre X");
     int64_t n_init = resolve_n_init(c, init != NULL);
     int random_init = gsb__param_is(c->params, "init", "random");
     gsb__rng rng;
@@ -862,7 +911,7 @@ static int kmeans_fit(gsb__ctx *c)
         }
         gsb__profile_mark("init");
         GSB_CHECK(lloyd(c, &km, &run));
-        gsb__profile_mark("lloyd");
+        gsb__profile_mark("labels to the host");
         /* a lower inertia wins unless it is the same partition relabelled
          * (rounding can make a relabelling look better) */
         if (!have_best ||
@@ -901,11 +950,13 @@ static int nearest_centres(gsb__ctx *c, gsb__tensor *labels, gsb__tensor *mind)
     *mind = GSB__TENSOR_NONE;
     int rc;
     GSB_CHECK(gsb__tensor_to(c->be, X, &xb));
+    gsb__profile_mark("X to the backend");
     /* the centres take X's dtype: a float64 model can label float32 data */
     GSB_CHECK(gsb__tensor_to_dtype(c->be, C, X->dtype, &cb));
     GSB_CHECK(gsb__tensor_alloc(c->be, GSB_I32, X->rows, 1, labels));
     GSB_CHECK(gsb__tensor_alloc(c->be, X->dtype, X->rows, 1, mind));
     GSB_CHECK(c->be->ops->argmin_sqdist(c->be, &xb, &cb, labels, mind));
+    gsb__profile_mark("nearest centres");
 done:
     gsb__tensor_free(&xb);
     gsb__tensor_free(&cb);
