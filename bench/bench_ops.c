@@ -4,11 +4,7 @@
  * device-to-device copy bandwidth are the ceilings; argmin_sqdist (KMeans)
  * and topk (kNN) report their achieved FLOP/s as a fraction of the GEMM rate
  * (counting 2*n*k*d for the distance dot products), the reductions their
- * bytes/s as a fraction of the copy bandwidth.  argmin_sqdist and topk
- * run twice, their default kernels and GSB_DISTANCE_KERNEL=old, in the
- * same process; argmin next to cuBLAS's SGEMM of the same shape (which
- * writes the n x k products the fused kernel never stores), topk also on
- * UMAP's graph shape (784 columns, k = 15).  umap_sgd_epoch (UMAP's
+ * bytes/s as a fraction of the copy bandwidth.  umap_sgd_epoch (UMAP's
  * layout SGD) reports the edge and negative-sample steps it takes per
  * second (random reads of the embedding: no meaningful ceiling).
  *
@@ -232,28 +228,10 @@ int main(int argc, char **argv)
     if (gsb__tensor_alloc(be, GSB_I32, n, 1, &aa.labels) ||
         gsb__tensor_alloc(be, GSB_F32, n, 1, &aa.mind))
         die("alloc");
-    /* the default kernel, then GSB_DISTANCE_KERNEL=old (the fp32 tile engine)
-     * in the same run, then cuBLAS on the same shape (X C^T, n x k written) */
-    double rate = 0.0;
-    for (int old = 0; old < 2; old++) {
-        if (old)
-            setenv("GSB_DISTANCE_KERNEL", "old", 1);
-        t = time_it(run_argmin, &aa, &aa.mind, 9);
-        rate = 2.0 * n * k * d / t;
-        printf("| argmin_sqdist (KMeans)%s | %lld x %lld, k=%lld | %.3f | %.1f TFLOP/s | %.2f |\n",
-               old ? " old kernel" : "", (long long)n, (long long)d, (long long)k, t * 1e3,
-               rate / 1e12, rate / gemm_rate);
-        if (old)
-            unsetenv("GSB_DISTANCE_KERNEL");
-    }
-    struct gemm_args sa = {.A = aa.X, .B = aa.C};
-    if (gsb__tensor_alloc(be, GSB_F32, n, k, &sa.C))
-        die("alloc");
-    t = time_it(run_gemm, &sa, &sa.C, 9);
-    rate = 2.0 * n * k * d / t;
-    printf("| FP32 GEMM, argmin's shape | %lld x %lld x %lld | %.3f | %.1f TFLOP/s | %.2f |\n",
-           (long long)n, (long long)k, (long long)d, t * 1e3, rate / 1e12, rate / gemm_rate);
-    gsb__tensor_free(&sa.C);
+    t = time_it(run_argmin, &aa, &aa.mind, 9);
+    double rate = 2.0 * n * k * d / t;
+    printf("| argmin_sqdist (KMeans) | %lld x %lld, k=%lld | %.3f | %.1f TFLOP/s | %.2f |\n",
+           (long long)n, (long long)d, (long long)k, t * 1e3, rate / 1e12, rate / gemm_rate);
 
     /* kNN: 10k queries against 200k x 64, k = 10 */
     int64_t nq = big ? 10000 : 1000, nr = big ? 200000 : 20000, kk = 10;
@@ -263,38 +241,11 @@ int main(int argc, char **argv)
     if (gsb__tensor_alloc(be, GSB_F32, nq, kk, &ta.dist) ||
         gsb__tensor_alloc(be, GSB_I64, nq, kk, &ta.idx))
         die("alloc");
-    for (int old = 0; old < 2; old++) {
-        if (old)
-            setenv("GSB_DISTANCE_KERNEL", "old", 1);
-        t = time_it(run_topk, &ta, &ta.dist, 5);
-        rate = 2.0 * nq * nr * d / t;
-        printf("| topk (kNN)%s | %lld q x %lld x %lld, k=%lld | %.3f | %.1f TFLOP/s | %.2f |\n",
-               old ? " old kernel" : "", (long long)nq, (long long)nr, (long long)d,
-               (long long)kk, t * 1e3, rate / 1e12, rate / gemm_rate);
-        if (old)
-            unsetenv("GSB_DISTANCE_KERNEL");
-    }
-
-    /* UMAP's kNN graph of MNIST's shape, a tenth of its queries: 7k of 70k x 784, k = 15 */
-    int64_t uq = big ? 7000 : 700, ur = big ? 70000 : 7000, ud = 784, uk = 15;
-    struct topk_args ua = {.Q = random_tensor(GSB_F32, uq, ud, 9),
-                           .R = random_tensor(GSB_F32, ur, ud, 10)};
-    ua.k = uk;
-    if (gsb__tensor_alloc(be, GSB_F32, uq, uk, &ua.dist) ||
-        gsb__tensor_alloc(be, GSB_I64, uq, uk, &ua.idx))
-        die("alloc");
-    for (int old = 0; old < 2; old++) {
-        if (old)
-            setenv("GSB_DISTANCE_KERNEL", "old", 1);
-        t = time_it(run_topk, &ua, &ua.dist, 3);
-        rate = 2.0 * uq * ur * ud / t;
-        printf("| topk (UMAP graph)%s | %lld q x %lld x %lld, k=%lld | %.3f | %.1f TFLOP/s "
-               "| %.2f |\n",
-               old ? " old kernel" : "", (long long)uq, (long long)ur, (long long)ud,
-               (long long)uk, t * 1e3, rate / 1e12, rate / gemm_rate);
-        if (old)
-            unsetenv("GSB_DISTANCE_KERNEL");
-    }
+    t = time_it(run_topk, &ta, &ta.dist, 5);
+    rate = 2.0 * nq * nr * d / t;
+    printf("| topk (kNN) | %lld q x %lld x %lld, k=%lld | %.3f | %.1f TFLOP/s | %.2f |\n",
+           (long long)nq, (long long)nr, (long long)d, (long long)kk, t * 1e3, rate / 1e12,
+           rate / gemm_rate);
 
     /* StandardScaler's reduction: 1M x 256 */
     int64_t rn = big ? 1000000 : 100000, rd = 256;
@@ -310,8 +261,7 @@ int main(int argc, char **argv)
     bench_umap(big);
 
     gsb__tensor *all[] = {&ga.A, &ga.B, &ga.C, &ca.src, &ca.dst, &aa.X, &aa.C, &aa.labels,
-                          &aa.mind, &ta.Q, &ta.R, &ta.dist, &ta.idx, &ua.Q, &ua.R, &ua.dist,
-                          &ua.idx, &ma.X, &ma.mean, &ma.var};
+                          &aa.mind, &ta.Q, &ta.R, &ta.dist, &ta.idx, &ma.X, &ma.mean, &ma.var};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         gsb__tensor_free(all[i]);
     return 0;

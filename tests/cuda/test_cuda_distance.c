@@ -8,10 +8,7 @@
  * row counts that are not multiples of any tile, row slices (data off any
  * vector alignment), integer-valued data with exact ties (broken by index),
  * zero rows (cosine), and bad arguments (the CPU twin's statuses and
- * messages).  the float32 tensor-core kernels (argmin_sqdist, topk) also on
- * shapes that stress their tiles, duplicates and ties (argmin's labels
- * checked as the exact argmin), next to the old kernels
- * (GSB_DISTANCE_KERNEL=old).  Needs a GPU: run under tools/gpu-check (ctest -L gpu).
+ * messages).  Needs a GPU: run under tools/gpu-check (ctest -L gpu).
  */
 #include <math.h>
 #include <stdint.h>
@@ -189,37 +186,11 @@ static void test_pairwise_errors(void)
 
 /* ---- argmin_sqdist ------------------------------------------------------------ */
 
-/* The centre nearest to row i of X by the exact distance in double, ties to the smaller index. */
-static int64_t exact_argmin(const gsb__tensor *X, int64_t i, const gsb__tensor *C)
-{
-    int64_t best = 0;
-    double bv = ref_dist(X, i, C, 0, GSB__METRIC_SQEUCLIDEAN);
-    for (int64_t j = 1; j < C->rows; j++) {
-        double v = ref_dist(X, i, C, j, GSB__METRIC_SQEUCLIDEAN);
-        if (v < bv) {
-            bv = v;
-            best = j;
-        }
-    }
-    return best;
-}
-
-/* The float32 kernel in use: tensor cores unless GSB_DISTANCE_KERNEL=old (the
- * fp32 tile engine, which ranks by its rounded expansion, as the CPU twin). */
-static int tc_kernel(gsb_dtype dt)
-{
-    const char *env = getenv("GSB_DISTANCE_KERNEL");
-    return dt == GSB_F32 && !(env && strcmp(env, "old") == 0);
-}
-
 /*
  * GPU labels and distances for X (host) against C (host), checked against
  * the CPU twin: labels equal except on near ties (then the GPU's centre
  * must be as near within 1e-5 relative), every distance the exact one to
- * the chosen centre.  The tensor-core kernel (float32) certifies or
- * re-ranks every row in double: its labels must be the exact argmin, ties
- * to the smaller index (where n * k * d is small enough to check on the
- * host).
+ * the chosen centre.
  */
 static void argmin_check(const gsb__tensor *X, const gsb__tensor *C, const gsb__tensor *Xg,
                          const gsb__tensor *Cg)
@@ -231,16 +202,13 @@ static void argmin_check(const gsb__tensor *X, const gsb__tensor *C, const gsb__
     gsb__tensor lg = gpu_poisoned(GSB_I32, n, 1), mg = gpu_poisoned(dt, n, 1);
     CHECK_OK(gpu->ops->argmin_sqdist(gpu, Xg, Cg, &lg, &mg));
     gsb__tensor lh = from_gpu(&lg), mh = from_gpu(&mg);
-    int64_t bad_label = 0, not_tie = 0, bad_dist = 0, differ = 0, not_exact = 0;
-    int exact = tc_kernel(dt) && C->cols > 0 && n * k * C->cols <= ((int64_t)1 << 28);
+    int64_t bad_label = 0, not_tie = 0, bad_dist = 0, differ = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t gl = (int64_t)gsb__tensor_get(&lh, i), cl = (int64_t)gsb__tensor_get(&lc, i);
         if (gl < 0 || gl >= k) {
             bad_label++;
             continue;
         }
-        if (exact && gl != exact_argmin(X, i, C))
-            not_exact++;
         double dg = ref_dist(X, i, C, gl, GSB__METRIC_SQEUCLIDEAN);
         /* the exact distance, rounded once to the dtype */
         double want = dt == GSB_F32 ? (double)(float)dg : dg;
@@ -257,7 +225,6 @@ static void argmin_check(const gsb__tensor *X, const gsb__tensor *C, const gsb__
     CHECK(bad_label == 0);
     CHECK(bad_dist == 0);
     CHECK(not_tie == 0);
-    CHECK(not_exact == 0);
     if (differ)
         printf("    argmin: %lld of %lld labels differ from the CPU's, all near ties\n",
                (long long)differ, (long long)n);
@@ -347,117 +314,6 @@ static void test_argmin_view(void)
         gsb__tensor_free(&Cg);
         gsb__tensor_free(&X);
         gsb__tensor_free(&C);
-    }
-}
-
-/* Both float32 kernels (tensor cores, then GSB_DISTANCE_KERNEL=old) on the
- * same data: each must pass argmin_check. */
-static void argmin_both(const gsb__tensor *X, const gsb__tensor *C)
-{
-    gsb__tensor Xg = to_gpu(X), Cg = to_gpu(C);
-    argmin_check(X, C, &Xg, &Cg);
-    if (X->dtype == GSB_F32) {
-        setenv("GSB_DISTANCE_KERNEL", "old", 1);
-        argmin_check(X, C, &Xg, &Cg);
-        unsetenv("GSB_DISTANCE_KERNEL");
-    }
-    gsb__tensor_free(&Xg);
-    gsb__tensor_free(&Cg);
-}
-
-/*
- * Shapes that stress the tensor-core tiling: k around and past the centre
- * tile (128) and not a multiple of 8, d = 1, odd d (4-byte copies), d past
- * one 32-column stage and not a multiple of it, d = 784, k = 1, row counts
- * off the 128-row block.
- */
-static void test_argmin_tiles(void)
-{
-    static const int64_t shapes[][3] = {
-        {4099, 1, 100}, {3000, 5, 105},  {2500, 7, 129},  {1000, 784, 10}, {300, 784, 100},
-        {5000, 64, 1},  {3001, 33, 300}, {1537, 16, 1000}, {257, 3, 17},   {129, 40, 9},
-        {2048, 64, 100}, {700, 100, 128}, {300, 784, 1}};
-    for (int t = 0; t < 2; t++)
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            int before = case_begin();
-            gsb_dtype dt = dtypes[t];
-            int64_t n = shapes[s][0], d = shapes[s][1], k = shapes[s][2];
-            gsb__tensor X = host_random(dt, n, d, 1.0), C = host_random(dt, k, d, 1.0);
-            argmin_both(&X, &C);
-            gsb__tensor_free(&X);
-            gsb__tensor_free(&C);
-            CASE_END(before, "argmin tiles %s n=%lld d=%lld k=%lld", gsb_dtype_name(dt),
-                     (long long)n, (long long)d, (long long)k);
-        }
-}
-
-/*
- * Duplicates and ties: every centre twice (the smaller index of each pair
- * must win), rows repeated, integer data in 64 and 784 columns (exact ties
- * everywhere: labels and distances equal to the CPU twin's bit for bit),
- * and a row far out (large norms) among ordinary ones.
- */
-static void test_argmin_duplicates(void)
-{
-    for (int t = 0; t < 2; t++) {
-        gsb_dtype dt = dtypes[t];
-        int before = case_begin();
-        int64_t n = 4000, d = 19, k = 64;
-        gsb__tensor X = host_random(dt, n, d, 1.0), C = host_random(dt, k, d, 1.0);
-        for (int64_t j = 1; j < k; j += 2)
-            for (int64_t c = 0; c < d; c++)
-                gsb__tensor_set(&C, j * d + c, gsb__tensor_get(&C, (j - 1) * d + c));
-        for (int64_t i = 1000; i < 2000; i++) /* rows 1000.. repeat rows 0.. */
-            for (int64_t c = 0; c < d; c++)
-                gsb__tensor_set(&X, i * d + c, gsb__tensor_get(&X, (i - 1000) * d + c));
-        for (int64_t c = 0; c < d; c++)
-            gsb__tensor_set(&X, 5 * d + c, 1e12 * gsb__tensor_get(&X, 5 * d + c));
-        gsb__tensor Xg = to_gpu(&X), Cg = to_gpu(&C);
-        gsb__tensor lg = gpu_poisoned(GSB_I32, n, 1), mg = gpu_poisoned(dt, n, 1);
-        CHECK_OK(gpu->ops->argmin_sqdist(gpu, &Xg, &Cg, &lg, &mg));
-        gsb__tensor lh = from_gpu(&lg);
-        int64_t odd = 0, unequal = 0;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t l = (int64_t)gsb__tensor_get(&lh, i);
-            odd += l % 2 != 0;
-            if (i >= 1000 && i < 2000)
-                unequal += l != (int64_t)gsb__tensor_get(&lh, i - 1000);
-        }
-        CHECK(odd == 0);
-        CHECK(unequal == 0);
-        argmin_both(&X, &C);
-        gsb__tensor_free(&lh);
-        gsb__tensor_free(&lg);
-        gsb__tensor_free(&mg);
-        gsb__tensor_free(&Xg);
-        gsb__tensor_free(&Cg);
-        gsb__tensor_free(&X);
-        gsb__tensor_free(&C);
-        CASE_END(before, "argmin duplicates %s", gsb_dtype_name(dt));
-
-        static const int64_t ints[][3] = {{3000, 64, 100}, {500, 784, 30}, {2000, 1, 7}};
-        for (size_t s = 0; s < sizeof ints / sizeof ints[0]; s++) {
-            before = case_begin();
-            int64_t ni = ints[s][0], di = ints[s][1], ki = ints[s][2];
-            gsb__tensor Xi = host_ints(dt, ni, di, 3), Ci = host_ints(dt, ki, di, 3);
-            gsb__tensor Xig = to_gpu(&Xi), Cig = to_gpu(&Ci);
-            gsb__tensor lc = host_poisoned(GSB_I32, ni, 1), mc = host_poisoned(dt, ni, 1);
-            CHECK_OK(cpu->ops->argmin_sqdist(cpu, &Xi, &Ci, &lc, &mc));
-            gsb__tensor li = gpu_poisoned(GSB_I32, ni, 1), mi = gpu_poisoned(dt, ni, 1);
-            CHECK_OK(gpu->ops->argmin_sqdist(gpu, &Xig, &Cig, &li, &mi));
-            CHECK_MATCH(&li, &lc, 0.0);
-            CHECK_MATCH(&mi, &mc, 0.0);
-            gsb__tensor_free(&li);
-            gsb__tensor_free(&mi);
-            gsb__tensor_free(&lc);
-            gsb__tensor_free(&mc);
-            gsb__tensor_free(&Xig);
-            gsb__tensor_free(&Cig);
-            gsb__tensor_free(&Xi);
-            gsb__tensor_free(&Ci);
-            CASE_END(before, "argmin integer ties %s n=%lld d=%lld k=%lld", gsb_dtype_name(dt),
-                     (long long)ni, (long long)di, (long long)ki);
-        }
     }
 }
 
@@ -609,37 +465,6 @@ static void test_topk_ties(void)
             topk_case(dtypes[t], metrics[mi], 1000, 1000, 3, 100, 1, 3);
             topk_case(dtypes[t], metrics[mi], 100, 5000, 1, 10, 0, 5);
         }
-}
-
-/*
- * float32's two kernels (tensor cores, then GSB_DISTANCE_KERNEL=old) on
- * shapes that stress the tensor-core tile: d = 784 (UMAP's kNN graph),
- * d = 1, odd d (4-byte copies), d past one 32-column slice, k = 1, a
- * query count off the 64-query block, the graph's self-excluded form, and
- * integer data (exact ties everywhere).  Both must give the CPU's
- * neighbours in the CPU's order.
- */
-static void test_topk_kernels(void)
-{
-    /* metric, nq, nr, d, k, self, ints */
-    static const int64_t cases[][7] = {
-        {GSB__METRIC_EUCLIDEAN, 300, 3000, 784, 15, 0, 0},
-        {GSB__METRIC_SQEUCLIDEAN, 700, 700, 784, 15, 1, 0},
-        {GSB__METRIC_COSINE, 200, 3000, 100, 7, 0, 0},
-        {GSB__METRIC_EUCLIDEAN, 129, 5000, 1, 1, 0, 0},
-        {GSB__METRIC_EUCLIDEAN, 333, 4097, 5, 20, 0, 0},
-        {GSB__METRIC_SQEUCLIDEAN, 65, 2000, 33, 1, 0, 0},
-        {GSB__METRIC_EUCLIDEAN, 500, 3000, 64, 10, 0, 3},
-        {GSB__METRIC_COSINE, 257, 2000, 19, 12, 0, 2}};
-    for (int old = 0; old < 2; old++) {
-        if (old)
-            setenv("GSB_DISTANCE_KERNEL", "old", 1);
-        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-            topk_case(GSB_F32, (gsb__metric)cases[c][0], cases[c][1], cases[c][2], cases[c][3],
-                      cases[c][4], (int)cases[c][5], (int)cases[c][6]);
-        if (old)
-            unsetenv("GSB_DISTANCE_KERNEL");
-    }
 }
 
 static void test_topk_view(void)
@@ -851,13 +676,10 @@ int main(void)
     RUN(test_argmin);
     RUN(test_argmin_ties);
     RUN(test_argmin_view);
-    RUN(test_argmin_tiles);
-    RUN(test_argmin_duplicates);
     RUN(test_argmin_errors);
     RUN(test_topk);
     RUN(test_topk_large);
     RUN(test_topk_ties);
-    RUN(test_topk_kernels);
     RUN(test_topk_view);
     RUN(test_topk_errors);
     RUN(test_segment_sum);

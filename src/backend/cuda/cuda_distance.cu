@@ -37,7 +37,6 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/cuda_argmin_tc.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_distance_tile.cuh"
 
@@ -176,20 +175,13 @@ int argmin_launch(const gsb__backend *be, const T *X, int64_t n, const T *Cc, in
     return GSB_OK;
 }
 
-/* float32 on sm_80+: the tensor-core kernel (cuda_argmin_tc.cu) unless
- * GSB_DISTANCE_KERNEL=old.  Here the centre tile follows k, so few centres
- * do not pay for a 128-wide tile. */
+/* The centre tile follows k, so few centres do not pay for a 128-wide tile. */
 template <typename T>
 int argmin_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
                gsb__tensor *labels, gsb__tensor *mind)
 {
     const T *X = (const T *)Xt->data, *Cc = (const T *)Ct->data;
     int64_t n = Xt->rows, k = Ct->rows, d = Xt->cols;
-    if constexpr (sizeof(T) == 4) {
-        if (d >= 1 && gsb__cuda_tc_usable(be))
-            return gsb__cuda_argmin_tc(be, X, n, Cc, k, d, (int32_t *)labels->data,
-                                       (float *)mind->data);
-    }
     T *cn = NULL;
     int rc = gsb__cuda_alloc(be, (size_t)k * sizeof(T), (void **)&cn);
     if (rc != GSB_OK)

@@ -104,16 +104,9 @@ struct tile_cfg {
         T a[2][BK][LDA];
         T b[2][BK][LDB];
     };
-    /* not the tensor-core engine (gsb_tc::tc_cfg), which keeps its stages in
-     * dynamic shared memory: here none */
-    static constexpr bool TENSOR = false;
-    static constexpr size_t STAGE_BYTES = 0;
     /* tile-local row of a thread's i-th row, column of its j-th column */
     __device__ static int row(int ty, int i) { return (i / V) * (TY * V) + ty * V + i % V; }
     __device__ static int col(int tx, int j) { return (j / V) * (TX * V) + tx * V + j % V; }
-    /* the same from the thread's index (the names tc_cfg shares) */
-    __device__ static int row_of(int tid, int i) { return row(tid / TX, i); }
-    __device__ static int col_of(int tid, int j) { return col(tid % TX, j); }
 };
 
 template <int OP, typename T>

@@ -4,8 +4,7 @@
  *   cuda_backend.cu   open, device memory pool, pinned staging, memory ops, table
  *   cuda_linalg.cu    gemm, syrk, eigh, posv, svd, lstsq, orthonormalize (cuBLAS/cuSOLVER)
  *   cuda_reduce.cu    col_moments, col_minmax, row_sqnorms, col_affine, clip, rand_normal
- *   cuda_distance.cu  pairwise, argmin_sqdist, topk, segment_sum (fused kernels);
- *                     cuda_argmin_tc.cu: float32 argmin_sqdist on tensor cores
+ *   cuda_distance.cu  pairwise, argmin_sqdist, topk, segment_sum (fused kernels)
  *   cuda_family.cu    logistic_loss_grad, kernel
  *   cuda_kmeanspp.cu  kmeanspp (greedy k-means++, no host wait inside a call)
  *   cuda_enet.cu      enet_cd_gram (coordinate descent in one launch), gather_cols
@@ -26,9 +25,7 @@
  *   cuda_devarray.cu  device_import, device_export (callers' device memory)
  *   cuda_copy.cu      (upload/download's engine) copy_stats
  * Device errors become gsb statuses through cuda_common.h; no op uses
- * managed memory; float32 stays float32 (no TF32 unless GSB_ALLOW_TF32=1;
- * argmin_sqdist's 3xTF32 only ranks, every label certified or re-ranked
- * exactly: cuda_argmin_tc.cu).
+ * managed memory; float32 stays float32 (no TF32 unless GSB_ALLOW_TF32=1).
  */
 #ifndef GSB_CUDA_OPS_H
 #define GSB_CUDA_OPS_H

@@ -45,13 +45,6 @@
  *     index), the result does not depend on the split or the order in
  *     which candidates arrived.
  *
- * The tile engine: for float32 with a dot-product metric on sm_80 and
- * newer, gsb_tc's tensor-core tile (3xTF32, cuda_tc_tile.cuh) of the same
- * 64 x 128 shape, its stages in dynamic shared memory ahead of the lists;
- * its error bound TC_SREL(d) is added to the slack, so step 2's guarantee
- * holds as before.  Manhattan, float64 and GSB_DISTANCE_KERNEL=old use the
- * fp32/fp64 FMA tile engine (cuda_distance_tile.cuh).
- *
  * Lists live in shared memory when BM * k entries fit in LIST_SMEM_BYTES,
  * else in the global scratch that the merge reads anyway (correct for any
  * k; slower flushes).  Queries are processed in chunks so that scratch stays
@@ -66,22 +59,14 @@
 
 #include <type_traits>
 
-#include "backend/cuda/cuda_argmin_tc.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_distance_tile.cuh"
-#include "backend/cuda/cuda_tc_tile.cuh"
 
 using namespace gsb_dist;
 
 namespace {
 
 constexpr int64_t LIST_SMEM_BYTES = 64 << 10;
-/* with the tensor-core stages (81 KiB) ahead of them: at most this much, so
- * two blocks still fit an SM (the splits assume two) */
-constexpr int64_t LIST_SMEM_BYTES_TC = 16 << 10;
-/* tensor cores: a nonzero squared norm below this ranks everything exactly
- * (topk_prep_kernel) */
-constexpr double TC_TINY = 1e-30;
 constexpr int64_t LIST_SCRATCH_BYTES = (int64_t)256 << 20;
 constexpr int64_t MAX_SPLITS = 32;      /* one lane per split in the merge */
 constexpr int64_t MIN_SPLIT_REFS = 2048; /* a split shorter than this is not worth its fill */
@@ -106,22 +91,10 @@ struct topk_args {
     const double *raux; /* per reference: 1 / ||r|| (cosine) */
     const void *rb;     /* per reference, in T: (1 - 1.5 s) ||r||^2, or -1 / ||r|| for cosine */
     double slack;
-    bool vec;           /* tensor-core tile: Q and R 16-byte aligned, d % 4 == 0 */
     const int *wide;    /* set: norms too large for the expansion, rank everything exactly */
     double *lv;         /* lists out: [split][query of the chunk][k] distances ... */
     int *li;            /* ... and indices */
     int lists_in_smem;
-};
-
-/* What carries a tile's loads from one tile to the next: registers
- * (tile engine) or the cp.async stream (tensor cores). */
-template <class C, bool = C::TENSOR>
-struct topk_stream {
-    tile_pipe<C> p;
-};
-template <class C>
-struct topk_stream<C, true> {
-    gsb_tc::tc_stream s;
 };
 
 template <class C>
@@ -313,6 +286,7 @@ __global__ void __launch_bounds__(C::NT, 2) topk_kernel(const __grid_constant__ 
     __shared__ __align__(16) topk_smem<C> S;
     extern __shared__ __align__(16) unsigned char topk_dyn[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tx = tid % C::TX, ty = tid / C::TX;
     const T *R = (const T *)a.R, *rb = (const T *)a.rb;
     const int64_t K = a.k, d = a.d;
     const int64_t qb0 = (int64_t)blockIdx.x * BM; /* first query of the block, in the chunk */
@@ -324,8 +298,8 @@ __global__ void __launch_bounds__(C::NT, 2) topk_kernel(const __grid_constant__ 
 
     double *lv;
     int *li;
-    if (a.lists_in_smem) { /* after the tensor-core stages, if any */
-        lv = (double *)(topk_dyn + C::STAGE_BYTES);
+    if (a.lists_in_smem) {
+        lv = (double *)topk_dyn;
         li = (int *)(lv + BM * K);
     } else {
         size_t off = ((size_t)split * (size_t)a.nqc + (size_t)qb0) * (size_t)K;
@@ -341,30 +315,22 @@ __global__ void __launch_bounds__(C::NT, 2) topk_kernel(const __grid_constant__ 
     }
     __syncthreads();
 
-    topk_stream<C> ps;
-    if constexpr (C::TENSOR)
-        gsb_tc::tc_begin<C>((float *)topk_dyn, ps.s, Qc, a.nqc, qb0, R, j_end, j_begin,
-                            (j_end - j_begin + C::BN - 1) / C::BN, (int)d, a.vec, tid);
-    else
-        tile_prefetch(ps.p, Qc, a.nqc, qb0, R, j_end, j_begin, d, tid);
+    tile_pipe<C> pipe;
+    tile_prefetch(pipe, Qc, a.nqc, qb0, R, j_end, j_begin, d, tid);
     for (int64_t c0 = j_begin; c0 < j_end; c0 += C::BN) {
         T acc[TM][TN];
-        if constexpr (C::TENSOR)
-            gsb_tc::tc_tile<C>((float *)topk_dyn, ps.s, tid, acc);
-        else
-            tile_accumulate<OP, C>(S.tile, ps.p, Qc, a.nqc, qb0, R, j_end, c0, d,
-                                   c0 + C::BN < j_end, qb0, c0 + C::BN, tid, tid % C::TX,
-                                   tid / C::TX, acc);
+        tile_accumulate<OP, C>(S.tile, pipe, Qc, a.nqc, qb0, R, j_end, c0, d, c0 + C::BN < j_end,
+                               qb0, c0 + C::BN, tid, tx, ty, acc);
 
         /* approximations and the admission mask (bit i * TN + j) */
         T tq[TM];
 #pragma unroll
         for (int i = 0; i < TM; i++)
-            tq[i] = S.tq[C::row_of(tid, i)];
+            tq[i] = S.tq[C::row(ty, i)];
         unsigned mask = 0;
 #pragma unroll
         for (int j = 0; j < TN; j++) {
-            int64_t c = c0 + C::col_of(tid, j);
+            int64_t c = c0 + C::col(tx, j);
             bool cv = c < j_end;
             if constexpr (OP == OP_DOT) {
                 /* euclidean family: (1 - 1.5 s) ||r||^2 - 2 q.r; cosine: -(q.r) / ||r|| */
@@ -377,7 +343,7 @@ __global__ void __launch_bounds__(C::NT, 2) topk_kernel(const __grid_constant__ 
             }
 #pragma unroll
             for (int i = 0; i < TM; i++) {
-                int64_t q = qb0 + C::row_of(tid, i);
+                int64_t q = qb0 + C::row(ty, i);
                 /* NaN (overflow) is admitted: only a sure loser is turned away */
                 bool ok = cv && q < a.nqc && !(a.exclude_self && c == a.q_begin + q) &&
                           !(acc[i][j] > tq[i]);
@@ -395,7 +361,7 @@ __global__ void __launch_bounds__(C::NT, 2) topk_kernel(const __grid_constant__ 
             int full = 0;
 #pragma unroll
             for (int i = 0; i < TM; i++) {
-                int r = C::row_of(tid, i);
+                int r = C::row(ty, i);
                 for (int h = 0; h < HAND; h++) {
                     int b = -1;
                     T best = T(0);
@@ -409,7 +375,7 @@ __global__ void __launch_bounds__(C::NT, 2) topk_kernel(const __grid_constant__ 
                         break;
                     mask &= ~(1u << (i * TN + b));
                     int p = atomicAdd(&S.pcnt[r], 1);
-                    S.pidx[r][p] = (int)(c0 + C::col_of(tid, b));
+                    S.pidx[r][p] = (int)(c0 + C::col(tx, b));
                     full |= p + 1 >= FLUSH_AT;
                 }
             }
@@ -419,7 +385,7 @@ __global__ void __launch_bounds__(C::NT, 2) topk_kernel(const __grid_constant__ 
                 __syncthreads();
 #pragma unroll
                 for (int i = 0; i < TM; i++) {
-                    T t = S.tq[C::row_of(tid, i)];
+                    T t = S.tq[C::row(ty, i)];
 #pragma unroll
                     for (int j = 0; j < TN; j++)
                         if (acc[i][j] > t)
@@ -428,8 +394,6 @@ __global__ void __launch_bounds__(C::NT, 2) topk_kernel(const __grid_constant__ 
             }
         }
     }
-    if constexpr (C::TENSOR)
-        gsb_tc::tc_end();
     /* what is still pending goes into the lists */
     __syncthreads();
     for (int r = warp; r < BM; r += NW)
@@ -459,19 +423,14 @@ __global__ void __launch_bounds__(C::NT, 2) topk_kernel(const __grid_constant__ 
     }
 }
 
-/* qaux / raux hold squared norms: turn them (and rb) into what topk_args says.
- * tiny > 0 (tensor cores): a nonzero squared norm below it sets *wide, as
- * products of such rows may fall below fp32's normal range. */
+/* qaux / raux hold squared norms: turn them (and rb) into what topk_args says. */
 template <typename T>
 __global__ void topk_prep_kernel(double *qaux, int64_t nq, double *raux, T *rb, int64_t nr,
-                                 int metric, double slack, double tiny, int *wide)
+                                 int metric, double slack)
 {
     int64_t n = nq > nr ? nq : nr;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        if ((i < nq && qaux[i] > 0.0 && qaux[i] < tiny) ||
-            (i < nr && raux[i] > 0.0 && raux[i] < tiny))
-            atomicOr(wide, 1);
         if (metric == GSB__METRIC_COSINE) {
             if (i < nq)
                 qaux[i] = qaux[i] > 0.0 ? 1.0 / sqrt(qaux[i]) : 0.0;
@@ -578,14 +537,9 @@ int topk_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     const gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
     const int64_t nq = Qt->rows, nr = Rt->rows, d = Qt->cols;
     const int use_dot = metric != GSB__METRIC_MANHATTAN;
-    /* float32 dot products on tensor cores (3xTF32, cuda_tc_tile.cuh) unless
-     * GSB_DISTANCE_KERNEL=old or the GPU predates sm_80 */
-    const bool tc = sizeof(T) == 4 && use_dot && gsb__cuda_tc_usable(be);
-    /* the CPU twin's bound on the expansion's relative error (doubled there),
-     * plus the tensor cores' (already doubled) */
+    /* the CPU twin's bound on the expansion's relative error (doubled there) */
     const double slack =
-        2.0 * ((double)(d + 2) * num<T>::eps + (double)(2 * d + 8) * DBL_EPSILON) +
-        (tc ? gsb_tc::TC_SREL(d) : 0.0);
+        2.0 * ((double)(d + 2) * num<T>::eps + (double)(2 * d + 8) * DBL_EPSILON);
     int rc = GSB_OK;
     double *qaux = NULL, *raux = NULL, *lv = NULL;
     int *li = NULL, *wide = NULL;
@@ -606,7 +560,7 @@ int topk_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
         GSB_CUDA_CHECK((row_norms<T, double>(be, (const T *)Rt->data, nr, d, 0, raux,
                                              num<T>::big, wide)));
         topk_prep_kernel<T><<<grid_for(be, nq > nr ? nq : nr, 256), 256, 0, ctx->stream>>>(
-            qaux, nq, raux, rb, nr, (int)metric, slack, tc ? TC_TINY : 0.0, wide);
+            qaux, nq, raux, rb, nr, (int)metric, slack);
         CUDA_CHECK(cudaGetLastError());
     }
 
@@ -644,8 +598,7 @@ int topk_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)(nsplit * nqc_max * k) * sizeof(int),
                                    (void **)&li));
     list_bytes = C::BM * k * (int64_t)(sizeof(double) + sizeof(int));
-    dyn = list_bytes <= (tc ? LIST_SMEM_BYTES_TC : LIST_SMEM_BYTES) ? (size_t)list_bytes : 0;
-    a.lists_in_smem = dyn > 0;
+    dyn = list_bytes <= LIST_SMEM_BYTES ? (size_t)list_bytes : 0;
 
     a.Q = Qt->data;
     a.R = Rt->data;
@@ -664,18 +617,7 @@ int topk_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     a.wide = wide;
     a.lv = lv;
     a.li = li;
-    a.vec = d % 4 == 0 && (uintptr_t)a.Q % 16 == 0 && (uintptr_t)a.R % 16 == 0;
-    if constexpr (sizeof(T) == 4) {
-        /* the same 64 x 128 tile, its stages ahead of the lists in dynamic
-         * shared memory */
-        typedef gsb_tc::tc_cfg<4, 2, 8> TC;
-        static_assert(TC::BM == C::BM && TC::BN == C::BN, "the splits assume C's tile");
-        if (tc) {
-            rc = topk_launch<T, TC, OP_DOT>(be, a, nq, nqc_max, nsplit, TC::STAGE_BYTES + dyn,
-                                            (T *)dist->data, (int64_t *)idx->data);
-            goto done;
-        }
-    }
+    a.lists_in_smem = dyn > 0;
     if (use_dot)
         rc = topk_launch<T, C, OP_DOT>(be, a, nq, nqc_max, nsplit, dyn, (T *)dist->data,
                                        (int64_t *)idx->data);
