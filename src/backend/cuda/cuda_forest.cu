@@ -407,6 +407,23 @@ struct SmallNode {
 
 /* out[s] (V1) = the stats of the node's real samples of code <= c, added in
  * sample order (every sum split_small makes of a candidate's left side). */
+/* One threshold c with left statistics P: the missing values right, then (where the
+ * node has some: nanrow) left; the better kept in (bp, bo).  Both split kernels. */
+__device__ inline void consider_threshold(const FData &d, const Rule &rule, const double *P,
+                                          const double *nanrow, const double *tot, int n_real,
+                                          int c, double &bp, int &bo)
+{
+    for (int nan_left = 0; nan_left < (nanrow ? 2 : 1); nan_left++) {
+        const double p = gsb__forest_proxy(P, nan_left ? nanrow : NULL, tot, d.K, d.O,
+                                           rule.criterion, rule.min_leaf, rule.min_weight);
+        const int o = gsb__forest_order(n_real, c, nan_left, 0);
+        if (gsb__forest_better(p, o, bp, bo)) {
+            bp = p;
+            bo = o;
+        }
+    }
+}
+
 __device__ inline void small_left(const FData &d, const SmallNode &sn, int c, double *out)
 {
     for (int s = 0; s < d.V1; s++)
@@ -507,22 +524,7 @@ __global__ void split_small(FData d, const int32_t *__restrict__ nodes,
         if (c == d.nan_code || c >= top) /* a real code with a real one after it */
             continue;
         small_left(d, sn, c, P);
-        double p = gsb__forest_proxy(P, NULL, tot, d.K, d.O, rule.criterion, rule.min_leaf,
-                                     rule.min_weight);
-        int o = gsb__forest_order(n_real, c, 0, 0);
-        if (gsb__forest_better(p, o, bp, bo)) {
-            bp = p;
-            bo = o;
-        }
-        if (has_nan) {
-            p = gsb__forest_proxy(P, nanrow, tot, d.K, d.O, rule.criterion, rule.min_leaf,
-                                  rule.min_weight);
-            o = gsb__forest_order(n_real, c, 1, 0);
-            if (gsb__forest_better(p, o, bp, bo)) {
-                bp = p;
-                bo = o;
-            }
-        }
+        consider_threshold(d, rule, P, nanrow, tot, n_real, c, bp, bo);
     }
     if (lane == 0 && nonconst && has_nan && top >= 0) { /* all values left */
         const double p = gsb__forest_proxy(s_real[wp], NULL, tot, d.K, d.O, rule.criterion,
@@ -655,22 +657,7 @@ __device__ void split_item(const FData &d, const int32_t *__restrict__ nodes,
             /* a non-empty bin with a non-empty real bin after it */
             if (!(P[0] - before > 0.5) || !(P[0] < real_count - 0.5))
                 continue;
-            double p = gsb__forest_proxy(P, NULL, tot, d.K, d.O, rule.criterion, rule.min_leaf,
-                                         rule.min_weight);
-            int o = gsb__forest_order(n_real, c, 0, 0);
-            if (gsb__forest_better(p, o, bp, bo)) {
-                bp = p;
-                bo = o;
-            }
-            if (has_nan) {
-                p = gsb__forest_proxy(P, nanrow, tot, d.K, d.O, rule.criterion, rule.min_leaf,
-                                      rule.min_weight);
-                o = gsb__forest_order(n_real, c, 1, 0);
-                if (gsb__forest_better(p, o, bp, bo)) {
-                    bp = p;
-                    bo = o;
-                }
-            }
+            consider_threshold(d, rule, P, has_nan ? nanrow : NULL, tot, n_real, c, bp, bo);
         }
         if (threadIdx.x == 0 && has_nan && real_count > 0.5) { /* all values left */
             const double p = gsb__forest_proxy(H + (int64_t)(n_real - 1) * V1, NULL, tot, d.K,
