@@ -9,25 +9,36 @@
  *
  * Shape, shared with the CPU twin so both draw the same rows:
  *  - rows are grouped in fixed chunks of KPP_CHUNK; after each step one pass
- *    (fold) folds the winner into closest and sums w_i * closest_i per chunk;
+ *    (sums) sums w_i * closest_i per chunk;
  *  - a draw (sample) finds its chunk from the chunk sums, then its row by a
  *    scan inside the chunk;
- *  - the trials' potentials are summed per fixed block of rows (trials, one
+ *  - the trials' potentials are summed per fixed block of rows (scan, one
  *    partial per block and trial), then the blocks in order (pick).
+ *
+ * A step reads X once (the job is memory-bound: 1M x 64 float64 is 512 MB):
+ * the scan kernel computes each row's distance to every candidate, keeps
+ * min(closest_i, D_it) for every trial t in a scratch column (store, when
+ * those columns cost less to write and read back than X costs to read
+ * again: kpp_keeps_trials), and the winner's column becomes closest (sums
+ * with take).  Otherwise the winner is folded in by the same scan kernel
+ * run again with one candidate (a second pass over X).  Both give the same
+ * bits.
+ *
  * Every sum runs in an order fixed by the shapes only (never by the grid or
  * the scheduling), so a call repeats bitwise.  The sums associate
  * differently from the CPU twin's (which the contract allows); a draw can
  * then differ only when it lands within rounding of a row boundary.
  *
- * One device function computes every distance (first centre, trials, fold):
- * the lanes of a warp split the columns, each accumulates fma(t, t, s) in
- * double with t = x - c, then an xor butterfly, which leaves the same bits
- * in every lane; a warp takes KPP_ROWS rows at once, each with its own
- * accumulators, so several rows' loads are in flight.  Intrinsics (__dsub_rn, __fma_rn, __dadd_rn, __dmul_rn)
+ * One step computes every distance (first centre, trials, fold): a thread
+ * owns a row and adds (x_j - c_j)^2 over the columns in order with
+ * __fma_rn(t, t, s), t = __dsub_rn(x_j, c_j), from s = 0.  The intrinsics
  * keep the compiler from contracting or reordering, so the distance a trial
- * was scored with is bitwise the one folded into closest when it wins, and
- * a candidate staged in shared memory as double gives the same bits as one
- * read from X.
+ * was scored with is bitwise the one folded into closest when it wins,
+ * whichever pass computes it.  A warp stages 32 rows x KPP_COLS columns of
+ * X in shared memory (coalesced reads, converted to double), so each row
+ * is read from DRAM once per pass whatever the number of trials; the
+ * candidates (as double, gathered by the sample kernel) sit in shared
+ * memory when they fit.
  *
  * Chunk sums and the in-chunk scan share one scheme (chunk_scan): thread t
  * of 256 owns rows 8t .. 8t + 7 of the chunk, sums them in order, and a
@@ -36,11 +47,17 @@
  * as base + (E + run), is bitwise base + chunk sum, the value that selected
  * the chunk, and a draw that picks a chunk always finds a row in it.
  *
+ * The sequential sums over blocks (pick: P partials per trial; total: the
+ * chunk sums) read their inputs into shared memory in coalesced tiles
+ * first, so the dependent additions wait on shared memory, not on global
+ * loads one at a time.
+ *
  * Continuing (first < 0): the chunk sums are recomputed from closest (the
- * scratch lives for one call), by the fold's own code, so splitting the
- * steps over several calls gives bitwise the results of one call.
+ * scratch lives for one call) by the sums kernel's own code, so splitting
+ * the steps over several calls gives bitwise the results of one call.
  */
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +69,7 @@ namespace {
 
 /* Rows per chunk of the sampling sums (the CPU twin uses the same). */
 constexpr int KPP_CHUNK = 2048;
-/* Threads of the fold, sample and trials kernels: 8 warps; each thread of
+/* Threads of every kernel but the one-row gather: 8 warps; each thread of
  * a chunk scan owns KPP_PER_THREAD consecutive rows. */
 constexpr int KPP_THREADS = 256;
 constexpr int KPP_WARPS = KPP_THREADS / 32;
@@ -61,11 +78,25 @@ static_assert(KPP_PER_THREAD * KPP_THREADS == KPP_CHUNK, "a chunk is split evenl
 /* Most blocks of rows whose partial potentials are kept per step (as the
  * CPU twin's KPP_MAX_BLOCKS). */
 constexpr int64_t KPP_MAX_BLOCKS = 1024;
-/* Most candidates per step: each lane of a warp keeps the running sums of
- * two of them in registers. */
+/* Most candidates per step. */
 constexpr int KPP_MAX_TRIALS = 64;
-/* Candidate rows (as double) are staged in shared memory up to this size. */
-constexpr int64_t KPP_CAND_SMEM = 32 << 10;
+/* Columns of X a warp stages at a time (32 rows x KPP_COLS doubles, one
+ * more column of padding: a half-warp reading a column of its rows hits
+ * 16 distinct bank pairs). */
+constexpr int KPP_COLS = 16;
+constexpr int KPP_SLAB = 32 * (KPP_COLS + 1);
+/* Loads a lane issues at once while staging a slab: 8 made the scan
+ * kernel spill at 64 registers a thread (ptxas -v, sm_90). */
+constexpr int KPP_LOADS = 4;
+static_assert(KPP_COLS % KPP_LOADS == 0, "a slab is staged in whole rounds");
+/* The candidates (d x TMAX doubles) are staged in shared memory up to this
+ * size: with the slabs (8 x 4352 bytes) it stays under the 48 KiB a block
+ * gets without opting in. */
+constexpr int64_t KPP_CAND_SMEM = 12 << 10;
+static_assert(KPP_WARPS * KPP_SLAB * 8 + KPP_CAND_SMEM <= 48 << 10, "default shared memory");
+static_assert(KPP_SLAB >= 2 * 32, "a warp's slab holds its two partial sums per lane");
+/* Doubles per tile of the sequential sums (pick, total). */
+constexpr int KPP_TILE = 2048;
 constexpr unsigned FULL_MASK = 0xffffffffu;
 
 /* One step's uniforms, passed by value as a kernel argument (512 bytes):
@@ -74,53 +105,15 @@ struct kpp_uniforms {
     double u[KPP_MAX_TRIALS];
 };
 
-/* fold modes */
-enum { KPP_INIT = 0, KPP_FOLD = 1, KPP_SUMS = 2 };
-
 /* ---- device helpers ---------------------------------------------------------------- */
 
-/*
- * Squared euclidean distances between R rows x[r] (NULL: skipped, 0) and
- * one centre c (d columns), in double, by the whole warp: lane l takes
- * columns l, l + 32, ...; every lane returns the same bits.  Each row gets
- * exactly the operations it would get alone (its own accumulator, columns
- * in order, then the butterfly), so R only changes how many rows' loads are
- * in flight together, never a result: the one distance function of the op
- * (see the top).
- */
-template <int R, typename T, typename C>
-__device__ __forceinline__ void kpp_sqdist_rows(const T *const (&x)[R],
-                                                const C *__restrict__ c, int64_t d, int lane,
-                                                double (&out)[R])
+/* The one distance step of the op (see the top): s + (x - c)^2, rounded
+ * as written. */
+__device__ __forceinline__ double kpp_sq_add(double s, double x, double c)
 {
-    double s[R];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        s[r] = 0.0;
-    for (int64_t j = lane; j < d; j += 32) {
-        const double cj = (double)c[j];
-        double xv[R];
-#pragma unroll
-        for (int r = 0; r < R; r++)
-            xv[r] = x[r] ? (double)x[r][j] : cj;
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            double t = __dsub_rn(xv[r], cj);
-            s[r] = __fma_rn(t, t, s[r]);
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            s[r] = __dadd_rn(s[r], __shfl_xor_sync(FULL_MASK, s[r], o));
-        out[r] = s[r];
-    }
+    const double t = __dsub_rn(x, c);
+    return __fma_rn(t, t, s);
 }
-
-/* Rows a warp handles at once in the passes over X: more loads in flight
- * (each row is one coalesced read of d values), the same results. */
-constexpr int KPP_ROWS = 4;
 
 /* w_i * v; 0 for a zero weight even when v is infinite (the CPU twin's
  * kpp_wd): such rows never turn a sum into NaN. */
@@ -130,6 +123,16 @@ __device__ __forceinline__ double kpp_wd(const double *__restrict__ w, int64_t i
         return v;
     double wi = w[i];
     return wi == 0.0 ? 0.0 : __dmul_rn(wi, v);
+}
+
+/* The sum of v over the warp by an xor butterfly: commutative steps, so
+ * every lane gets the same bits. */
+__device__ __forceinline__ double kpp_warp_sum(double v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = __dadd_rn(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
 }
 
 /* Exclusive scan of one value per thread (KPP_THREADS threads) in a fixed
@@ -173,88 +176,219 @@ __device__ __forceinline__ double kpp_chunk_scan(const double (&p)[KPP_PER_THREA
 
 /* ---- kernels ----------------------------------------------------------------------- */
 
-/*
- * Per chunk (one block at a time, grid-stride over chunks): mode KPP_INIT
- * sets closest_i = D_i, KPP_FOLD closest_i = min(closest_i, D_i) (as the
- * CPU twin: replaced when D_i < closest_i), with D_i the distance to row
- * *src_dev (or src when src_dev is NULL); KPP_SUMS leaves closest as it is.
- * Then chunk_sums[b] = the chunk scan's sum of w_i * closest_i.  A warp per
- * row; lane 0 writes the row's closest and product.
- */
+/* out[0 .. d) = row r of X as double (the first centre: the scan kernel's
+ * candidate). */
 template <typename T>
-__global__ void __launch_bounds__(KPP_THREADS)
-    kpp_fold_kernel(const T *__restrict__ X, int64_t n, int64_t d, const double *__restrict__ w,
-                    double *__restrict__ closest, const int64_t *__restrict__ src_dev,
-                    int64_t src, int mode, int64_t nb, double *__restrict__ chunk_sums)
+__global__ void kpp_row_kernel(const T *__restrict__ X, int64_t d, int64_t r,
+                               double *__restrict__ out)
 {
-    __shared__ double prod[KPP_CHUNK];
-    __shared__ double buf[KPP_THREADS];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const T *c = NULL;
-    if (mode != KPP_SUMS) {
-        int64_t r = src_dev ? *src_dev : src;
-        r = r < 0 ? 0 : (r >= n ? n - 1 : r); /* guard: the host checked first, pick clamps */
-        c = X + r * d;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < d;
+         j += (int64_t)gridDim.x * blockDim.x)
+        out[j] = (double)X[r * d + j];
+}
+
+/* What one scan pass reads and writes (see kpp_scan_kernel). */
+struct kpp_scan_args {
+    const void *X;          /* n x d, T */
+    int64_t n, d;
+    const double *w;        /* n or NULL */
+    const double *closest;  /* n, or NULL: +inf (the first centre) */
+    const double *cands;    /* trials x d, double */
+    int trials;
+    double *store;          /* trials x n (column t at t * n), or NULL; may be closest */
+    double *partials;       /* P x trials, or NULL */
+};
+
+/* Blocks of the scan kernel per SM that its registers must allow: 4 (64
+ * registers a thread) for up to 8 trials, the common case (a step's pass
+ * is memory-bound and needs the warps to keep enough loads in flight). */
+constexpr int kpp_scan_min_blocks(int tmax) { return tmax <= 8 ? 4 : tmax <= 16 ? 2 : 1; }
+
+/*
+ * One pass over X for `trials` candidate rows.  Block p of the fixed grid
+ * (P = gridDim.x, from the shapes only) owns rows [n p / P, n (p + 1) / P),
+ * as the CPU twin's blocks; warp q takes its tiles of 32 rows q, q + 8, ...
+ * in order, a lane per row.  For row i and trial t: D_it (the distance, see
+ * the top) and v_it = min(closest_i, D_it) (closest_i replaced when
+ * D_it < closest_i, as the CPU twin); store[t n + i] = v_it; and, for
+ * partials, each tile's w_i v_it summed over the warp by the butterfly is
+ * added (tiles in order) into lane t % 32's register for t < 32 (a0) or
+ * t >= 32 (a1); the warps' sums are added in warp order into
+ * partials[p * trials + t].  A thread reads closest_i before it writes
+ * store[i], so store may be closest itself (the fold: one candidate).
+ * STAGE: the candidates are in shared memory as d x TMAX (column j's
+ * trials side by side), else read from cands.  TMAX >= trials.
+ */
+template <typename T, int TMAX, bool STAGE>
+__global__ void __launch_bounds__(KPP_THREADS, kpp_scan_min_blocks(TMAX))
+    kpp_scan_kernel(const kpp_scan_args a)
+{
+    __shared__ double slab[KPP_WARPS][KPP_SLAB];
+    extern __shared__ double cand_smem[]; /* d x TMAX when STAGE */
+    const T *__restrict__ X = (const T *)a.X;
+    const int64_t n = a.n, d = a.d;
+    const int trials = a.trials;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    if (STAGE) {
+        for (int64_t e = tid; e < d * TMAX; e += KPP_THREADS) {
+            const int64_t j = e / TMAX, t = e - j * TMAX;
+            cand_smem[e] = t < trials ? a.cands[t * d + j] : 0.0;
+        }
+        __syncthreads();
     }
-    static_assert(KPP_CHUNK % (KPP_WARPS * KPP_ROWS) == 0, "a chunk splits into row groups");
-    for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
-        const int64_t i0 = b * KPP_CHUNK;
-        /* warp q takes rows q, q + 8, ... of the chunk, KPP_ROWS at a time */
-        for (int r0 = warp; r0 < KPP_CHUNK; r0 += KPP_WARPS * KPP_ROWS) {
-            const T *xs[KPP_ROWS];
-            double D[KPP_ROWS];
+    const int64_t P = gridDim.x, p = blockIdx.x;
+    const int64_t i0 = n * p / P, i1 = n * (p + 1) / P;
+    double *xs = slab[warp];
+    double a0 = 0.0, a1 = 0.0;
+    for (int64_t r0 = i0 + (int64_t)warp * 32; r0 < i1; r0 += KPP_WARPS * 32) {
+        const int rows = i1 - r0 < 32 ? (int)(i1 - r0) : 32;
+        double acc[TMAX];
 #pragma unroll
-            for (int q = 0; q < KPP_ROWS; q++) {
-                const int64_t i = i0 + r0 + q * KPP_WARPS;
-                xs[q] = i < n ? X + i * d : NULL; /* warp-uniform */
-            }
-            if (mode != KPP_SUMS)
-                kpp_sqdist_rows<KPP_ROWS>(xs, c, d, lane, D);
-            if (lane == 0) {
+        for (int t = 0; t < TMAX; t++)
+            acc[t] = 0.0;
+        for (int64_t j0 = 0; j0 < d; j0 += KPP_COLS) {
+            const int cols = d - j0 < KPP_COLS ? (int)(d - j0) : KPP_COLS;
+            const T *src = X + r0 * d + j0;
+            __syncwarp(); /* the lanes are done with the previous slab */
+            if (cols == KPP_COLS) {
+                /* a half-warp per row segment, in rounds of KPP_LOADS loads
+                 * issued before their stores (in flight together) */
 #pragma unroll
-                for (int q = 0; q < KPP_ROWS; q++) {
-                    const int64_t i = i0 + r0 + q * KPP_WARPS;
-                    double p = 0.0;
-                    if (xs[q]) {
-                        double ci;
-                        if (mode == KPP_SUMS) {
-                            ci = closest[i];
-                        } else {
-                            ci = D[q];
-                            if (mode == KPP_FOLD) {
-                                double old = closest[i];
-                                ci = D[q] < old ? D[q] : old;
-                            }
-                            closest[i] = ci;
-                        }
-                        p = kpp_wd(w, i, ci);
+                for (int q0 = 0; q0 < KPP_COLS; q0 += KPP_LOADS) {
+                    double v[KPP_LOADS];
+#pragma unroll
+                    for (int q = 0; q < KPP_LOADS; q++) {
+                        const int e = lane + 32 * (q0 + q), r = e / KPP_COLS, c = e % KPP_COLS;
+                        v[q] = r < rows ? (double)src[r * d + c] : 0.0;
                     }
-                    prod[r0 + q * KPP_WARPS] = p;
+#pragma unroll
+                    for (int q = 0; q < KPP_LOADS; q++) {
+                        const int e = lane + 32 * (q0 + q), r = e / KPP_COLS, c = e % KPP_COLS;
+                        xs[r * (KPP_COLS + 1) + c] = v[q];
+                    }
+                }
+            } else {
+                for (int e = lane; e < 32 * cols; e += 32) {
+                    const int r = e / cols, c = e - r * cols;
+                    xs[r * (KPP_COLS + 1) + c] = r < rows ? (double)src[r * d + c] : 0.0;
                 }
             }
+            __syncwarp();
+            const double *xr = xs + lane * (KPP_COLS + 1);
+            /* column j's candidates: TMAX side by side in shared memory, or
+             * a stride of d in global memory */
+            const double *cj = STAGE ? cand_smem + j0 * TMAX : a.cands + j0;
+            const int64_t cstride = STAGE ? 1 : d;
+#pragma unroll 1
+            for (int c = 0; c < cols; c++) {
+                const double x = xr[c];
+#pragma unroll
+                for (int t = 0; t < TMAX; t++)
+                    if (t < trials)
+                        acc[t] = kpp_sq_add(acc[t], x, cj[t * cstride]);
+                cj += STAGE ? TMAX : 1;
+            }
+        }
+        const int64_t i = r0 + lane;
+        const bool valid = lane < rows;
+        const double ci = !valid ? 0.0 : a.closest ? a.closest[i] : (double)INFINITY;
+#pragma unroll
+        for (int t = 0; t < TMAX; t++) {
+            if (t < trials) {
+                const double v = acc[t] < ci ? acc[t] : ci;
+                if (a.store && valid)
+                    a.store[t * n + i] = v;
+                if (a.partials) {
+                    const double s = kpp_warp_sum(valid ? kpp_wd(a.w, i, v) : 0.0);
+                    if (lane == (t & 31)) {
+                        if (t < 32)
+                            a0 = __dadd_rn(a0, s);
+                        else
+                            a1 = __dadd_rn(a1, s);
+                    }
+                }
+            }
+        }
+    }
+    if (!a.partials)
+        return;
+    /* the warp's sums into its own slab (done with it), then in warp order */
+    __syncwarp();
+    xs[lane] = a0;
+    xs[32 + lane] = a1;
+    __syncthreads();
+    if (tid < trials) {
+        double s = 0.0;
+        for (int q = 0; q < KPP_WARPS; q++)
+            s = __dadd_rn(s, slab[q][tid]);
+        a.partials[p * trials + tid] = s;
+    }
+}
+
+/*
+ * Per chunk (one block at a time, grid-stride over chunks): with store,
+ * closest_i = store[*best * n + i] (the winner's column: take), else
+ * closest as it is; then chunk_sums[b] = the chunk scan's sum of
+ * w_i * closest_i.  The rows are read coalesced into shared memory, padded
+ * (row r at r + r / 8) so that thread t reading its 8 rows 8t .. 8t + 7
+ * hits distinct banks.
+ */
+__global__ void __launch_bounds__(KPP_THREADS)
+    kpp_sums_kernel(int64_t n, const double *__restrict__ w, double *closest,
+                    const double *store, const int64_t *__restrict__ best, int64_t nb,
+                    double *__restrict__ chunk_sums)
+{
+    __shared__ double prod[KPP_CHUNK + KPP_CHUNK / KPP_PER_THREAD];
+    __shared__ double buf[KPP_THREADS];
+    const int tid = threadIdx.x;
+    const double *src = store ? store + *best * n : closest;
+    for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
+        const int64_t i0 = b * KPP_CHUNK;
+#pragma unroll
+        for (int q = 0; q < KPP_PER_THREAD; q++) {
+            const int r = q * KPP_THREADS + tid;
+            const int64_t i = i0 + r;
+            double p = 0.0;
+            if (i < n) {
+                const double ci = src[i];
+                if (store)
+                    closest[i] = ci;
+                p = kpp_wd(w, i, ci);
+            }
+            prod[r + r / KPP_PER_THREAD] = p;
         }
         __syncthreads();
         double pv[KPP_PER_THREAD], run[KPP_PER_THREAD];
 #pragma unroll
         for (int j = 0; j < KPP_PER_THREAD; j++)
-            pv[j] = prod[threadIdx.x * KPP_PER_THREAD + j];
+            pv[j] = prod[tid * (KPP_PER_THREAD + 1) + j];
         /* ends with a barrier: prod may be rewritten by the next chunk */
         double e = kpp_chunk_scan(pv, run, buf);
-        if (threadIdx.x == KPP_THREADS - 1)
+        if (tid == KPP_THREADS - 1)
             chunk_sums[b] = __dadd_rn(e, run[KPP_PER_THREAD - 1]);
     }
 }
 
-/* *pot = the chunk sums added in index order (the CPU twin's order). */
-__global__ void kpp_total_kernel(const double *__restrict__ chunk_sums, int64_t nb,
-                                 double *__restrict__ pot)
+/* *pot = the chunk sums added in index order (the CPU twin's order), by
+ * one block. */
+__global__ void __launch_bounds__(KPP_THREADS)
+    kpp_total_kernel(const double *__restrict__ chunk_sums, int64_t nb, double *__restrict__ pot)
 {
-    if (blockIdx.x != 0 || threadIdx.x != 0)
-        return;
+    __shared__ double tile[KPP_TILE];
+    const int tid = threadIdx.x;
     double s = 0.0;
-    for (int64_t b = 0; b < nb; b++)
-        s = __dadd_rn(s, chunk_sums[b]);
-    *pot = s;
+    for (int64_t b0 = 0; b0 < nb; b0 += KPP_TILE) {
+        const int m = nb - b0 < KPP_TILE ? (int)(nb - b0) : KPP_TILE;
+        for (int e = tid; e < m; e += KPP_THREADS)
+            tile[e] = chunk_sums[b0 + e];
+        __syncthreads();
+        if (tid == 0)
+            for (int e = 0; e < m; e++)
+                s = __dadd_rn(s, tile[e]);
+        __syncthreads();
+    }
+    if (tid == 0)
+        *pot = s;
 }
 
 __global__ void kpp_set_kernel(double *p, double v)
@@ -271,17 +405,20 @@ __global__ void kpp_set_kernel(double *p, double v)
  * prefix + its sum); then the first row of b whose base + (E + run) reaches
  * v.  No chunk: row n - 1 (the CPU twin's clamp).  A chunk but no row (only
  * possible through rounding in a last, partial chunk): its last row,
- * clamped to n - 1.
+ * clamped to n - 1.  cand[t] = the row, cands[t d ..] = the row as double.
  */
+template <typename T>
 __global__ void __launch_bounds__(KPP_THREADS)
-    kpp_sample_kernel(const double *__restrict__ closest, const double *__restrict__ w,
-                      int64_t n, int64_t nb, const double *__restrict__ chunk_sums,
-                      const kpp_uniforms uni, const double *__restrict__ pot,
-                      int64_t *__restrict__ cand)
+    kpp_sample_kernel(const T *__restrict__ X, int64_t d, const double *__restrict__ closest,
+                      const double *__restrict__ w, int64_t n, int64_t nb,
+                      const double *__restrict__ chunk_sums, const kpp_uniforms uni,
+                      const double *__restrict__ pot, int64_t *__restrict__ cand,
+                      double *__restrict__ cands)
 {
     __shared__ double buf[KPP_THREADS];
     __shared__ unsigned long long found;
     __shared__ double found_excl;
+    __shared__ int64_t row_s;
     const int tid = threadIdx.x;
     const int64_t t = blockIdx.x;
     const double v = __dmul_rn(uni.u[t], *pot);
@@ -316,138 +453,91 @@ __global__ void __launch_bounds__(KPP_THREADS)
     const unsigned long long fb = found;
     if (fb == ULLONG_MAX) { /* the same for the whole block */
         if (tid == 0)
-            cand[t] = n - 1;
-        return;
-    }
-    const double base = found_excl;
-    const int64_t c0 = (int64_t)fb * KPP_CHUNK;
-    __syncthreads(); /* everyone has read found before it is reset */
-    if (tid == 0)
-        found = ULLONG_MAX;
+            row_s = n - 1;
+    } else {
+        const double base = found_excl;
+        const int64_t c0 = (int64_t)fb * KPP_CHUNK;
+        __syncthreads(); /* everyone has read found before it is reset */
+        if (tid == 0)
+            found = ULLONG_MAX;
 
-    /* the row inside chunk fb */
-    double pv[KPP_PER_THREAD], run[KPP_PER_THREAD];
+        /* the row inside chunk fb */
+        double pv[KPP_PER_THREAD], run[KPP_PER_THREAD];
 #pragma unroll
-    for (int j = 0; j < KPP_PER_THREAD; j++) {
-        int64_t i = c0 + (int64_t)tid * KPP_PER_THREAD + j;
-        pv[j] = i < n ? kpp_wd(w, i, closest[i]) : 0.0;
-    }
-    const double e = kpp_chunk_scan(pv, run, buf); /* its barriers order the reset */
-    int row = -1;
+        for (int j = 0; j < KPP_PER_THREAD; j++) {
+            int64_t i = c0 + (int64_t)tid * KPP_PER_THREAD + j;
+            pv[j] = i < n ? kpp_wd(w, i, closest[i]) : 0.0;
+        }
+        const double e = kpp_chunk_scan(pv, run, buf); /* its barriers order the reset */
+        int row = -1;
 #pragma unroll
-    for (int j = 0; j < KPP_PER_THREAD; j++) {
-        if (row < 0 && __dadd_rn(base, __dadd_rn(e, run[j])) >= v)
-            row = tid * KPP_PER_THREAD + j;
+        for (int j = 0; j < KPP_PER_THREAD; j++) {
+            if (row < 0 && __dadd_rn(base, __dadd_rn(e, run[j])) >= v)
+                row = tid * KPP_PER_THREAD + j;
+        }
+        if (row >= 0)
+            atomicMin(&found, (unsigned long long)row);
+        __syncthreads();
+        if (tid == 0) {
+            int64_t r = found == ULLONG_MAX ? KPP_CHUNK - 1 : (int64_t)found;
+            int64_t i = c0 + r;
+            row_s = i < n ? i : n - 1;
+        }
     }
-    if (row >= 0)
-        atomicMin(&found, (unsigned long long)row);
+    __syncthreads(); /* row_s is set */
+    const int64_t r = row_s;
+    if (tid == 0)
+        cand[t] = r;
+    for (int64_t j = tid; j < d; j += KPP_THREADS)
+        cands[t * d + j] = (double)X[r * d + j];
+}
+
+/*
+ * pots[t] = the P partials of trial t in block order (read in tiles of
+ * KPP_TILE doubles); the winner is the first of the lowest, by the CPU
+ * twin's scan (best = 0, replaced by a strictly lower pot); *pot = its pot,
+ * *chosen = its row, *best = its index, and win (when not NULL) = its row
+ * as double (the candidate of the fold pass).  One block.
+ */
+__global__ void __launch_bounds__(KPP_THREADS)
+    kpp_pick_kernel(const double *__restrict__ partials, int64_t P, int trials,
+                    const int64_t *__restrict__ cand, const double *__restrict__ cands, int64_t d,
+                    double *__restrict__ pot, int64_t *__restrict__ chosen,
+                    int64_t *__restrict__ best, double *__restrict__ win)
+{
+    __shared__ double tile[KPP_TILE];
+    __shared__ double pots[KPP_MAX_TRIALS];
+    __shared__ int best_s;
+    const int tid = threadIdx.x;
+    const int64_t per = KPP_TILE / trials; /* rows of partials per tile, >= 32 */
+    double s = 0.0;
+    for (int64_t p0 = 0; p0 < P; p0 += per) {
+        const int64_t rows = P - p0 < per ? P - p0 : per;
+        for (int64_t e = tid; e < rows * trials; e += KPP_THREADS)
+            tile[e] = partials[p0 * trials + e];
+        __syncthreads();
+        if (tid < trials)
+            for (int64_t q = 0; q < rows; q++)
+                s = __dadd_rn(s, tile[q * trials + tid]);
+        __syncthreads();
+    }
+    if (tid < trials)
+        pots[tid] = s;
     __syncthreads();
     if (tid == 0) {
-        int64_t r = found == ULLONG_MAX ? KPP_CHUNK - 1 : (int64_t)found;
-        int64_t i = c0 + r;
-        cand[t] = i < n ? i : n - 1;
-    }
-}
-
-/*
- * Block p of the fixed grid (P = gridDim.x, from the shapes only) owns rows
- * [n p / P, n (p + 1) / P), as the CPU twin's blocks; warp q takes rows
- * q, q + 8, ... of them in order, and for trial t lane t % 32 adds
- * w_i min(closest_i, D_it) into its register for t < 32 (a0) or t >= 32
- * (a1).  The warps' sums are added in warp order into
- * partials[p * trials + t].  stage: the candidate rows are in shared
- * memory (as double, trials x d), else read from X.
- */
-template <typename T>
-__global__ void __launch_bounds__(KPP_THREADS)
-    kpp_trials_kernel(const T *__restrict__ X, int64_t n, int64_t d,
-                      const double *__restrict__ w, const double *__restrict__ closest,
-                      const int64_t *__restrict__ cand, int trials, int stage,
-                      double *__restrict__ partials)
-{
-    extern __shared__ double cand_rows[];
-    __shared__ double wsum[KPP_WARPS][KPP_MAX_TRIALS];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    if (stage) {
-        for (int64_t e = tid; e < (int64_t)trials * d; e += KPP_THREADS) {
-            int64_t t = e / d, j = e - t * d;
-            cand_rows[e] = (double)X[cand[t] * d + j];
-        }
-    }
-    __syncthreads();
-    const int64_t P = gridDim.x, p = blockIdx.x;
-    const int64_t i0 = n * p / P, i1 = n * (p + 1) / P;
-    double a0 = 0.0, a1 = 0.0;
-    /* rows i, i + 8, ... of the block, KPP_ROWS at a time, added in that order */
-    for (int64_t i = i0 + warp; i < i1; i += KPP_WARPS * KPP_ROWS) {
-        const T *xs[KPP_ROWS];
-        double ci[KPP_ROWS];
-#pragma unroll
-        for (int q = 0; q < KPP_ROWS; q++) {
-            const int64_t iq = i + q * KPP_WARPS;
-            xs[q] = iq < i1 ? X + iq * d : NULL; /* warp-uniform */
-            ci[q] = iq < i1 ? closest[iq] : 0.0;
-        }
-        for (int t = 0; t < trials; t++) {
-            double D[KPP_ROWS];
-            if (stage)
-                kpp_sqdist_rows<KPP_ROWS>(xs, cand_rows + (int64_t)t * d, d, lane, D);
-            else
-                kpp_sqdist_rows<KPP_ROWS>(xs, X + cand[t] * d, d, lane, D);
-            if (lane == (t & 31)) {
-#pragma unroll
-                for (int q = 0; q < KPP_ROWS; q++) {
-                    if (!xs[q])
-                        continue;
-                    double v = kpp_wd(w, i + q * KPP_WARPS, D[q] < ci[q] ? D[q] : ci[q]);
-                    if (t < 32)
-                        a0 = __dadd_rn(a0, v);
-                    else
-                        a1 = __dadd_rn(a1, v);
-                }
-            }
-        }
-    }
-    if (lane < trials)
-        wsum[warp][lane] = a0;
-    if (lane + 32 < trials)
-        wsum[warp][lane + 32] = a1;
-    __syncthreads();
-    if (tid < trials) {
-        double s = 0.0;
-        for (int q = 0; q < KPP_WARPS; q++)
-            s = __dadd_rn(s, wsum[q][tid]);
-        partials[p * trials + tid] = s;
-    }
-}
-
-/*
- * pots[t] = the P partials of trial t in block order; the winner is the
- * first of the lowest, by the CPU twin's scan (best = 0, replaced by a
- * strictly lower pot); *pot = its pot, *chosen = its row.  KPP_MAX_TRIALS
- * threads.
- */
-__global__ void kpp_pick_kernel(const double *__restrict__ partials, int64_t P, int trials,
-                                const int64_t *__restrict__ cand, double *__restrict__ pot,
-                                int64_t *__restrict__ chosen)
-{
-    __shared__ double pots[KPP_MAX_TRIALS];
-    const int t = threadIdx.x;
-    if (t < trials) {
-        double s = 0.0;
-        for (int64_t p = 0; p < P; p++)
-            s = __dadd_rn(s, partials[p * trials + t]);
-        pots[t] = s;
-    }
-    __syncthreads();
-    if (t == 0) {
-        int best = 0;
+        int b = 0;
         for (int k = 1; k < trials; k++)
-            if (pots[k] < pots[best])
-                best = k;
-        *pot = pots[best];
-        *chosen = cand[best];
+            if (pots[k] < pots[b])
+                b = k;
+        *pot = pots[b];
+        *chosen = cand[b];
+        *best = b;
+        best_s = b;
     }
+    __syncthreads();
+    if (win)
+        for (int64_t j = tid; j < d; j += KPP_THREADS)
+            win[j] = cands[best_s * d + j];
 }
 
 /* ---- argument checks: the CPU twin's (cpu_util.h's cpu_check) words ------------------ */
@@ -486,6 +576,56 @@ int kpp_check_on(const gsb__backend *be, const gsb__tensor *t, const char *op, c
 
 /* ---- the body --------------------------------------------------------------------- */
 
+/*
+ * Keep the trials' columns (store, trials x n doubles) when writing them and
+ * reading the winner's back (8 (trials + 1) bytes a row) costs less than
+ * reading X again (d x the element size a row): 1M x 64 float64 with 6
+ * trials keeps 56 bytes a row instead of reading 512.  Either way gives
+ * the same bits (see the top).
+ */
+bool kpp_keeps_trials(int64_t d, size_t esize, int64_t trials)
+{
+    return 8 * (trials + 1) < d * (int64_t)esize;
+}
+
+/* One scan pass (kpp_scan_kernel) on P blocks; the candidates are staged
+ * in shared memory when d x TMAX doubles fit in KPP_CAND_SMEM. */
+template <typename T, int TMAX>
+void kpp_scan_tmax(const kpp_scan_args &a, unsigned P, cudaStream_t stream)
+{
+    const int64_t smem = a.d * TMAX * (int64_t)sizeof(double);
+    if (smem <= KPP_CAND_SMEM)
+        kpp_scan_kernel<T, TMAX, true><<<P, KPP_THREADS, (size_t)smem, stream>>>(a);
+    else
+        kpp_scan_kernel<T, TMAX, false><<<P, KPP_THREADS, 0, stream>>>(a);
+}
+
+/* The instance whose TMAX is the smallest of 1, 8, 16, 64 that holds the
+ * trials (the accumulators are registers). */
+template <typename T>
+cudaError_t kpp_scan(const kpp_scan_args &a, unsigned P, cudaStream_t stream)
+{
+    if (a.trials == 1)
+        kpp_scan_tmax<T, 1>(a, P, stream);
+    else if (a.trials <= 8)
+        kpp_scan_tmax<T, 8>(a, P, stream);
+    else if (a.trials <= 16)
+        kpp_scan_tmax<T, 16>(a, P, stream);
+    else
+        kpp_scan_tmax<T, KPP_MAX_TRIALS>(a, P, stream);
+    return cudaGetLastError();
+}
+
+/* 8-byte words of a call's scratch (see kpp_run), or -1 when they overflow. */
+int64_t kpp_scratch_words(int64_t n, int64_t d, int64_t nb, int64_t P, int64_t trials,
+                          int64_t steps, bool keep)
+{
+    const int64_t lim = INT64_MAX / 16;
+    if (n > lim / KPP_MAX_TRIALS || d > lim / KPP_MAX_TRIALS || steps > lim)
+        return -1;
+    return steps + 2 + trials + nb + P * trials + trials * d + d + (keep ? trials * n : 0);
+}
+
 template <typename T>
 int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt, int64_t first,
             const double *u, int64_t steps, int64_t trials64, gsb__tensor *closest_t,
@@ -500,39 +640,53 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
     const int trials = (int)trials64;
     const int64_t nb = (n + KPP_CHUNK - 1) / KPP_CHUNK;
     const int64_t P = nb < KPP_MAX_BLOCKS ? nb : KPP_MAX_BLOCKS;
-    /* the fold's grid only spreads chunks over blocks: results do not depend on it */
-    const int64_t fold_cap = (int64_t)(ctx->sm_count > 0 ? ctx->sm_count : 16) * 8;
-    const unsigned fold_grid = (unsigned)(nb < fold_cap ? nb : fold_cap);
-    const int stage = (int64_t)trials * d * (int64_t)sizeof(double) <= KPP_CAND_SMEM;
-    const size_t trials_smem = stage ? (size_t)trials * (size_t)d * sizeof(double) : 0;
-    /* one scratch allocation of 8-byte words: chunk sums, partials, the
-     * candidates, then chosen (steps) and pot right after, for one copy back */
-    const int64_t words = nb + P * trials + trials + steps + 1;
+    /* the sums' grid only spreads chunks over blocks: results do not depend on it */
+    const int64_t sums_cap = (int64_t)(ctx->sm_count > 0 ? ctx->sm_count : 16) * 8;
+    const unsigned sums_grid = (unsigned)(nb < sums_cap ? nb : sums_cap);
+    const bool keep = kpp_keeps_trials(d, sizeof(T), trials64);
+    /* one scratch allocation of 8-byte words: chosen (steps) and pot first,
+     * for one copy back; then the winner's index, the candidates' rows, the
+     * chunk sums, the partials, the candidates as double, the winner as
+     * double (the fold's candidate), the trials' columns (keep) */
+    const int64_t words = kpp_scratch_words(n, d, nb, P, trials64, steps, keep);
     int rc = GSB_OK;
     void *scratch = NULL;
-    double *chunk_sums, *partials, *pot_dev;
-    int64_t *cand, *chosen_dev, *back = NULL;
+    int64_t *chosen_dev, *best_dev, *cand, *back = NULL;
+    double *pot_dev, *chunk_sums, *partials, *cands, *win, *store;
     kpp_uniforms uni;
-    if (steps > INT64_MAX / 8 - (nb + P * trials + trials + 1))
-        return GSB_CUDA_ERR(GSB_ENOMEM, "kmeanspp: %lld steps do not fit in memory",
-                            (long long)steps);
+    kpp_scan_args trial_args, fold_args;
+    if (words < 0)
+        return GSB_CUDA_ERR(GSB_ENOMEM, "kmeanspp: %lld rows x %lld columns, %lld steps do not "
+                            "fit in memory", (long long)n, (long long)d, (long long)steps);
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)words * 8, &scratch));
-    chunk_sums = (double *)scratch;
-    partials = chunk_sums + nb;
-    cand = (int64_t *)(partials + P * trials);
-    chosen_dev = cand + trials;
+    chosen_dev = (int64_t *)scratch;
     pot_dev = (double *)(chosen_dev + steps);
+    best_dev = (int64_t *)(pot_dev + 1);
+    cand = best_dev + 1;
+    chunk_sums = (double *)(cand + trials);
+    partials = chunk_sums + nb;
+    cands = partials + P * trials;
+    win = cands + (int64_t)trials * d;
+    store = keep ? win + d : NULL;
     memset(&uni, 0, sizeof uni);
+    /* a step's pass over X for the trials, and (not keep) the winner's fold */
+    trial_args = {X, n, d, w, closest, cands, trials, store, partials};
+    fold_args = {X, n, d, w, closest, win, 1, closest, NULL};
 
     if (first >= 0) {
-        kpp_fold_kernel<T><<<fold_grid, KPP_THREADS, 0, stream>>>(X, n, d, w, closest, NULL, first,
-                                                                  KPP_INIT, nb, chunk_sums);
+        kpp_row_kernel<T><<<1, KPP_THREADS, 0, stream>>>(X, d, first, win);
         CUDA_CHECK(cudaGetLastError());
-        kpp_total_kernel<<<1, 1, 0, stream>>>(chunk_sums, nb, pot_dev);
+        kpp_scan_args init_args = fold_args;
+        init_args.closest = NULL; /* closest = D */
+        CUDA_CHECK(kpp_scan<T>(init_args, (unsigned)P, stream));
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, nb,
+                                                              chunk_sums);
+        CUDA_CHECK(cudaGetLastError());
+        kpp_total_kernel<<<1, KPP_THREADS, 0, stream>>>(chunk_sums, nb, pot_dev);
         CUDA_CHECK(cudaGetLastError());
     } else {
-        kpp_fold_kernel<T><<<fold_grid, KPP_THREADS, 0, stream>>>(X, n, d, w, closest, NULL, 0,
-                                                                  KPP_SUMS, nb, chunk_sums);
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, nb,
+                                                              chunk_sums);
         CUDA_CHECK(cudaGetLastError());
         kpp_set_kernel<<<1, 1, 0, stream>>>(pot_dev, *pot);
         CUDA_CHECK(cudaGetLastError());
@@ -540,17 +694,18 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
     for (int64_t s = 0; s < steps; s++) {
         for (int t = 0; t < trials; t++)
             uni.u[t] = u[s * trials + t];
-        kpp_sample_kernel<<<(unsigned)trials, KPP_THREADS, 0, stream>>>(
-            closest, w, n, nb, chunk_sums, uni, pot_dev, cand);
+        kpp_sample_kernel<T><<<(unsigned)trials, KPP_THREADS, 0, stream>>>(
+            X, d, closest, w, n, nb, chunk_sums, uni, pot_dev, cand, cands);
         CUDA_CHECK(cudaGetLastError());
-        kpp_trials_kernel<T><<<(unsigned)P, KPP_THREADS, trials_smem, stream>>>(
-            X, n, d, w, closest, cand, trials, stage, partials);
+        CUDA_CHECK(kpp_scan<T>(trial_args, (unsigned)P, stream));
+        kpp_pick_kernel<<<1, KPP_THREADS, 0, stream>>>(partials, P, trials, cand, cands, d,
+                                                      pot_dev, chosen_dev + s, best_dev,
+                                                      keep ? NULL : win);
         CUDA_CHECK(cudaGetLastError());
-        kpp_pick_kernel<<<1, KPP_MAX_TRIALS, 0, stream>>>(partials, P, trials, cand, pot_dev,
-                                                          chosen_dev + s);
-        CUDA_CHECK(cudaGetLastError());
-        kpp_fold_kernel<T><<<fold_grid, KPP_THREADS, 0, stream>>>(
-            X, n, d, w, closest, chosen_dev + s, 0, KPP_FOLD, nb, chunk_sums);
+        if (!keep) /* the winner folded into closest by a second pass over X */
+            CUDA_CHECK(kpp_scan<T>(fold_args, (unsigned)P, stream));
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, store, best_dev,
+                                                              nb, chunk_sums);
         CUDA_CHECK(cudaGetLastError());
     }
     /* the one wait: chosen and pot reach the host in one copy */
