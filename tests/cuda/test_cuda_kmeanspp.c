@@ -11,7 +11,10 @@
  * After every batch the chosen rows must be identical and closest and pot
  * equal within 1e-12 relative (the twins sum in different orders; a draw
  * could only differ within rounding of a row boundary, which random
- * uniforms practically never hit).  Also: a row slice of X (data off any
+ * uniforms practically never hit).  The GPU's own variants (accumulators
+ * for 1 to 64 trials, candidates staged or not, the trials' columns kept or
+ * the winner folded in by a second pass) each against the twin.  Also: a
+ * row slice of X (data off any
  * vector alignment), all rows identical (every distance 0: every draw is
  * row 0, pot 0), determinism (a repeated call, and the same steps split
  * over several calls, give bitwise the same outputs), and bad arguments
@@ -72,10 +75,11 @@ static gsb__tensor host_weights(int64_t n)
  * batches: the first call takes min(3, k - 1) steps, the next ones up to 5
  * each.  Xh / wh on the host, Xg / wg their GPU copies (w may be NULL).
  */
-static void compare_run(const gsb__tensor *Xh, const gsb__tensor *wh, const gsb__tensor *Xg,
-                        const gsb__tensor *wg, int64_t k)
+static void compare_run_trials(const gsb__tensor *Xh, const gsb__tensor *wh,
+                               const gsb__tensor *Xg, const gsb__tensor *wg, int64_t k,
+                               int64_t trials)
 {
-    const int64_t n = Xh->rows, trials = trials_for(k), steps = k - 1;
+    const int64_t n = Xh->rows, steps = k - 1;
     const int64_t first = (int64_t)floor(testing_uniform() * (double)n);
     double *u = xmalloc(sizeof(double) * (size_t)(steps * trials));
     for (int64_t q = 0; q < steps * trials; q++)
@@ -123,6 +127,13 @@ static void compare_run(const gsb__tensor *Xh, const gsb__tensor *wh, const gsb_
     free(gc);
 }
 
+/* compare_run_trials with scikit-learn's number of trials for k */
+static void compare_run(const gsb__tensor *Xh, const gsb__tensor *wh, const gsb__tensor *Xg,
+                        const gsb__tensor *wg, int64_t k)
+{
+    compare_run_trials(Xh, wh, Xg, wg, k, trials_for(k));
+}
+
 /* ---- the twins agree -------------------------------------------------------------- */
 
 static void test_matches_cpu(void)
@@ -150,6 +161,45 @@ static void test_matches_cpu(void)
                 gsb__tensor_free(&wh);
                 gsb__tensor_free(&wg);
             }
+        }
+    }
+}
+
+/*
+ * The GPU's variants, each against the CPU twin: per-thread accumulators
+ * for 1, up to 8, 16 and 64 trials; the candidates in shared memory or read
+ * from global memory (d x TMAX doubles over 12 KiB); the trials' columns
+ * kept (8 (trials + 1) bytes a row below a row of X) or the winner folded
+ * in by a second pass over X; d a multiple of the 16-column slab or not;
+ * blocks of rows that end inside a warp's 32-row tile.
+ */
+static void test_gpu_variants(void)
+{
+    static const int64_t cases[][4] = {
+        /* n, d, k, trials */
+        {20000, 64, 12, 12},  /* 16 accumulators, staged (8 KiB), kept */
+        {20000, 150, 6, 12},  /* 16, from global memory (19 KiB), kept */
+        {9000, 45, 5, 40},    /* 64, global (23 KiB); kept for float64, folded for float32 */
+        {9000, 7, 5, 40},     /* 64, staged (3.5 KiB), folded */
+        {70001, 48, 10, 1},   /* 1 trial, kept */
+        {4097, 2, 9, 3},      /* 8, folded: X narrower than the columns */
+        {33, 17, 6, 2},       /* one block, a partial tile and slab, kept */
+    };
+    testing_seed(606);
+    for (int di = 0; di < 2; di++) {
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            const int64_t n = cases[ci][0], d = cases[ci][1], k = cases[ci][2];
+            const int64_t trials = cases[ci][3];
+            int before = case_begin();
+            gsb__tensor Xh = host_random(dtypes[di], n, d, 1.0), Xg = to_gpu(&Xh);
+            gsb__tensor wh = host_weights(n), wg = to_gpu(&wh);
+            compare_run_trials(&Xh, ci % 2 ? &wh : NULL, &Xg, ci % 2 ? &wg : NULL, k, trials);
+            CASE_END(before, "%s n=%lld d=%lld k=%lld trials=%lld", gsb_dtype_name(dtypes[di]),
+                     (long long)n, (long long)d, (long long)k, (long long)trials);
+            gsb__tensor_free(&Xh);
+            gsb__tensor_free(&Xg);
+            gsb__tensor_free(&wh);
+            gsb__tensor_free(&wg);
         }
     }
 }
@@ -377,6 +427,7 @@ int main(void)
     if (!cuda_testing_init())
         return 1;
     RUN(test_matches_cpu);
+    RUN(test_gpu_variants);
     RUN(test_row_slice);
     RUN(test_identical_rows);
     RUN(test_deterministic);

@@ -372,9 +372,38 @@ static int km_fetch_estep(km_data *km, int32_t *labels)
 /* ---- initialisation ---------------------------------------------------- */
 
 /* Most row x column x candidate work per kmeanspp call: between calls the
- * fit reports progress and notices a cancel (about 0.1 s of CPU work, a few
- * GPU steps per synchronisation). */
+ * fit reports progress and notices a cancel, and a GPU waits for the host
+ * (about 0.1 s of CPU work; on a GPU 2^35 is ~90 steps of 1M x 64 with 6
+ * trials, ~15 ms on an H200, so such a fit waits twice instead of 20 times). */
 #define KPP_CALL_WORK ((int64_t)1 << 31)
+#define KPP_CALL_WORK_DEVICE ((int64_t)1 << 35)
+
+/*
+ * The first centre: the first row whose running sum of weights exceeds
+ * u * sum(w) (numpy's searchsorted(cumsum(w), u * sum(w), side='right'),
+ * which never lands on a zero weight), clamped to n - 1.  With unit weights
+ * the running sums are exactly 1 .. n (integers below 2^53), so that row is
+ * floor(u n); otherwise two passes of the same sums, no n-long array.
+ */
+static int64_t kpp_first_row(const km_data *km, double u)
+{
+    const int64_t n = km->n;
+    int64_t row;
+    if (!km->wh) {
+        row = (int64_t)floor(u * (double)n);
+    } else {
+        double total = 0, acc = 0;
+        for (int64_t i = 0; i < n; i++)
+            total += km->wh[i];
+        const double v = u * total;
+        for (row = 0; row < n; row++) {
+            acc += km->wh[row];
+            if (acc > v)
+                break;
+        }
+    }
+    return row < n ? row : n - 1;
+}
 
 /*
  * Greedy k-means++ (scikit-learn's _kmeans_plusplus): the first centre is a
@@ -394,30 +423,26 @@ static int init_kmeanspp(gsb__ctx *c, km_data *km, gsb__rng *rng, double *C)
     const gsb__tensor *Xs = km->ks ? gsb__km_stream_host_X(km->ks) : &km->X;
     int64_t n = km->n, d = km->d, k = km->k;
     int64_t trials = 2 + (int64_t)log((double)k);
-    int64_t per_call = KPP_CALL_WORK / (n * (d > 0 ? d : 1) * trials);
+    int64_t work = be == gsb__cpu_backend() ? KPP_CALL_WORK : KPP_CALL_WORK_DEVICE;
+    int64_t per_call = work / (n * (d > 0 ? d : 1) * trials);
     per_call = per_call < 1 ? 1 : (per_call > k - 1 ? k - 1 : per_call);
-    double *cum = alloc_array((size_t)n, sizeof(double));
     double *u = alloc_array((size_t)(per_call * trials), sizeof(double));
     int64_t *chosen = alloc_array((size_t)k, sizeof(int64_t));
     gsb__tensor closest = GSB__TENSOR_NONE;
+    int64_t calls = 1;
     int rc = GSB_OK;
-    if (!cum || !u || !chosen) {
+    if (!u || !chosen) {
         rc = gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
         goto done;
     }
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, n, 1, &closest));
 
-    /* first centre: side 'right' never lands on a zero weight */
-    double acc = 0;
-    for (int64_t i = 0; i < n; i++)
-        cum[i] = acc += weight_at(km, i);
-    chosen[0] = search_sorted(cum, n, gsb__rng_uniform(rng) * acc, 1);
-    if (chosen[0] >= n)
-        chosen[0] = n - 1;
+    chosen[0] = kpp_first_row(km, gsb__rng_uniform(rng));
     const gsb__tensor *w = km->ks ? gsb__km_stream_host_w(km->ks) : km->w.data ? &km->w : NULL;
     double pot = 0;
     GSB_CHECK(be->ops->kmeanspp(be, Xs, w, chosen[0], NULL, 0, trials, &closest, &pot, NULL));
-    for (int64_t c_id = 1; c_id < k;) {
+    gsb__profile_mark("init: first centre");
+    for (int64_t c_id = 1; c_id < k; calls++) {
         GSB_CHECK(gsb__progress(c, "init", c_id, pot));
         int64_t steps = k - c_id < per_call ? k - c_id : per_call;
         for (int64_t q = 0; q < steps * trials; q++)
@@ -426,10 +451,13 @@ static int init_kmeanspp(gsb__ctx *c, km_data *km, gsb__rng *rng, double *C)
                                     chosen + c_id));
         c_id += steps;
     }
+    /* each kmeanspp call ends with one wait for the backend */
+    gsb__profile_count("init k-means++ steps", k - 1);
+    gsb__profile_count("init waits", calls);
+    gsb__profile_mark("init: k-means++ steps");
     GSB_CHECK(fetch_rows(km, chosen, k, C));
 done:
     gsb__tensor_free(&closest);
-    free(cum);
     free(u);
     free(chosen);
     return rc;
