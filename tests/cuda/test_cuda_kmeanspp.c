@@ -315,7 +315,7 @@ static void test_deterministic(void)
         const int64_t first = 4321;
         gpu_out a = gpu_steps(&Xg, &wg, first, u, steps, trials, steps);
         gpu_out b = gpu_steps(&Xg, &wg, first, u, steps, trials, steps);
-        /* the chunk sums are rebuilt from closest by the fold's own code when a
+        /* the chunk sums are rebuilt from closest by the sums kernel's own code when a
          * call continues, so batches change nothing either */
         gpu_out c = gpu_steps(&Xg, &wg, first, u, steps, trials, 4);
         CHECK(same_bits(&a, &b, steps));
