@@ -455,7 +455,8 @@ __device__ inline void small_left(const FData &d, const SmallNode &sn, int c, do
         }
         return;
     }
-    if (sn.y) { /* stat_of's terms, the targets from shared memory */
+    if (sn.y) { /* stat_of's terms, the targets from shared memory; products rounded
+                   before the sum, as the CPU twin's */
         for (int q = 0; q < sn.n; q++) {
             const int cq = sn.code[q];
             if (cq == d.nan_code || cq > c)
@@ -463,8 +464,8 @@ __device__ inline void small_left(const FData &d, const SmallNode &sn, int c, do
             const double w = (double)sn.w[q];
             out[0] += 1.0;
             out[1] += w;
-            out[2] += w * sn.y[2 * q];
-            out[3] += w * sn.y[2 * q + 1];
+            out[2] = GSB__FOREST_MULADD(out[2], w, sn.y[2 * q]);
+            out[3] = GSB__FOREST_MULADD(out[3], w, sn.y[2 * q + 1]);
         }
         return;
     }
