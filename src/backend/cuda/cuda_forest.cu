@@ -57,7 +57,9 @@ constexpr int WARPS = THREADS / 32;
 constexpr int64_t HIST_CHUNK = 8192;   /* samples per block of forest_hist */
 constexpr int64_t PART_CHUNK = 4096;   /* samples per block of forest_partition */
 constexpr int HIST_GROUP = 4;          /* features per block of forest_hist */
-constexpr size_t REC_BYTES = (size_t)64 << 20; /* split records per pass */
+/* split records per pass (deep levels of a 100-tree regressor: millions of nodes x 32
+ * features; each pass is three launches) */
+constexpr size_t REC_BYTES = (size_t)256 << 20;
 constexpr size_t HIST_SMEM = (size_t)64 << 10;  /* shared memory per forest_hist block */
 constexpr int SMALL_N = 64;            /* nodes of at most this many samples: a warp each */
 constexpr int SMALL_V = 16;            /* ... when a bin has at most this many stats */

@@ -44,8 +44,8 @@ static const char *const ph_name[PH_N] = {
     "  level: decide (forest_level_decide)",
     "  level: partition (forest_level_partition + count read)",
     "  level: nodes read back and appended (host)",
-    "  level: histogram slots (upload, forest_hist, forest_hist_sub)",
-    "  level: room and progress (host)"};
+    "  level: histogram slots (read-back, forest_hist, forest_hist_sub)",
+    "  level: room, slots upload, progress (host)"};
 
 typedef struct lgrow {
     const gsb__backend *be;
