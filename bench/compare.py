@@ -337,8 +337,8 @@ def time_gsb(case, X, y, repeats, bench, extra, wrap=(), profile=False):
         for key, arr in extra.items():
             arr.tofile(os.path.join(tmp, f"{key}.bin"))
         env = dict(os.environ, GSB_BENCH_DATA=tmp)
-        if profile:
-            env["GSB_PROFILE"] = "1"
+        if profile and env.get("GSB_PROFILE", "0") in ("", "0"):
+            env["GSB_PROFILE"] = "1"  # a level already set (2: more detail) is kept
         done = subprocess.run(
             [*wrap, bench, est, json.dumps(params), str(n), str(d),
              "f32" if X.dtype == np.float32 else "f64", target, str(nq), str(repeats), method],

@@ -19,7 +19,9 @@
  *    and never with integral weights and gini (every sum is then exact);
  *    index tensors on the host and on the device; large nodes, nodes of 0 to
  *    160 samples, and tiny ones (0 to 24: many constant features) so nodes of
- *    at most 64 samples without a slot go through the warp-per-node path.
+ *    at most 64 samples without a slot go through the warp-per-node path;
+ *    over 4224 (node, feature) items of small and mid-size nodes mixed, so
+ *    split_kernel's blocks take chunks of several items and skip the small.
  *  forest_partition: samples and counts equal.
  *  (forest_predict: test_cuda_forest_predict.c.)
  *  Estimators: a classifier and a regressor fitted on each device predict
@@ -362,12 +364,16 @@ static void test_split(void)
     static const int crits[] = {GSB__FOREST_GINI, GSB__FOREST_GINI, GSB__FOREST_MSE,
                                 GSB__FOREST_MSE, GSB__FOREST_ENTROPY, GSB__FOREST_GINI};
     for (int sh = 0; sh < N_SHAPES; sh++) {
-        for (int many = 0; many < 3; many++) { /* 4 large nodes, 300 of ~80 samples, tiny */
+        /* 4 large nodes, 300 of ~80 samples, tiny; many (node, feature) items of small
+         * and mid-size nodes mixed (more than split_kernel's grid: its blocks take
+         * chunks of items and skip split_small's) */
+        for (int many = 0; many < 4; many++) {
             int before = case_begin();
             problem p;
-            int64_t rows = shapes[sh][5] / (many == 1 ? 1 : 10);
+            int64_t rows = shapes[sh][5] / (many == 1 || many == 3 ? 1 : 10);
             problem_make(&p, 40 + sh, rows, shapes[sh][4], shapes[sh][3], shapes[sh][2],
-                         shapes[sh][0], shapes[sh][1], many == 0 ? 4 : many == 1 ? 300 : rows / 15,
+                         shapes[sh][0], shapes[sh][1],
+                         many == 0 ? 4 : many == 1 ? 300 : many == 2 ? rows / 15 : rows / 75,
                          sh % 2);
             int crit = crits[sh];
             if (p.V1 * p.n_bins * 8 > 200 * 1024) { /* too big for shared memory */
@@ -380,6 +386,13 @@ static void test_split(void)
                     CHECK_ERR(gpu->ops->forest_split(gpu, &p.g.d, &nt, &ft, &rule, &best),
                               GSB_EUNSUPPORTED, "shared memory");
                 gsb__tensor_free(&best);
+                problem_free(&p);
+                CASE_END(before, "split shape %d many %d", sh, many);
+                continue;
+            }
+            if (many == 3) { /* 24 features a node: over 4224 items (132 SMs x 32) */
+                compare_split(&p, crit, 24, 0, 1, 0.0, 0, 1);
+                compare_split(&p, crit, 24, 1, 1, 0.0, 0, 0);
                 problem_free(&p);
                 CASE_END(before, "split shape %d many %d", sh, many);
                 continue;

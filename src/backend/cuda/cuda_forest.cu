@@ -26,7 +26,10 @@
  *                    most SMALL_N samples without a slot (the many small
  *                    nodes of deep levels) take one warp per (node, feature)
  *                    instead (split_small): no histogram, each distinct code
- *                    of the node's samples a candidate.
+ *                    of the node's samples a candidate.  When the items
+ *                    outnumber split_kernel's grid its blocks take chunks of
+ *                    items and skip split_small's a chunk at a time.
+ *                    GSB_PROFILE=2 times the three kernels of each call.
  *  forest_partition  one block per chunk of PART_CHUNK samples of a node:
  *                    count the chunk's left samples; one thread per node turns
  *                    counts into offsets; each chunk scatters its samples to
@@ -40,6 +43,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +57,9 @@ constexpr int WARPS = THREADS / 32;
 constexpr int64_t HIST_CHUNK = 8192;   /* samples per block of forest_hist */
 constexpr int64_t PART_CHUNK = 4096;   /* samples per block of forest_partition */
 constexpr int HIST_GROUP = 4;          /* features per block of forest_hist */
-constexpr size_t REC_BYTES = (size_t)64 << 20; /* split records per pass */
+/* split records per pass (deep levels of a 100-tree regressor: millions of nodes x 32
+ * features; each pass is three launches) */
+constexpr size_t REC_BYTES = (size_t)256 << 20;
 constexpr size_t HIST_SMEM = (size_t)64 << 10;  /* shared memory per forest_hist block */
 constexpr int SMALL_N = 64;            /* nodes of at most this many samples: a warp each */
 constexpr int SMALL_V = 16;            /* ... when a bin has at most this many stats */
@@ -187,6 +193,17 @@ int64_t split_blocks(const gsb__backend *be)
 {
     const int64_t sms = gsb__cuda_ctx_of(be)->sm_count;
     return (sms > 0 ? sms : 80) * 32;
+}
+
+/* GSB_PROFILE=2: forest_split's kernels timed with events (each call then waits
+ * for them), a line per call on stderr. */
+bool split_trace_on()
+{
+    static const bool on = [] {
+        const char *e = getenv("GSB_PROFILE");
+        return e && strcmp(e, "2") == 0;
+    }();
+    return on;
 }
 
 unsigned grid_for(const gsb__backend *be, int64_t work)
@@ -403,6 +420,8 @@ struct SmallNode {
     const int *code;
     const int32_t *row;
     const float *w;
+    const int32_t *cls;   /* classification: each sample's class (else NULL) */
+    const double *y;      /* one output: each sample's [y, q] (else NULL) */
 };
 
 /* out[s] (V1) = the stats of the node's real samples of code <= c, added in
@@ -428,6 +447,30 @@ __device__ inline void small_left(const FData &d, const SmallNode &sn, int c, do
 {
     for (int s = 0; s < d.V1; s++)
         out[s] = 0.0;
+    if (sn.cls) { /* stat_of's terms without its zeros (x + 0.0 == x: the same sums) */
+        for (int q = 0; q < sn.n; q++) {
+            const int cq = sn.code[q];
+            if (cq == d.nan_code || cq > c)
+                continue;
+            out[0] += 1.0;
+            out[1 + sn.cls[q]] += (double)sn.w[q];
+        }
+        return;
+    }
+    if (sn.y) { /* stat_of's terms, the targets from shared memory; products rounded
+                   before the sum, as the CPU twin's */
+        for (int q = 0; q < sn.n; q++) {
+            const int cq = sn.code[q];
+            if (cq == d.nan_code || cq > c)
+                continue;
+            const double w = (double)sn.w[q];
+            out[0] += 1.0;
+            out[1] += w;
+            out[2] = GSB__FOREST_MULADD(out[2], w, sn.y[2 * q]);
+            out[3] = GSB__FOREST_MULADD(out[3], w, sn.y[2 * q + 1]);
+        }
+        return;
+    }
     for (int q = 0; q < sn.n; q++) {
         const int cq = sn.code[q];
         if (cq == d.nan_code || cq > c)
@@ -454,6 +497,8 @@ __global__ void split_small(FData d, const int32_t *__restrict__ nodes,
     __shared__ int s_code[WARPS][SMALL_N];
     __shared__ int32_t s_row[WARPS][SMALL_N];
     __shared__ float s_w[WARPS][SMALL_N];
+    __shared__ int32_t s_cls[WARPS][SMALL_N];
+    __shared__ double s_y[WARPS][2 * SMALL_N];
     __shared__ double s_real[WARPS][SMALL_V], s_nan[WARPS][SMALL_V], s_tot[WARPS][SMALL_V];
     const int lane = threadIdx.x % 32, wp = threadIdx.x / 32;
     const int64_t item = blockIdx.x * (int64_t)WARPS + wp;
@@ -470,12 +515,19 @@ __global__ void split_small(FData d, const int32_t *__restrict__ nodes,
         return;
     }
     const int32_t start = nodes[3 * b];
-    const SmallNode sn = {nodes[3 * b + 1] - start, s_code[wp], s_row[wp], s_w[wp]};
+    const SmallNode sn = {nodes[3 * b + 1] - start, s_code[wp], s_row[wp], s_w[wp],
+                          d.K > 0 ? s_cls[wp] : NULL, d.O == 1 ? s_y[wp] : NULL};
     for (int q = lane; q < sn.n; q += 32) {
         const int32_t r = d.rows[start + q];
         s_code[wp][q] = code_of(d, r, f);
         s_row[wp][q] = r;
         s_w[wp][q] = d.w[start + q];
+        if (d.K > 0)
+            s_cls[wp][q] = d.cls[r];
+        if (d.O == 1) {
+            s_y[wp][2 * q] = d.y[2 * (int64_t)r];
+            s_y[wp][2 * q + 1] = d.y[2 * (int64_t)r + 1];
+        }
     }
     __syncwarp();
     if (lane < d.V1) { /* the real and missing samples' stats, a lane per stat */
@@ -716,16 +768,36 @@ __device__ void split_item(const FData &d, const int32_t *__restrict__ nodes,
         rec[GSB__FREC_MISSING_LEFT] = ml;
 }
 
-/* Blocks stride over the items (node, feature) of a pass, so the items that
- * split_small takes cost a block two loads, not a launch. */
+/* Blocks stride over chunks of `chunk` (<= THREADS) consecutive items (node,
+ * feature) of a pass: the threads test a chunk's items at once and the block
+ * runs split_item on those split_small does not take, so the many small items
+ * of deep levels cost a block one parallel load each, not a pass of the item
+ * loop each (the order the items run in does not matter: each writes its own
+ * record). */
 __global__ void split_kernel(FData d, const int32_t *__restrict__ nodes,
                              const int32_t *__restrict__ feats, int64_t m, int64_t b0,
                              int64_t count, Rule rule, int n_real, int rec_len, int small_n,
-                             double *__restrict__ recs)
+                             int chunk, double *__restrict__ recs)
 {
-    for (int64_t item = blockIdx.x; item < count * m; item += gridDim.x) {
-        __syncthreads(); /* the last item's shared memory is free */
-        split_item(d, nodes, feats, m, b0, rule, n_real, rec_len, small_n, recs, item);
+    __shared__ int s_off[THREADS];
+    __shared__ int s_n;
+    const int64_t total = count * m;
+    for (int64_t c0 = blockIdx.x * (int64_t)chunk; c0 < total;
+         c0 += (int64_t)gridDim.x * chunk) {
+        __syncthreads(); /* the last chunk's items are done with shared memory and s_n */
+        if (threadIdx.x == 0)
+            s_n = 0;
+        __syncthreads();
+        const int64_t item = c0 + threadIdx.x;
+        if ((int)threadIdx.x < chunk && item < total && !is_small(nodes, b0 + item / m, small_n))
+            s_off[atomicAdd(&s_n, 1)] = (int)threadIdx.x;
+        __syncthreads();
+        const int n = s_n;
+        for (int k = 0; k < n; k++) {
+            __syncthreads(); /* the last item's shared memory is free */
+            split_item(d, nodes, feats, m, b0, rule, n_real, rec_len, small_n, recs,
+                       c0 + s_off[k]);
+        }
     }
 }
 
@@ -1053,6 +1125,9 @@ extern "C" int gsb__cuda_forest_split(const gsb__backend *be, const gsb__forest_
     const int32_t *hn = NULL, *hf = NULL;
     const void *dn = NULL, *df = NULL;
     void *tn = NULL, *tf = NULL, *dtn = NULL, *dtf = NULL, *drecs = NULL, *dout = NULL;
+    const bool trace = split_trace_on();
+    cudaEvent_t ev[4] = {NULL, NULL, NULL, NULL};
+    float t_ms[3] = {0.0f, 0.0f, 0.0f};
     int rc;
     GSB_CUDA_CHECK(data_of(be, d, false, op, &fd));
     if (!nodes || !feats || on_host(nodes) || on_host(feats)) {
@@ -1107,26 +1182,50 @@ extern "C" int gsb__cuda_forest_split(const gsb__backend *be, const gsb__forest_
                         rule->min_weight_leaf};
         const int small_n = fd.V1 <= SMALL_V ? SMALL_N : 0;
         cudaStream_t s = gsb__cuda_ctx_of(be)->stream;
+        for (int k = 0; trace && k < 4; k++)
+            CUDA_CHECK(cudaEventCreate(&ev[k]));
         for (int64_t b0 = 0; b0 < B; b0 += per_pass) {
             const int64_t count = B - b0 < per_pass ? B - b0 : per_pass;
+            if (trace)
+                CUDA_CHECK(cudaEventRecord(ev[0], s));
             if (m > 0 && small_n > 0) {
                 split_small<<<(unsigned)((count * m + WARPS - 1) / WARPS), THREADS, 0, s>>>(
                     fd, (const int32_t *)dn, (const int32_t *)df, m, b0, count, r, n_real,
                     rec_len, (double *)drecs);
                 CUDA_CHECK(cudaGetLastError());
             }
-            if (m > 0) {
+            if (trace)
+                CUDA_CHECK(cudaEventRecord(ev[1], s));
+            if (m > 0) { /* chunks: one item each while the items fit the grid */
                 const int64_t items = count * m, cap = split_blocks(be);
-                split_kernel<<<(unsigned)(items < cap ? items : cap), THREADS, smem, s>>>(
+                int64_t chunk = (items + cap - 1) / cap;
+                chunk = chunk < 1 ? 1 : chunk > THREADS ? THREADS : chunk;
+                const int64_t blocks = (items + chunk - 1) / chunk;
+                split_kernel<<<(unsigned)(blocks < cap ? blocks : cap), THREADS, smem, s>>>(
                     fd, (const int32_t *)dn, (const int32_t *)df, m, b0, count, r, n_real,
-                    rec_len, small_n, (double *)drecs);
+                    rec_len, small_n, (int)chunk, (double *)drecs);
                 CUDA_CHECK(cudaGetLastError());
             }
+            if (trace)
+                CUDA_CHECK(cudaEventRecord(ev[2], s));
             split_reduce<<<(unsigned)((count + THREADS - 1) / THREADS), THREADS, 0, s>>>(
                 (const double *)drecs, (const int32_t *)df, m, b0, count, rec_len,
                 rule->first_only, out);
             CUDA_CHECK(cudaGetLastError());
+            if (trace) {
+                CUDA_CHECK(cudaEventRecord(ev[3], s));
+                CUDA_CHECK(cudaEventSynchronize(ev[3]));
+                for (int k = 0; k < 3; k++) {
+                    float ms = 0.0f;
+                    CUDA_CHECK(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]));
+                    t_ms[k] += ms;
+                }
+            }
         }
+        if (trace)
+            fprintf(stderr, "gsb profile:   forest_split %lld nodes x %lld features (first_only "
+                    "%d): split_small %.3f ms, split_kernel %.3f ms, split_reduce %.3f ms\n",
+                    (long long)B, (long long)m, rule->first_only, t_ms[0], t_ms[1], t_ms[2]);
         if (on_host(best))
             GSB_CUDA_CHECK(gsb__cuda_copy_d2h(be, best->data, out,
                                               (size_t)(B * rec_len) * sizeof(double)));
@@ -1138,6 +1237,9 @@ done:
     gsb__cuda_free(be, dtf);
     gsb__cuda_free(be, drecs);
     gsb__cuda_free(be, dout);
+    for (int k = 0; k < 4; k++)
+        if (ev[k])
+            (void)cudaEventDestroy(ev[k]); /* nothing to do about a failure here */
     return rc;
 }
 

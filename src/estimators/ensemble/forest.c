@@ -308,6 +308,7 @@ static int forest_tree_info(gsb__ctx *c)
 static int forest_fit(gsb__ctx *c, int classifier)
 {
     GSB_TRY(gsb__forest_fit(c, classifier));
+    gsb__profile_mark("fit's host arrays freed");
     int64_t K = values_per_leaf(c);
     if (K >= 1)
         gsb__forest_cache_fit(c, gsb__in(c, "X")->cols, K);

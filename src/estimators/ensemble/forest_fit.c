@@ -445,6 +445,7 @@ static int grow_group(fit_state *s, const uint64_t *seeds, int64_t t0, int64_t t
     double *stats = gsb__alloc_array(G * s->V1, sizeof *stats);
     gsb__grow_tree *trees = gsb__calloc_array(G, sizeof *trees);
     gsb__grown *grown = gsb__calloc_array(G, sizeof *grown);
+    double *root_w = NULL;
     gsb__tensor rb = GSB__TENSOR_NONE, wb = GSB__TENSOR_NONE;
     int rc = GSB_OK;
     if (!rows || !w || !stats || !trees || !grown) {
@@ -456,8 +457,12 @@ static int grow_group(fit_state *s, const uint64_t *seeds, int64_t t0, int64_t t
         rc = GSB_ENOMEM;
         goto done;
     }
+    gsb__profile_mark("bootstrap samples drawn (host)");
+    gsb__profile_count("trees in the group", G);
+    gsb__profile_count("samples in the group", S);
     GSB_CHECK(to_backend(be, rows, GSB_I32, S, 1, &rb));
     GSB_CHECK(to_backend(be, w, GSB_F32, S, 1, &wb));
+    gsb__profile_mark("samples to the backend");
     gsb__forest_data d = {&s->codes, s->F, s->n_real + (s->nan_code >= 0), s->nan_code,
                           (int)K, K ? 0 : (int)s->t->K, &s->yb, &rb, &wb, NULL, NULL, NULL};
     gsb__grow_params gp = s->cfg->grow;
@@ -467,16 +472,23 @@ static int grow_group(fit_state *s, const uint64_t *seeds, int64_t t0, int64_t t
         GSB_CHECK(gsb__grow_trees_level(be, &d, &gp, trees, G, grown, on_step, s));
     else
         GSB_CHECK(gsb__grow_trees(be, &d, &gp, trees, G, grown, on_step, s));
+    gsb__profile_mark("trees grown (the growers)");
     /* the samples as the growth left them: each leaf's are a segment */
     if (rb.data != rows)
         GSB_CHECK(be->ops->download(be, &rb, rows));
     if (wb.data != w)
         GSB_CHECK(be->ops->download(be, &wb, w));
+    gsb__profile_mark("samples read back");
     gsb__leaf_source src = {rows, w, s->t->cls, s->t->y, s->edges->data, s->edges->cols,
                             s->n_real};
+    if (!(root_w = gsb__alloc_array(G, sizeof *root_w))) {
+        rc = oom(s->c, "the root weights");
+        goto done;
+    }
     for (int64_t g = 0; g < G; g++)
-        GSB_CHECK(gsb__forest_model_append(s->model, &grown[g], seeds[t0 + g],
-                                           gsb__forest_weight(stats + g * s->V1, (int)K), &src));
+        root_w[g] = gsb__forest_weight(stats + g * s->V1, (int)K);
+    GSB_CHECK(gsb__forest_model_append(s->model, grown, G, seeds + t0, root_w, &src));
+    gsb__profile_mark("trees appended: thresholds, leaf values (host)");
     s->trees_done += G;
     rc = gsb__progress(s->c, "trees", s->trees_done, 0.0);
 done:
@@ -489,6 +501,7 @@ done:
     free(stats);
     free(trees);
     free(grown);
+    free(root_w);
     return rc;
 }
 
@@ -789,7 +802,7 @@ int gsb__forest_fit(gsb__ctx *c, int classify)
         goto done;
     }
     rc = grow_all(&s, seeds, from, to);
-    gsb__profile_mark(rc == GSB_OK ? "trees grown" : "trees tried");
+    gsb__profile_mark(rc == GSB_OK ? "trees grown (rest)" : "trees tried");
     if (rc == GSB_EUNSUPPORTED && s.be != gsb__cpu_backend()) {
         /* a limit of the GPU kernels (shared memory per histogram): the CPU can */
         while (model.n_trees > n_old) {
@@ -806,8 +819,11 @@ int gsb__forest_fit(gsb__ctx *c, int classify)
     }
     if (rc != GSB_OK)
         goto done;
+    gsb__profile_count("tree nodes", model.n_nodes);
+    gsb__profile_count("tree leaves", model.n_leaves);
     GSB_CHECK(gsb__forest_model_store(c, &model));
     GSB_CHECK(store_targets(c, &t));
+    gsb__profile_mark("trees stored as attributes");
     if (cfg.oob && !share) /* a share's OOB estimate is the whole forest's to make */
         rc = compute_oob(c, &cfg, &t, &s.smp);
 done:

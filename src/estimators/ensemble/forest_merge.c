@@ -267,14 +267,14 @@ static int unpack(const packed *p, gsb__forest_model *m)
     int64_t T = p->T, N = p->N, L = p->L, K = p->K, F = p->F;
     *m = (gsb__forest_model){T, N, L, K, F, T, N, L, NULL, NULL, NULL, NULL, NULL, NULL,
                              NULL, NULL};
-    m->split = gsb__alloc_array(N, sizeof *m->split);
-    m->child = gsb__alloc_array(N, sizeof *m->child);
-    m->threshold = gsb__alloc_array(N, sizeof *m->threshold);
-    m->root = gsb__alloc_array(T, sizeof *m->root);
-    m->depth = gsb__alloc_array(T, sizeof *m->depth);
-    m->seed = gsb__alloc_array(T, sizeof *m->seed);
-    m->importance = gsb__alloc_array(T * F, sizeof *m->importance);
-    m->value = gsb__alloc_array(L * K, sizeof *m->value);
+    m->split = gsb__forest_model_array(N, sizeof *m->split);
+    m->child = gsb__forest_model_array(N, sizeof *m->child);
+    m->threshold = gsb__forest_model_array(N, sizeof *m->threshold);
+    m->root = gsb__forest_model_array(T, sizeof *m->root);
+    m->depth = gsb__forest_model_array(T, sizeof *m->depth);
+    m->seed = gsb__forest_model_array(T, sizeof *m->seed);
+    m->importance = gsb__forest_model_array(T * F, sizeof *m->importance);
+    m->value = gsb__forest_model_array(L * K, sizeof *m->value);
     if (!m->split || !m->child || !m->threshold || !m->root || !m->depth || !m->seed ||
         !m->importance || !m->value)
         return gsb__err(GSB_ENOMEM, "fit_from_trees: out of memory");

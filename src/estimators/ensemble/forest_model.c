@@ -10,30 +10,41 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/hostmem.h"
 #include "core/tensor.h"
 #include "estimators/ensemble/forest_bins.h"
 
+/*
+ * The model's arrays come from the host allocator of tensors (hostmem.h:
+ * large ones are huge-page mappings), so gsb__forest_model_store hands the
+ * node and leaf arrays over to the attributes without a copy, and the fit's
+ * end has no large free.
+ */
+void *gsb__forest_model_array(int64_t n, size_t size)
+{
+    if (gsb__array_too_big(n, size))
+        return NULL;
+    return gsb__host_alloc((size_t)(n > 0 ? n : 1) * size);
+}
+
 void gsb__forest_model_free(gsb__forest_model *m)
 {
-    free(m->split);
-    free(m->child);
-    free(m->root);
-    free(m->depth);
-    free(m->threshold);
-    free(m->value);
-    free(m->seed);
-    free(m->importance);
+    void *all[] = {m->split, m->child, m->root, m->depth, m->threshold, m->value, m->seed,
+                   m->importance};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        gsb__host_free(all[i]);
     memset(m, 0, sizeof *m);
 }
 
-/* realloc *p to n elements of size bytes */
-static int resize(void **p, int64_t n, size_t size)
+/* *p (old elements kept) grown to n elements of size bytes */
+static int resize(void **p, int64_t old, int64_t n, size_t size)
 {
-    if (gsb__array_too_big(n, size))
-        return 0;
-    void *q = realloc(*p, (size_t)(n > 0 ? n : 1) * size);
+    void *q = gsb__forest_model_array(n, size);
     if (!q)
         return 0;
+    if (*p && old > 0)
+        memcpy(q, *p, (size_t)old * size);
+    gsb__host_free(*p);
     *p = q;
     return 1;
 }
@@ -49,30 +60,31 @@ static int64_t next_cap(int64_t cap, int64_t need)
     return nc;
 }
 
-/* Room for one more tree, nodes more nodes and leaves more leaves. */
-static int make_room(gsb__forest_model *m, int64_t nodes, int64_t leaves)
+/* Room for trees more trees, nodes more nodes and leaves more leaves. */
+static int make_room(gsb__forest_model *m, int64_t trees, int64_t nodes, int64_t leaves)
 {
-    int64_t ct = next_cap(m->cap_trees, m->n_trees + 1);
+    int64_t ct = next_cap(m->cap_trees, m->n_trees + trees);
     int64_t cn = next_cap(m->cap_nodes, m->n_nodes + nodes);
     int64_t cl = next_cap(m->cap_leaves, m->n_leaves + leaves);
+    int64_t nt = m->n_trees, nn = m->n_nodes, nl = m->n_leaves;
     int ok = 1;
     if (ct != m->cap_trees) {
-        ok = resize((void **)&m->root, ct, sizeof *m->root) &&
-             resize((void **)&m->depth, ct, sizeof *m->depth) &&
-             resize((void **)&m->seed, ct, sizeof *m->seed) &&
-             resize((void **)&m->importance, ct * m->F, sizeof *m->importance);
+        ok = resize((void **)&m->root, nt, ct, sizeof *m->root) &&
+             resize((void **)&m->depth, nt, ct, sizeof *m->depth) &&
+             resize((void **)&m->seed, nt, ct, sizeof *m->seed) &&
+             resize((void **)&m->importance, nt * m->F, ct * m->F, sizeof *m->importance);
         if (ok)
             m->cap_trees = ct;
     }
     if (ok && cn != m->cap_nodes) {
-        ok = resize((void **)&m->split, cn, sizeof *m->split) &&
-             resize((void **)&m->child, cn, sizeof *m->child) &&
-             resize((void **)&m->threshold, cn, sizeof *m->threshold);
+        ok = resize((void **)&m->split, nn, cn, sizeof *m->split) &&
+             resize((void **)&m->child, nn, cn, sizeof *m->child) &&
+             resize((void **)&m->threshold, nn, cn, sizeof *m->threshold);
         if (ok)
             m->cap_nodes = cn;
     }
     if (ok && cl != m->cap_leaves) {
-        ok = resize((void **)&m->value, cl * m->K, sizeof *m->value);
+        ok = resize((void **)&m->value, nl * m->K, cl * m->K, sizeof *m->value);
         if (ok)
             m->cap_leaves = cl;
     }
@@ -117,16 +129,11 @@ static void leaf_values(const gsb__forest_model *m, const gsb__grow_node *nd,
         out[k] = (float)(W > 0 ? a[k] / W : 0.0);
 }
 
-int gsb__forest_model_append(gsb__forest_model *m, const gsb__grown *g, uint64_t seed,
-                             double root_weight, const gsb__leaf_source *src)
+/* Tree g's nodes at node base and leaf base of m (its slot t). */
+static void put_tree(gsb__forest_model *m, int64_t t, int64_t base, int64_t leaf,
+                     const gsb__grown *g, uint64_t seed, double root_weight,
+                     const gsb__leaf_source *src)
 {
-    int64_t leaves = 0;
-    for (int64_t i = 0; i < g->n_nodes; i++)
-        leaves += g->nodes[i].feature < 0;
-    if (m->n_nodes + g->n_nodes > INT32_MAX || m->n_leaves + leaves > INT32_MAX)
-        return gsb__err(GSB_EUNSUPPORTED, "random forest: more than 2^31 nodes");
-    GSB_TRY(make_room(m, g->n_nodes, leaves));
-    int64_t base = m->n_nodes, t = m->n_trees;
     for (int64_t i = 0; i < g->n_nodes; i++) {
         const gsb__grow_node *nd = &g->nodes[i];
         int64_t at = base + i;
@@ -138,9 +145,9 @@ int gsb__forest_model_append(gsb__forest_model *m, const gsb__grown *g, uint64_t
         } else {
             m->split[at] = -1;
             m->threshold[at] = 0.0f;
-            m->child[at] = (int32_t)m->n_leaves;
-            leaf_values(m, nd, src, m->value + m->n_leaves * m->K);
-            m->n_leaves++;
+            m->child[at] = (int32_t)leaf;
+            leaf_values(m, nd, src, m->value + leaf * m->K);
+            leaf++;
         }
     }
     m->root[t] = (int32_t)base;
@@ -153,9 +160,42 @@ int gsb__forest_model_append(gsb__forest_model *m, const gsb__grown *g, uint64_t
     }
     for (int64_t f = 0; f < m->F && total > 0; f++)
         imp[f] /= total;
-    m->n_nodes += g->n_nodes;
-    m->n_trees++;
-    return GSB_OK;
+}
+
+int gsb__forest_model_append(gsb__forest_model *m, const gsb__grown *g, int64_t G,
+                             const uint64_t *seeds, const double *root_weights,
+                             const gsb__leaf_source *src)
+{
+    /* each tree's first node and first leaf: the offsets serial appends give */
+    int64_t *base = gsb__alloc_array(2 * (G + 1), sizeof *base), *leaf = base + G + 1;
+    if (!base)
+        return gsb__err(GSB_ENOMEM, "random forest: out of memory for the fitted trees");
+    base[0] = m->n_nodes;
+    leaf[0] = m->n_leaves;
+    for (int64_t k = 0; k < G; k++) {
+        int64_t leaves = 0;
+        for (int64_t i = 0; i < g[k].n_nodes; i++)
+            leaves += g[k].nodes[i].feature < 0;
+        base[k + 1] = base[k] + g[k].n_nodes;
+        leaf[k + 1] = leaf[k] + leaves;
+    }
+    int rc = GSB_OK;
+    if (base[G] > INT32_MAX || leaf[G] > INT32_MAX)
+        rc = gsb__err(GSB_EUNSUPPORTED, "random forest: more than 2^31 nodes");
+    if (rc == GSB_OK)
+        rc = make_room(m, G, base[G] - m->n_nodes, leaf[G] - m->n_leaves);
+    if (rc == GSB_OK) {
+        /* the trees are independent: each fills its own ranges */
+#pragma omp parallel for schedule(dynamic, 1) if (G > 1 && base[G] - base[0] > 65536)
+        for (int64_t k = 0; k < G; k++)
+            put_tree(m, m->n_trees + k, base[k], leaf[k], &g[k], seeds[k], root_weights[k],
+                     src);
+        m->n_trees += G;
+        m->n_nodes = base[G];
+        m->n_leaves = leaf[G];
+    }
+    free(base);
+    return rc;
 }
 
 /* ---- attributes ------------------------------------------------------------------- */
@@ -213,19 +253,33 @@ static int store_leaf_counts(gsb__ctx *c, const gsb__forest_model *m)
     return rc;
 }
 
-int gsb__forest_model_store(gsb__ctx *c, const gsb__forest_model *m)
+/* The model's array *p (rows x cols) handed over as attribute name, no copy;
+ * *p is the attribute's from then on (NULL in m). */
+static int hand_over(gsb__ctx *c, const char *name, gsb_dtype dt, int64_t rows, int64_t cols,
+                     void **p, int as_1d)
+{
+    gsb__tensor t = gsb__tensor_host_view(*p, dt, rows, cols);
+    t.owned = 1; /* allocated as a host tensor's data is (gsb__forest_model_array) */
+    *p = NULL;
+    if (as_1d)
+        gsb__tensor_as_1d(&t);
+    return gsb__fit_set(c, name, &t);
+}
+
+int gsb__forest_model_store(gsb__ctx *c, gsb__forest_model *m)
 {
     int64_t T = m->n_trees, N = m->n_nodes;
-    GSB_TRY(put(c, "_node_split", GSB_I32, N, 1, m->split, 1));
-    GSB_TRY(put(c, "_node_threshold", GSB_F32, N, 1, m->threshold, 1));
-    GSB_TRY(put(c, "_node_child", GSB_I32, N, 1, m->child, 1));
+    GSB_TRY(hand_over(c, "_node_threshold", GSB_F32, N, 1, (void **)&m->threshold, 1));
+    GSB_TRY(hand_over(c, "_node_child", GSB_I32, N, 1, (void **)&m->child, 1));
     GSB_TRY(put(c, "_tree_root", GSB_I32, T, 1, m->root, 1));
     GSB_TRY(put(c, "_tree_depth", GSB_I32, T, 1, m->depth, 1));
     GSB_TRY(put(c, "_tree_seed", GSB_I64, T, 1, m->seed, 1));
     GSB_TRY(store_leaf_counts(c, m));
     GSB_TRY(put(c, "_tree_importance", GSB_F64, T, m->F, m->importance, 0));
-    GSB_TRY(put(c, "_leaf_value", GSB_F32, m->n_leaves, m->K, m->value, 0));
-    return store_importances(c, m);
+    GSB_TRY(hand_over(c, "_leaf_value", GSB_F32, m->n_leaves, m->K, (void **)&m->value, 0));
+    GSB_TRY(store_importances(c, m));
+    /* last: the counts above read it */
+    return hand_over(c, "_node_split", GSB_I32, N, 1, (void **)&m->split, 1);
 }
 
 /* ---- reading back ----------------------------------------------------------------- */
@@ -296,7 +350,7 @@ int gsb__forest_model_append_fitted(gsb__ctx *c, gsb__forest_model *m)
         int64_t end = t + 1 < T ? rt[t + 1] : N, base = m->n_nodes, leaves = 0;
         for (int64_t i = rt[t]; i < end; i++)
             leaves += sp[i] < 0;
-        GSB_TRY(make_room(m, end - rt[t], leaves));
+        GSB_TRY(make_room(m, 1, end - rt[t], leaves));
         for (int64_t i = rt[t]; i < end; i++) {
             int64_t at = base + i - rt[t];
             m->split[at] = sp[i];

@@ -33,6 +33,9 @@ typedef struct gsb__forest_model {
     double *importance;
 } gsb__forest_model;
 
+/* An array for a model (n elements of size; NULL when out of memory): the
+ * model's arrays all come from here, and gsb__forest_model_free frees them. */
+void *gsb__forest_model_array(int64_t n, size_t size);
 void gsb__forest_model_free(gsb__forest_model *m);
 
 /* What a grown tree's leaves are computed from: its samples after the
@@ -47,16 +50,19 @@ typedef struct gsb__leaf_source {
     int n_real;
 } gsb__leaf_source;
 
-/* Append a grown tree (nodes in g, seed) to m; its importances are
- * normalised as scikit-learn's tree does (by the root weight, then to sum 1). */
-int gsb__forest_model_append(gsb__forest_model *m, const gsb__grown *g, uint64_t seed,
-                             double root_weight, const gsb__leaf_source *src);
+/* Append the G grown trees g (their seeds and root weights) to m, in order,
+ * the trees filled in parallel; their importances are normalised as
+ * scikit-learn's tree does (by the root weight, then to sum 1). */
+int gsb__forest_model_append(gsb__forest_model *m, const gsb__grown *g, int64_t G,
+                             const uint64_t *seeds, const double *root_weights,
+                             const gsb__leaf_source *src);
 
 /* Append the trees of the model's current fitted attributes (warm start). */
 int gsb__forest_model_append_fitted(gsb__ctx *c, gsb__forest_model *m);
 
-/* Store m as fitted attributes (and feature_importances_). */
-int gsb__forest_model_store(gsb__ctx *c, const gsb__forest_model *m);
+/* Store m as fitted attributes (and feature_importances_); the node and leaf
+ * arrays are handed over, not copied (m keeps the rest: free it as before). */
+int gsb__forest_model_store(gsb__ctx *c, gsb__forest_model *m);
 
 /*
  * The fitted trees as the forest ops take them (views of the attributes),

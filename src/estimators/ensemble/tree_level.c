@@ -32,8 +32,20 @@
 
 #include "backend/forest_level.h"
 #include "core/alloc.h"
+#include "core/profile.h"
 #include "core/tensor.h"
 #include "estimators/ensemble/tree_grow.h"
+
+/* The kinds of step a level takes, as GSB_PROFILE reports them. */
+enum { PH_FEATS, PH_SPLIT, PH_DECIDE, PH_PART, PH_READ, PH_SLOTS, PH_HOST, PH_N };
+static const char *const ph_name[PH_N] = {
+    "  level: candidates and feature draws (forest_level_feats + count read)",
+    "  level: split search (forest_split)",
+    "  level: decide (forest_level_decide)",
+    "  level: partition (forest_level_partition + count read)",
+    "  level: nodes read back and appended (host)",
+    "  level: histogram slots (read-back, forest_hist, forest_hist_sub)",
+    "  level: room, slots upload, progress (host)"};
 
 typedef struct lgrow {
     const gsb__backend *be;
@@ -53,11 +65,41 @@ typedef struct lgrow {
     int32_t *h_slot, *h_kslot;                        /* the frontier's, the next one's */
     int32_t *h_splits, *h_build, *h_pairs, *h_drop;   /* a level's splits, derivations */
     int any_slot;                                     /* a frontier node has a slot */
+    /* GSB_PROFILE: time per kind of step summed over the levels (ms; each step
+     * waits for the device, so these add up to the growth), and counts */
+    double ms[PH_N], t_last;
+    int64_t n_levels, n_nodes, n_cands[2], n_splits, n_waits, n_slot_nodes;
 } lgrow;
 
 static int oom(const char *what)
 {
     return gsb__err(GSB_ENOMEM, "random forest: out of memory for %s", what);
+}
+
+/* GSB_PROFILE: the time since the last tick goes to step ph (nothing when off). */
+static void tick(lgrow *g, int ph)
+{
+    if (!gsb__profile_on())
+        return;
+    double t = gsb__profile_clock(g->be);
+    g->ms[ph] += t - g->t_last;
+    g->t_last = t;
+}
+
+static void report(const lgrow *g)
+{
+    if (!gsb__profile_on())
+        return;
+    for (int k = 0; k < PH_N; k++)
+        gsb__profile_note(ph_name[k], g->ms[k]);
+    gsb__profile_count("  levels", g->n_levels);
+    gsb__profile_count("  level nodes (all levels)", g->n_nodes);
+    gsb__profile_count("  split-search candidates, pass 0", g->n_cands[0]);
+    gsb__profile_count("  split-search candidates, pass 1 (first drawn features constant)",
+                       g->n_cands[1]);
+    gsb__profile_count("  splits", g->n_splits);
+    gsb__profile_count("  nodes searched from a histogram slot", g->n_slot_nodes);
+    gsb__profile_count("  host waits (read-backs)", g->n_waits);
 }
 
 /* t holds at least rows x cols of dtype (contents dropped when it grows). */
@@ -82,6 +124,7 @@ static gsb__tensor head(const gsb__tensor *t, int64_t rows)
 
 static int read_counts(lgrow *g, int32_t *out)
 {
+    g->n_waits++;
     return g->be->ops->download(g->be, &g->counts, out);
 }
 
@@ -260,17 +303,21 @@ static int search_pass(lgrow *g, gsb__forest_level *lv, int pass, gsb__tensor *m
     int32_t counts[2];
     GSB_TRY(be->ops->forest_level_feats(be, g->d, lv, &g->p->rule, pass, &mv, &sv, &fv));
     GSB_TRY(read_counts(g, counts));
+    tick(g, PH_FEATS);
     int64_t c = counts[0];
     if (c < 0 || c > n)
         return gsb__err(GSB_EINTERNAL, "random forest: %lld candidates of %lld nodes",
                         (long long)c, (long long)n);
+    g->n_cands[pass ? 1 : 0] += c;
     *recs_view = head(recs, c);
     if (c == 0)
         return GSB_OK;
     gsb__forest_rule rule = {g->p->rule.criterion, g->p->rule.min_samples_leaf,
                              g->p->rule.min_weight_leaf, pass};
     gsb__tensor sc = head(&g->seg, c), fc = head(feats, c);
-    return be->ops->forest_split(be, g->d, &sc, &fc, &rule, recs_view);
+    GSB_TRY(be->ops->forest_split(be, g->d, &sc, &fc, &rule, recs_view));
+    tick(g, PH_SPLIT);
+    return GSB_OK;
 }
 
 /*
@@ -367,7 +414,10 @@ static int grow(lgrow *g, gsb__grown *out, gsb__grow_progress progress, void *pr
     const gsb__backend *be = g->be;
     int64_t n = g->T;
     int cur = 0;
+    g->t_last = gsb__profile_clock(be);
     for (int64_t step = 0; n > 0; step++) {
+        g->n_levels++;
+        g->n_nodes += n;
         GSB_TRY(level_room(g, n, 1 - cur));
         gsb__tensor fr = head(&g->front[cur], n), st = head(&g->stats[cur], n);
         gsb__tensor nv = head(&g->nodes, n), iv = head(&g->imp, n), sp = head(&g->splits, n);
@@ -381,7 +431,10 @@ static int grow(lgrow *g, gsb__grown *out, gsb__grow_progress progress, void *pr
         if (with_slots) {
             GSB_TRY(be->ops->upload(be, &slv, g->h_slot));
             lv.slots = &slv;
+            for (int64_t i = 0; i < n; i++)
+                g->n_slot_nodes += g->h_slot[i] >= 0;
         }
+        tick(g, PH_HOST);
         GSB_TRY(search_pass(g, &lv, 0, &g->map, &g->feats, &g->recs, &rv));
         lv.map = &mv;
         lv.recs = &rv;
@@ -391,18 +444,25 @@ static int grow(lgrow *g, gsb__grown *out, gsb__grow_progress progress, void *pr
             lv.recs2 = &r2;
         }
         GSB_TRY(be->ops->forest_level_decide(be, g->d, &lv, &g->p->rule));
+        tick(g, PH_DECIDE);
         GSB_TRY(be->ops->forest_level_partition(be, g->d, &lv));
         int32_t counts[2];
         GSB_TRY(read_counts(g, counts));
+        tick(g, PH_PART);
+        g->n_splits += counts[0];
         if (counts[1] != 0 || counts[0] < 0 || counts[0] > n)
             return gsb__err(GSB_EINTERNAL, "random forest: %d of %d partitions disagree with "
                             "the split search", counts[1], counts[0]);
         GSB_TRY(be->ops->download(be, &nv, g->h_nodes));
         GSB_TRY(be->ops->download(be, &iv, g->h_imp));
+        g->n_waits += 2;
         GSB_TRY(append_level(g, n, out));
+        tick(g, PH_READ);
         if (with_slots) {
             GSB_TRY(be->ops->download(be, &sp, g->h_splits));
+            g->n_waits++;
             GSB_TRY(derive_slots(g, n, counts[0]));
+            tick(g, PH_SLOTS);
             int32_t *t = g->h_slot;
             g->h_slot = g->h_kslot;
             g->h_kslot = t;
@@ -443,6 +503,7 @@ int gsb__grow_trees_level(const gsb__backend *be, gsb__forest_data *d, const gsb
     if (d->pool)
         GSB_CHECK(root_histograms(&g, trees));
     rc = grow(&g, out, progress, progress_data);
+    report(&g);
 done:
     d->pool = NULL;
     d->scratch_rows = d->scratch_weights = NULL;
