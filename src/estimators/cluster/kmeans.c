@@ -930,6 +930,7 @@ static int kmeans_fit(gsb__ctx *c)
     /* map is free now: k bytes of scratch for counting the clusters */
     warn_distinct(best.labels, n, k, (char *)map);
     rc = set_fitted(c, &km, &best);
+    gsb__profile_mark("fitted attributes");
 done:
     free(run.centres);
     free(run.labels);
