@@ -334,6 +334,20 @@ struct seg_plan {
     int64_t ny, nz; /* cluster tiles, column tiles */
 };
 
+/* Rows [r0, min(r0 + 32 SEG_WINDOWS, r1)) of X (d columns) towards L2, a
+ * 128-byte line per thread of the block. */
+template <typename T>
+__device__ __forceinline__ void seg_prefetch(const T *X, int64_t r0, int64_t r1, int64_t d)
+{
+    int64_t rows = r1 - r0 < 32 * SEG_WINDOWS ? r1 - r0 : 32 * SEG_WINDOWS;
+    if (rows <= 0)
+        return;
+    const char *p = (const char *)(X + r0 * d);
+    const int64_t bytes = rows * d * (int64_t)sizeof(T);
+    for (int64_t off = (int64_t)threadIdx.x * 128; off < bytes; off += (int64_t)SEG_THREADS * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+}
+
 /*
  * Block (x, t) adds the rows of chunk x = [n x / P, n (x + 1) / P) whose
  * label falls in cluster tile t % ny, over the columns of column tile
@@ -371,6 +385,11 @@ __global__ void __launch_bounds__(SEG_THREADS, 2)
             seg_acc[e] = 0.0;
         __syncthreads();
         for (int64_t base = i0; base < i1; base += 32 * SEG_WINDOWS) {
+            /* one tile: the next rows into L2 now, so their loads below hit
+             * L2 (a hint, which takes no registers; with several tiles a
+             * block reads only some rows, and would fetch them all) */
+            if (pl.ny * pl.nz == 1)
+                seg_prefetch(X, base + 32 * SEG_WINDOWS, i1, d);
             int cl[SEG_WINDOWS];
             double wv[SEG_WINDOWS];
 #pragma unroll
