@@ -162,6 +162,7 @@ static const gsb__backend_ops cpu_ops = {
     .forest_level_partition = gsb__cpu_forest_level_partition,
     .csr_spmm = gsb__cpu_csr_spmm,
     .vec_normalize = gsb__cpu_vec_normalize,
+    .topk_fast = gsb__cpu_topk, /* no faster approximation on the CPU */
     .rand_normal = gsb__cpu_rand_normal,
     .copy_stats = gsb__cpu_copy_stats,
 };
