@@ -193,7 +193,8 @@ void gsb__inputs_free(gsb__tensor *in)
  * the call will run on may use (every streaming fit's plan holds at least X,
  * so it streams).  Likewise a fit that uploads X whole to a GPU and checks
  * it there (GSB__IN_CHECK_ON_BACKEND, gsb__x_check_on_backend: X fits the
- * GPU's memory, else it is refused before the call).  Every other call
+ * GPU's memory, else it is refused before the call, or streamed as above
+ * where the fit also has GSB__IN_STREAM).  Every other call
  * checks X here, as before.
  */
 static int x_check_deferred(gsb__model *m, const gsb__method_desc *md, int xi,
@@ -220,8 +221,10 @@ static int x_check_deferred(gsb__model *m, const gsb__method_desc *md, int xi,
         return 0;
     }
     double bytes = (double)sh.rows * (double)sh.cols * (double)gsb_dtype_size(sh.dtype);
-    if (flags & GSB__IN_STREAM)
-        return bytes > (double)budget;
+    if ((flags & GSB__IN_STREAM) && bytes > (double)budget)
+        return 1;
+    if (!(flags & GSB__IN_CHECK_ON_BACKEND))
+        return 0;
     /* GSB__IN_CHECK_ON_BACKEND: an X that fits is uploaded whole and scanned
      * on the GPU (~0.1 ms for 256 MB, against ~5-10 ms for the host's pass) */
     return on_gpu && be->ops->nonfinite && bytes <= (double)budget;

@@ -552,10 +552,23 @@ static void test_topk_errors(void)
 
 /* ---- segment_sum -------------------------------------------------------------- */
 
-static void segment_case(gsb_dtype dt, int64_t n, int64_t d, int64_t k, int wmode)
+/* How a segment case's labels are drawn: uniform in [0, k); every row in
+ * cluster k - 1 (one warp owns all the work); runs of 37 rows alternating
+ * between the first and the last cluster (the first and last tiles). */
+enum { LAB_UNIFORM, LAB_ONE, LAB_RUNS };
+
+static gsb__tensor segment_labels(int64_t n, int64_t k, int lmode)
+{
+    gsb__tensor lab = host_random(GSB_I32, n, 1, (double)k);
+    for (int64_t i = 0; lmode != LAB_UNIFORM && i < n; i++)
+        gsb__tensor_set(&lab, i, lmode == LAB_ONE || (i / 37) % 2 ? (double)(k - 1) : 0.0);
+    return lab;
+}
+
+static void segment_case(gsb_dtype dt, int64_t n, int64_t d, int64_t k, int wmode, int lmode)
 {
     int before = case_begin();
-    gsb__tensor X = host_random(dt, n, d, 1.0), lab = host_random(GSB_I32, n, 1, (double)k);
+    gsb__tensor X = host_random(dt, n, d, 1.0), lab = segment_labels(n, k, lmode);
     gsb__tensor w = wmode ? host_random(wmode == 1 ? GSB_F32 : GSB_F64, n, 1, 1.0)
                           : GSB__TENSOR_NONE;
     gsb__tensor sc = host_poisoned(GSB_F64, k, d), cc = host_poisoned(GSB_F64, k, 1);
@@ -588,21 +601,33 @@ static void segment_case(gsb_dtype dt, int64_t n, int64_t d, int64_t k, int wmod
     gsb__tensor_free(&X);
     gsb__tensor_free(&lab);
     gsb__tensor_free(&w);
-    CASE_END(before, "segment_sum %s n=%lld d=%lld k=%lld weights=%s", gsb_dtype_name(dt),
-             (long long)n, (long long)d, (long long)k,
-             wmode == 0 ? "none" : (wmode == 1 ? "float32" : "float64"));
+    CASE_END(before, "segment_sum %s n=%lld d=%lld k=%lld weights=%s labels=%s",
+             gsb_dtype_name(dt), (long long)n, (long long)d, (long long)k,
+             wmode == 0 ? "none" : (wmode == 1 ? "float32" : "float64"),
+             lmode == LAB_UNIFORM ? "uniform" : (lmode == LAB_ONE ? "one" : "runs"));
 }
 
 static void test_segment_sum(void)
 {
-    /* the 3000 x 300, k = 700 case takes the global-memory partials */
-    static const int64_t shapes[][3] = {{1, 1, 1},      {1000, 3, 5},    {50000, 64, 100},
-                                        {3000, 300, 700}, {20000, 2, 1}, {4097, 33, 17},
-                                        {0, 4, 3},      {10, 0, 2},      {6000, 1000, 3}};
+    /* tiles (cuda_distance.cu's segment_plan): 3000 x 300, k = 700 and
+     * 20000 x 64, k = 300 take several cluster tiles; 6000 x 1000 two column
+     * tiles (the second without the weight column) whose 32-column groups
+     * outnumber the warps; 4097 x 33 two groups, the second of one column */
+    static const int64_t shapes[][3] = {{1, 1, 1},       {1000, 3, 5},      {50000, 64, 100},
+                                        {3000, 300, 700}, {20000, 2, 1},    {4097, 33, 17},
+                                        {0, 4, 3},       {10, 0, 2},        {6000, 1000, 3},
+                                        {20000, 64, 300}, {70001, 65, 1}};
     for (int t = 0; t < 2; t++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int wmode = 0; wmode < 3; wmode++)
-                segment_case(dtypes[t], shapes[s][0], shapes[s][1], shapes[s][2], wmode);
+                segment_case(dtypes[t], shapes[s][0], shapes[s][1], shapes[s][2], wmode,
+                             LAB_UNIFORM);
+    /* skewed labels: one cluster, and the first and last tiles in turn */
+    static const int64_t skewed[][3] = {{50000, 64, 100}, {20000, 64, 300}, {6000, 1000, 3}};
+    for (int t = 0; t < 2; t++)
+        for (size_t s = 0; s < sizeof skewed / sizeof skewed[0]; s++)
+            for (int lmode = LAB_ONE; lmode <= LAB_RUNS; lmode++)
+                segment_case(dtypes[t], skewed[s][0], skewed[s][1], skewed[s][2], 2, lmode);
 }
 
 static void test_segment_sum_errors(void)

@@ -164,9 +164,8 @@ static void *as_dtype(const double *v, int64_t count, gsb_dtype dt)
  * iterations and the run ends on a zero shift (strict convergence with no
  * empty cluster).  Unit weights and weights with zeros.
  */
-static void test_blobs(void)
+static void blobs_case(int64_t n, int64_t d, int64_t k)
 {
-    const int64_t n = 30011, d = 16, k = 9;
     double *X = malloc(sizeof(double) * (size_t)(n * d));
     double *C = malloc(sizeof(double) * (size_t)(k * d));
     double *init = malloc(sizeof(double) * (size_t)(k * d));
@@ -199,6 +198,58 @@ static void test_blobs(void)
     free(C);
     free(init);
     free(w);
+}
+
+/* 64 columns and 100 clusters: the benchmark's shape (two 32-column groups
+ * per cluster in segment_sum's tile), smaller */
+static void test_blobs(void)
+{
+    blobs_case(30011, 16, 9);
+    blobs_case(40000, 64, 100);
+}
+
+/*
+ * X with a NaN or an infinity: on the GPU the fit checks the uploaded X
+ * (GSB__IN_CHECK_ON_BACKEND) instead of the host's pass before the call;
+ * the error and its message must be the CPU's, and the model stays
+ * unfitted.
+ */
+static void test_nonfinite(void)
+{
+    const int64_t n = 5000, d = 8;
+    static const char *const urls[2] = {"local?device=cpu", "local?device=cuda"};
+    for (int bad = 0; bad < 2; bad++) {
+        float *X = malloc(sizeof(float) * (size_t)(n * d));
+        if (!X)
+            abort();
+        for (int64_t q = 0; q < n * d; q++)
+            X[q] = (float)testing_normal();
+        X[3001 * d + 5] = bad ? INFINITY : NAN;
+        gsb_array xa = gsb_array_2d(X, GSB_F32, n, d);
+        char msg[2][512];
+        for (int u = 0; u < 2; u++) {
+            gsb_session *s = NULL;
+            gsb_model *m = NULL;
+            msg[u][0] = 0;
+            CHECK_OK(gsb_open(urls[u], &s));
+            CHECK_OK(gsb_model_create(s, "KMeans", "{\"n_clusters\": 3}", &m));
+            if (m) {
+                const gsb_array *in[1] = {&xa};
+                CHECK(gsb_model_call(m, "fit", in, 1, NULL, NULL) == GSB_EINVAL);
+                snprintf(msg[u], sizeof msg[u], "%s", gsb_errmsg());
+                gsb_result *r = NULL;
+                CHECK(gsb_model_get_attr(m, "cluster_centers_", &r) != GSB_OK);
+                gsb_result_free(r);
+            }
+            gsb_model_free(m);
+            gsb_close(s);
+        }
+        CHECK(strstr(msg[0], bad ? "infinity" : "NaN") != NULL);
+        CHECK(strcmp(msg[0], msg[1]) == 0);
+        if (testing_cur_failed)
+            fprintf(stderr, "    cpu: %s\n    gpu: %s\n", msg[0], msg[1]);
+        free(X);
+    }
 }
 
 /*
@@ -248,5 +299,6 @@ int main(void)
     testing_seed(20261122);
     RUN(test_blobs);
     RUN(test_empty_clusters);
+    RUN(test_nonfinite);
     return testing_done();
 }

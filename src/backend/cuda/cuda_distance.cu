@@ -23,14 +23,14 @@
  * Cosine uses dot products and inverse norms computed in double.
  *
  * segment_sum is deterministic: results depend only on the shapes, never on
- * scheduling.  Each block takes a fixed chunk of rows and accumulates its
- * partial k x (d + 1) sums (the last column the weight totals, the counts)
- * in double, each accumulator element owned by one thread that adds its
- * rows in order; the partials are then added in chunk order.  The partial
- * lives in shared memory when it fits (several independent copies, "slots",
- * when d is narrow, so every thread has work), else in the block's own
- * region of global scratch.  Labels outside [0, k) are reported like the
- * CPU twin (the first such row), found on the device with an atomic min.
+ * scheduling, and it reads X once at close to memory speed.  Each block
+ * takes a fixed chunk of rows and one tile of the k x (d + 1) partial sums
+ * (the last column the weight totals, the counts), in double in shared
+ * memory; every accumulator element is owned by one lane of one warp, which
+ * adds its rows in order (no atomics; see segment_tile_kernel), and the
+ * chunks' partials are then added in a fixed order.  Labels outside [0, k)
+ * are reported like the CPU twin (the first such row), found on the device
+ * with an atomic min.
  */
 #include <float.h>
 #include <limits.h>
@@ -306,106 +306,238 @@ int pairwise_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tenso
 
 /* ---- segment_sum ----------------------------------------------------------------- */
 
-/* Most shared memory a block's partials may take (more than 48 KiB is opt-in). */
-constexpr int64_t SEG_SMEM_BYTES = 96 << 10;
-/* Most bytes of partials in global scratch, and the fewest rows per block. */
-constexpr int64_t SEG_SCRATCH_BYTES = (int64_t)256 << 20;
+/* Threads of a segment_tile_kernel block, and its warps. */
+constexpr int SEG_THREADS = 512;
+constexpr int SEG_WARPS = SEG_THREADS / 32;
+/* Most shared memory a block's tile of partial sums takes: four blocks'
+ * tiles fit an SM's 228 KiB (more than 48 KiB is opt-in). */
+constexpr int64_t SEG_SMEM_BYTES = 54 << 10;
+/* Widest column tile: a cluster row of a tile is at most this many doubles + 1. */
+constexpr int64_t SEG_COL_TILE = 512;
+/* Rows per chunk at least, chunks at most, and partials' bytes at most. */
 constexpr int64_t SEG_MIN_ROWS = 2048;
-constexpr int64_t SEG_MAX_BLOCKS = 1024;
-/* rows whose loads are issued together before their adds */
-constexpr int SEG_UNROLL = 8;
+constexpr int64_t SEG_MAX_CHUNKS = 512;
+constexpr int64_t SEG_SCRATCH_BYTES = (int64_t)256 << 20;
+/* rows of a warp whose loads are issued together before their adds: 32
+ * bytes a lane (8 float32 or 4 float64 rows; more float64 would spill) */
+template <typename T>
+__host__ __device__ constexpr int seg_unroll() { return sizeof(T) == 4 ? 6 : 4; }
+/* label windows of 32 rows loaded together */
+constexpr int SEG_WINDOWS = 4;
+/* partials summed per reduce block: 32 elements x SEG_RGROUPS chunk groups */
+constexpr int SEG_RGROUPS = 8;
+
+/* The tiling of one segment_sum: chunks of rows x tiles of (clusters x columns). */
+struct seg_plan {
+    int64_t P;      /* row chunks */
+    int64_t kt, dt; /* clusters and X columns per tile */
+    int64_t ny, nz; /* cluster tiles, column tiles */
+};
+
+/* Rows [r0, min(r0 + 32 SEG_WINDOWS, r1)) of X (d columns) towards L2, a
+ * 128-byte line per thread of the block. */
+template <typename T>
+__device__ __forceinline__ void seg_prefetch(const T *X, int64_t r0, int64_t r1, int64_t d)
+{
+    int64_t rows = r1 - r0 < 32 * SEG_WINDOWS ? r1 - r0 : 32 * SEG_WINDOWS;
+    if (rows <= 0)
+        return;
+    const char *p = (const char *)(X + r0 * d);
+    const int64_t bytes = rows * d * (int64_t)sizeof(T);
+    for (int64_t off = (int64_t)threadIdx.x * 128; off < bytes; off += (int64_t)SEG_THREADS * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+}
 
 /*
- * Block b adds rows [n b / P, n (b + 1) / P) (P = gridDim.x) into partial b
- * of part (P x stride, stride = k (d + 1)).  Thread t works in slot
- * t / slot_threads on columns t % slot_threads + multiples of slot_threads;
- * slot s takes every slots-th row.  in_smem: the slots' partials are in
- * shared memory and summed into part at the end; else the single slot adds
- * straight into part (zeroed beforehand).
+ * Block (x, t) adds the rows of chunk x = [n x / P, n (x + 1) / P) whose
+ * label falls in cluster tile t % ny, over the columns of column tile
+ * t / ny, into a tile of partial sums in shared memory; then writes the
+ * tile to partial x of part (P x k (d + 1); the last column of a cluster's
+ * row the weight total).  The weight column travels with column tile 0.
+ *
+ * No atomics, so the result is deterministic: a 32-column group of a
+ * cluster's tile row is a "unit", owned by one warp (unit u by warp
+ * u % SEG_WARPS), column j of it by lane j % 32, and the owner adds its
+ * rows in increasing order.  Every warp scans the chunk's labels (32 rows
+ * at a time, a ballot of the rows with a unit of its own), and issues the
+ * loads of up to SEG_UNROLL such rows before their adds, so each SM has
+ * many rows' loads in flight: X is read once, at close to memory speed.
  */
 template <typename T>
-__global__ void segment_partial_kernel(const T *__restrict__ X, const int32_t *__restrict__ lab,
-                                       const void *w, int w_f64, int64_t n, int64_t d,
-                                       int64_t k, int slots, int slot_threads, int in_smem,
-                                       double *__restrict__ part, unsigned long long *bad)
+__global__ void __launch_bounds__(SEG_THREADS, 2)
+    segment_tile_kernel(const T *__restrict__ X, const int32_t *__restrict__ lab,
+                        const void *w, int w_f64, int64_t n, int64_t d, int64_t k,
+                        seg_plan pl, double *__restrict__ part, unsigned long long *bad)
 {
-    extern __shared__ double seg_smem[];
-    const int64_t stride = k * (d + 1);
-    const int slot = threadIdx.x / slot_threads, lt = threadIdx.x % slot_threads;
-    double *acc = in_smem ? seg_smem + (int64_t)slot * stride : part + blockIdx.x * stride;
-    if (in_smem) {
-        for (int64_t e = threadIdx.x; e < (int64_t)slots * stride; e += blockDim.x)
-            seg_smem[e] = 0.0;
+    extern __shared__ double seg_acc[];
+    constexpr int SEG_UNROLL = seg_unroll<T>();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t stride = k * (d + 1), x = blockIdx.x;
+    const int64_t i0 = n * x / pl.P, i1 = n * (x + 1) / pl.P;
+    for (int64_t t = blockIdx.y; t < pl.ny * pl.nz; t += gridDim.y) {
+        const int64_t c0 = (t % pl.ny) * pl.kt, col0 = (t / pl.ny) * pl.dt;
+        const int kw = (int)(k - c0 < pl.kt ? k - c0 : pl.kt);
+        const int dw = (int)(d - col0 < pl.dt ? d - col0 : pl.dt);
+        const int has_w = col0 == 0, ld = dw + has_w;
+        const int G = dw > 32 ? (dw + 31) / 32 : 1; /* units per cluster row */
+        const bool check = t == 0 && warp == 0;     /* one warp reports bad labels */
+        for (int e = threadIdx.x; e < kw * ld; e += SEG_THREADS)
+            seg_acc[e] = 0.0;
         __syncthreads();
-    }
-    const int64_t P = gridDim.x;
-    const int64_t i0 = n * (int64_t)blockIdx.x / P, i1 = n * ((int64_t)blockIdx.x + 1) / P;
-    if (slot < slots) {
-        for (int64_t i = i0 + slot; i < i1; i += (int64_t)slots * SEG_UNROLL) {
-            int l[SEG_UNROLL];
-            double wi[SEG_UNROLL];
+        for (int64_t base = i0; base < i1; base += 32 * SEG_WINDOWS) {
+            /* one tile: the next rows into L2 now, so their loads below hit
+             * L2 (a hint, which takes no registers; with several tiles a
+             * block reads only some rows, and would fetch them all) */
+            if (pl.ny * pl.nz == 1)
+                seg_prefetch(X, base + 32 * SEG_WINDOWS, i1, d);
+            int cl[SEG_WINDOWS];
+            double wv[SEG_WINDOWS];
 #pragma unroll
-            for (int u = 0; u < SEG_UNROLL; u++) {
-                int64_t r = i + (int64_t)u * slots;
-                l[u] = -1;
-                wi[u] = 0.0;
-                if (r >= i1)
-                    continue;
-                int v = lab[r];
-                if (v < 0 || v >= k) {
-                    if (lt == 0)
+            for (int q = 0; q < SEG_WINDOWS; q++) {
+                int64_t r = base + q * 32 + lane;
+                int v = r < i1 ? lab[r] : -1;
+                cl[q] = -1;
+                wv[q] = 1.0;
+                if (r < i1 && (v < 0 || v >= k)) {
+                    if (check)
                         atomicMin(bad, (unsigned long long)r);
                     continue;
                 }
-                l[u] = v;
-                wi[u] = !w ? 1.0 : (w_f64 ? ((const double *)w)[r] : (double)((const float *)w)[r]);
+                const int64_t c = (int64_t)v - c0;
+                if (r >= i1 || c < 0 || c >= kw)
+                    continue;
+                /* the warp owns a unit of c: (c G + g) % W == warp for a g < G */
+                const int first = ((warp - (int)c * G) % SEG_WARPS + SEG_WARPS) % SEG_WARPS;
+                if (G >= SEG_WARPS || first < G) {
+                    cl[q] = (int)c;
+                    if (w)
+                        wv[q] = w_f64 ? ((const double *)w)[r] : (double)((const float *)w)[r];
+                }
             }
-            for (int64_t j = lt; j < d; j += slot_threads) {
-                double xv[SEG_UNROLL];
 #pragma unroll
-                for (int u = 0; u < SEG_UNROLL; u++)
-                    xv[u] = l[u] >= 0 ? (double)X[(i + (int64_t)u * slots) * d + j] : 0.0;
+            for (int q = 0; q < SEG_WINDOWS; q++) {
+                unsigned mask = __ballot_sync(FULL_MASK, cl[q] >= 0);
+                const int64_t wbase = base + q * 32;
+                while (mask) { /* warp-uniform */
+                    /* up to SEG_UNROLL rows: (cluster << 5) | bit, or -1 */
+                    int bc[SEG_UNROLL];
 #pragma unroll
-                for (int u = 0; u < SEG_UNROLL; u++)
-                    if (l[u] >= 0)
-                        acc[(int64_t)l[u] * (d + 1) + j] += wi[u] * xv[u];
-            }
-            if (lt == 0) {
+                    for (int u = 0; u < SEG_UNROLL; u++) {
+                        int bit = mask ? __ffs(mask) - 1 : 0;
+                        int c = __shfl_sync(FULL_MASK, cl[q], bit); /* every lane: bit is uniform */
+                        bc[u] = mask ? (c << 5) | bit : -1;
+                        mask &= mask - 1;
+                    }
+                    for (int g = 0; g < G; g++) {
+                        const int col = g * 32 + lane;
+                        T xv[SEG_UNROLL];
 #pragma unroll
-                for (int u = 0; u < SEG_UNROLL; u++)
-                    if (l[u] >= 0)
-                        acc[(int64_t)l[u] * (d + 1) + d] += wi[u];
+                        for (int u = 0; u < SEG_UNROLL; u++) {
+                            bool own = bc[u] >= 0 && ((bc[u] >> 5) * G + g) % SEG_WARPS == warp;
+                            xv[u] = own && col < dw ? X[(wbase + (bc[u] & 31)) * d + col0 + col]
+                                                    : T(0);
+                        }
+#pragma unroll
+                        for (int u = 0; u < SEG_UNROLL; u++) {
+                            double wu = __shfl_sync(FULL_MASK, wv[q], bc[u] & 31);
+                            if (bc[u] < 0 || ((bc[u] >> 5) * G + g) % SEG_WARPS != warp)
+                                continue;
+                            double *row = seg_acc + (int64_t)(bc[u] >> 5) * ld;
+                            if (col < dw)
+                                row[col] += wu * (double)xv[u];
+                            if (g == 0 && lane == 0 && has_w)
+                                row[dw] += wu;
+                        }
+                    }
+                }
             }
         }
-    }
-    if (in_smem) {
         __syncthreads();
-        for (int64_t e = threadIdx.x; e < stride; e += blockDim.x) {
-            double s = 0.0;
-            for (int sl = 0; sl < slots; sl++)
-                s += seg_smem[(int64_t)sl * stride + e];
-            part[blockIdx.x * stride + e] = s;
+        double *out = part + x * stride;
+        for (int e = threadIdx.x; e < kw * ld; e += SEG_THREADS) {
+            int c = e / ld, j = e - c * ld;
+            int64_t dst = (c0 + c) * (d + 1) + (j < dw ? col0 + j : d);
+            out[dst] = seg_acc[e];
         }
+        __syncthreads(); /* the tile is reused by the block's next tile */
     }
 }
 
-/* sums / counts = the P partials added in order. */
-__global__ void segment_reduce_kernel(const double *__restrict__ part, int64_t P, int64_t k,
-                                      int64_t d, double *__restrict__ sums,
-                                      double *__restrict__ counts)
+/*
+ * sums / counts = the P partials added in a fixed order: a block takes 32
+ * consecutive elements; its SEG_RGROUPS groups of 32 threads each add the
+ * partials p = g, g + SEG_RGROUPS, ... in order, and the first group adds
+ * the groups' totals in order.
+ */
+__global__ void __launch_bounds__(32 * SEG_RGROUPS)
+    segment_reduce_kernel(const double *__restrict__ part, int64_t P, int64_t k, int64_t d,
+                          double *__restrict__ sums, double *__restrict__ counts)
 {
+    __shared__ double tot[SEG_RGROUPS][32];
     const int64_t stride = k * (d + 1);
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < stride;
-         e += (int64_t)gridDim.x * blockDim.x) {
+    const int g = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int64_t e0 = (int64_t)blockIdx.x * 32; e0 < stride; e0 += (int64_t)gridDim.x * 32) {
+        const int64_t e = e0 + lane;
         double s = 0.0;
-        for (int64_t p = 0; p < P; p++)
-            s += part[p * stride + e];
-        int64_t l = e / (d + 1), j = e - l * (d + 1);
-        if (j < d)
-            sums[l * d + j] = s;
-        else
-            counts[l] = s;
+        if (e < stride) {
+            int64_t p = g;
+            /* four independent loads in flight, added in order */
+            for (; p + 3 * SEG_RGROUPS < P; p += 4 * SEG_RGROUPS) {
+                double a = part[p * stride + e], b = part[(p + SEG_RGROUPS) * stride + e];
+                double c = part[(p + 2 * SEG_RGROUPS) * stride + e];
+                double f = part[(p + 3 * SEG_RGROUPS) * stride + e];
+                s += a;
+                s += b;
+                s += c;
+                s += f;
+            }
+            for (; p < P; p += SEG_RGROUPS)
+                s += part[p * stride + e];
+        }
+        tot[g][lane] = s;
+        __syncthreads();
+        if (g == 0 && e < stride) {
+            double r = 0.0;
+            for (int q = 0; q < SEG_RGROUPS; q++)
+                r += tot[q][lane];
+            int64_t l = e / (d + 1), j = e - l * (d + 1);
+            if (j < d)
+                sums[l * d + j] = r;
+            else
+                counts[l] = r;
+        }
+        __syncthreads();
     }
+}
+
+/* The chunks and tiles of a segment_sum of n rows, d columns, k clusters:
+ * they depend on the shapes only, so results repeat bitwise on any GPU. */
+static seg_plan segment_plan(int64_t n, int64_t d, int64_t k, size_t esize)
+{
+    seg_plan pl;
+    pl.dt = d < SEG_COL_TILE ? d : SEG_COL_TILE;
+    pl.nz = d > 0 ? (d + pl.dt - 1) / pl.dt : 1;
+    pl.kt = SEG_SMEM_BYTES / ((pl.dt + 1) * (int64_t)sizeof(double));
+    if (pl.kt > k)
+        pl.kt = k > 0 ? k : 1;
+    /* k == 0 still takes a tile: its blocks report the (then all bad) labels */
+    pl.ny = k > 0 ? (k + pl.kt - 1) / pl.kt : 1;
+    const int64_t stride = k * (d + 1), pbytes = stride * (int64_t)sizeof(double);
+    /* enough chunks to fill the GPU, but the partials (written and read
+     * back) at most a quarter of X's bytes and within the scratch bound */
+    pl.P = (n + SEG_MIN_ROWS - 1) / SEG_MIN_ROWS;
+    if (pl.P > SEG_MAX_CHUNKS)
+        pl.P = SEG_MAX_CHUNKS;
+    int64_t cap = pbytes > 0 ? n * d * (int64_t)esize / 4 / pbytes : pl.P;
+    if (cap < 32)
+        cap = 32;
+    if (pl.P > cap)
+        pl.P = cap;
+    if (pbytes > 0 && pl.P * pbytes > SEG_SCRATCH_BYTES)
+        pl.P = SEG_SCRATCH_BYTES / pbytes;
+    if (pl.P < 1)
+        pl.P = 1;
+    return pl;
 }
 
 /* segment_sum's check (cpu_family.c's fam_check); cols -2: a vector of rows elements. */
@@ -438,49 +570,33 @@ int segment_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor
     double *part = NULL;
     unsigned long long *bad_d = NULL, bad = ~0ull;
     int32_t bad_label = 0;
-    int slot_threads = 0, slots = 0, in_smem = 0;
-    int64_t P = 0;
+    seg_plan pl;
     size_t smem = 0;
+    int64_t tiles = 0;
     if (n == 0) { /* no rows: every sum and count is 0 */
         CUDA_CHECK(cudaMemsetAsync(sums->data, 0, (size_t)(k * d) * sizeof(double), stream));
         CUDA_CHECK(cudaMemsetAsync(counts->data, 0, (size_t)k * sizeof(double), stream));
         goto done;
     }
-    /* a slot is one warp-multiple of threads across the columns (at most 256);
-     * as many slots as fit in 256 threads and the shared-memory budget */
-    slot_threads = (int)(d < 1 ? 32 : (d >= 256 ? 256 : (d + 31) / 32 * 32));
-    if (stride * (int64_t)sizeof(double) <= SEG_SMEM_BYTES) {
-        int64_t fit = SEG_SMEM_BYTES / (stride > 0 ? stride * (int64_t)sizeof(double) : 1);
-        slots = (int)(256 / slot_threads < fit ? 256 / slot_threads : fit);
-        in_smem = 1;
-    } else {
-        slots = 1;
-    }
-    /* chunks of rows: enough blocks to fill the GPU, bounded scratch; the
-     * split depends on the shapes only, so results repeat bitwise */
-    P = (n + SEG_MIN_ROWS - 1) / SEG_MIN_ROWS;
-    if (P > SEG_MAX_BLOCKS)
-        P = SEG_MAX_BLOCKS;
-    if (stride > 0 && P * stride * (int64_t)sizeof(double) > SEG_SCRATCH_BYTES)
-        P = SEG_SCRATCH_BYTES / (stride * (int64_t)sizeof(double));
-    if (P < 1)
-        P = 1;
-    GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)(P * stride) * sizeof(double), (void **)&part));
+    pl = segment_plan(n, d, k, sizeof(T));
+    smem = (size_t)(pl.kt * (pl.dt + 1)) * sizeof(double);
+    tiles = pl.ny * pl.nz;
+    GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)(pl.P * stride) * sizeof(double), (void **)&part));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof bad, (void **)&bad_d));
     CUDA_CHECK(cudaMemsetAsync(bad_d, 0xff, sizeof bad, stream));
-    if (!in_smem)
-        CUDA_CHECK(cudaMemsetAsync(part, 0, (size_t)(P * stride) * sizeof(double), stream));
-    smem = in_smem ? (size_t)slots * (size_t)stride * sizeof(double) : 0;
     if (smem > (48 << 10))
-        CUDA_CHECK(cudaFuncSetAttribute(segment_partial_kernel<T>,
+        CUDA_CHECK(cudaFuncSetAttribute(segment_tile_kernel<T>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    segment_partial_kernel<T><<<(unsigned)P, slots * slot_threads, smem, stream>>>(
-        (const T *)Xt->data, lab, w ? w->data : NULL, w && w->dtype == GSB_F64, n, d, k, slots,
-        slot_threads, in_smem, part, bad_d);
+    segment_tile_kernel<T><<<dim3((unsigned)pl.P, (unsigned)(tiles < 65535 ? tiles : 65535)),
+                             SEG_THREADS, smem, stream>>>(
+        (const T *)Xt->data, lab, w ? w->data : NULL, w && w->dtype == GSB_F64, n, d, k, pl, part,
+        bad_d);
     CUDA_CHECK(cudaGetLastError());
     if (stride > 0) {
-        segment_reduce_kernel<<<grid_for(be, stride, 256), 256, 0, stream>>>(
-            part, P, k, d, (double *)sums->data, (double *)counts->data);
+        int64_t blocks = (stride + 31) / 32;
+        segment_reduce_kernel<<<(unsigned)(blocks < 65535 ? blocks : 65535), 32 * SEG_RGROUPS, 0,
+                                stream>>>(part, pl.P, k, d, (double *)sums->data,
+                                          (double *)counts->data);
         CUDA_CHECK(cudaGetLastError());
     }
     /* the label check must reach the host */

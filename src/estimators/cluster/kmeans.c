@@ -275,6 +275,10 @@ static int km_setup(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw, in
         goto weights;
     GSB_CHECK(gsb__tensor_to(km->be, X, &xb));
     gsb__profile_mark("setup: X to the backend");
+    /* X's NaN / infinity check, when the dispatcher left it to the backend
+     * (~0.1 ms on a GPU for 1M x 64 against a host pass of several ms) */
+    GSB_CHECK(gsb__x_check_on_backend(c, X, &xb));
+    gsb__profile_mark("setup: X checked for NaN / infinity");
     GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, d, 1, &mean_t));
     if (tol != 0)
         GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, d, 1, &var_t));
@@ -847,7 +851,8 @@ static void warn_distinct(const int32_t *labels, int64_t n, int64_t k, char *see
 {
     memset(seen, 0, (size_t)k);
     int64_t distinct = 0;
-    for (int64_t i = 0; i < n; i++)
+    /* stops once all k are seen: a pass over a million labels otherwise */
+    for (int64_t i = 0; i < n && distinct < k; i++)
         if (labels[i] >= 0 && labels[i] < k && !seen[labels[i]]) {
             seen[labels[i]] = 1;
             distinct++;
@@ -953,6 +958,7 @@ static int kmeans_fit(gsb__ctx *c)
     /* map is free now: k bytes of scratch for counting the clusters */
     warn_distinct(best.labels, n, k, (char *)map);
     rc = set_fitted(c, &km, &best);
+    gsb__profile_mark("fitted attributes");
 done:
     free(run.centres);
     free(run.labels);
@@ -1132,7 +1138,7 @@ static int kmeans_fit_transform(gsb__ctx *c)
 
 #define KMEANS_FIT_INPUTS                                                               \
     {                                                                                   \
-        {"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM},                          \
+        {"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM | GSB__IN_CHECK_ON_BACKEND}, \
             {"y", GSB__IN_Y_LIKE_X | GSB__IN_OPTIONAL},                                 \
             {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL},                      \
             {"init", GSB__IN_MATRIX | GSB__IN_OPTIONAL},                                \
