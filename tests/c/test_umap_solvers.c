@@ -19,6 +19,7 @@
 #include "estimators/manifold/umap_embed.h"
 #include "solvers/fuzzy_simplicial.h"
 #include "solvers/lanczos.h"
+#include "solvers/lanczos_seg.h"
 #include "solvers/spectral_layout.h"
 #include "testing.h"
 
@@ -397,6 +398,119 @@ static void test_csr_spmm_matches_dense(void)
         }
 }
 
+/* ---- Lanczos on several blocks in lockstep (lanczos_seg.c) -------------------------- */
+
+/* a block-diagonal operator of dense blocks */
+typedef struct blocks_op {
+    int64_t K;
+    const int64_t *seg;
+    dense_op *block;
+} blocks_op;
+
+static int blocks_apply(void *data, const gsb__tensor *x, gsb__tensor *y)
+{
+    const blocks_op *b = data;
+    const double *xv = x->data;
+    double *yv = y->data;
+    for (int64_t c = 0; c < b->K; c++)
+        dense_product(&b->block[c], xv + b->seg[c], yv + b->seg[c]);
+    return GSB_OK;
+}
+
+/* |<a, b>| for unit vectors of n: 1 when they are the same up to sign */
+static double abs_dot(const double *a, const double *b, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return fabs(s);
+}
+
+static void test_lanczos_seg_matches_each_alone(void)
+{
+    enum { K = 3 };
+    const int64_t size[K] = {400, 300, 500}, nev = 3, ncv = 27;
+    const int clusters[K] = {4, 3, 5};
+    testing_seed(23);
+    int64_t seg[K + 1] = {0};
+    dense_op block[K];
+    double *m[K];
+    for (int c = 0; c < K; c++) {
+        m[c] = clustered_adjacency(size[c], clusters[c]);
+        block[c] = (dense_op){size[c], m[c]};
+        seg[c + 1] = seg[c] + size[c];
+    }
+    const int64_t n = seg[K];
+    blocks_op bo = {K, seg, block};
+    double evals[K * 3], *evecs = xcalloc((size_t)(nev * n), sizeof *evecs);
+    int status[K];
+    int64_t mv = 0, most = 0;
+    gsb__lanczos_seg_opts o = {K, seg, nev, ncv, 1e-9, 20000, NULL, NULL, NULL};
+    CHECK_OK(gsb__lanczos_seg_largest(blocks_apply, &bo, &o, evals, evecs, status, &mv));
+    for (int c = 0; c < K; c++) {
+        /* the same pairs as the block's own run (the same recurrence up to rounding) */
+        double ev1[3], *vec1 = xcalloc((size_t)(nev * size[c]), sizeof *vec1);
+        gsb__lanczos_opts o1 = {size[c], nev, ncv, 1e-9, 20000, NULL, NULL, NULL, NULL};
+        int conv = 0;
+        int64_t mv1 = 0;
+        CHECK_OK(gsb__lanczos_largest(dense_apply, &block[c], &o1, ev1, vec1, &conv, &mv1));
+        CHECK(conv && status[c] == 1);
+        most = mv1 > most ? mv1 : most;
+        for (int64_t r = 0; r < nev; r++) {
+            CHECK_CLOSE(evals[c * nev + r], ev1[r], 1e-8);
+            CHECK(abs_dot(evecs + r * n + seg[c], vec1 + r * size[c], size[c]) > 1 - 1e-8);
+        }
+        free(vec1);
+    }
+    /* lockstep: as many products as the slowest block alone */
+    CHECK(mv == most);
+    /* a budget too small: status 0, the best pairs written */
+    o.max_matvec = 30;
+    o.tol = 1e-14;
+    for (int64_t i = 0; i < nev * n; i++)
+        evecs[i] = NAN;
+    CHECK_OK(gsb__lanczos_seg_largest(blocks_apply, &bo, &o, evals, evecs, status, &mv));
+    for (int c = 0; c < K; c++)
+        CHECK(status[c] == 0 && isfinite(evals[c * nev]));
+    for (int64_t i = 0; i < nev * n; i++)
+        CHECK(isfinite(evecs[i]));
+    /* the progress callback can stop it */
+    o.max_matvec = 20000;
+    int calls = 0;
+    o.progress = stop_second;
+    o.progress_data = &calls;
+    CHECK_ERR(gsb__lanczos_seg_largest(blocks_apply, &bo, &o, evals, evecs, status, &mv),
+              GSB_ECANCELLED, "stopped");
+    CHECK(calls == 2);
+    o.progress = NULL;
+    /* bad options: a block smaller than the basis */
+    o.ncv = 301;
+    CHECK_ERR(gsb__lanczos_seg_largest(blocks_apply, &bo, &o, evals, evecs, status, &mv),
+              GSB_EINTERNAL, "lanczos_seg");
+    for (int c = 0; c < K; c++)
+        free(m[c]);
+    free(evecs);
+}
+
+/* a block of one zero row: its recurrence breaks down at once (status -1),
+ * the other block is unaffected */
+static void test_lanczos_seg_breakdown(void)
+{
+    testing_seed(29);
+    int64_t seg[3] = {0, 300, 330};
+    double *m0 = clustered_adjacency(300, 3), *m1 = xcalloc(900, sizeof(double));
+    dense_op block[2] = {{300, m0}, {30, m1}};
+    blocks_op bo = {2, seg, block};
+    double evals[6], *evecs = xcalloc(3 * 330, sizeof *evecs);
+    int status[2];
+    gsb__lanczos_seg_opts o = {2, seg, 3, 27, 1e-9, 20000, NULL, NULL, NULL};
+    CHECK_OK(gsb__lanczos_seg_largest(blocks_apply, &bo, &o, evals, evecs, status, NULL));
+    CHECK(status[0] == 1 && status[1] == -1);
+    free(m0);
+    free(m1);
+    free(evecs);
+}
+
 /* ---- components and the spectral layout ---------------------------------------------- */
 
 /* edges of a ring of len vertices from `first` (neighbours at +-1 and +-2),
@@ -500,7 +614,7 @@ static void test_components_and_layout(void)
         X[i * 2] = (float)label[i];
     gsb__rng rng;
     gsb__rng_seed(&rng, 5);
-    gsb__spectral_opts o = {2, X, 2, GSB__KNN_EUCLIDEAN, &rng, NULL, NULL, NULL};
+    gsb__spectral_opts o = {2, X, 2, GSB__KNN_EUCLIDEAN, &rng, NULL, NULL, NULL, 0};
     double *out = xcalloc((size_t)n * 2, sizeof *out);
     int64_t failed = -1;
     CHECK_OK(gsb__spectral_layout(&G, &o, out, &failed));
@@ -773,6 +887,8 @@ int main(void)
     RUN(test_fuzzy_union_matches_dense);
     RUN(test_categorical_intersection);
     RUN(test_lanczos_matches_dense_eigh);
+    RUN(test_lanczos_seg_matches_each_alone);
+    RUN(test_lanczos_seg_breakdown);
     RUN(test_csr_spmm_matches_dense);
     RUN(test_components_and_layout);
     RUN(test_sgd_op_matches_reference);

@@ -293,7 +293,7 @@ int gsb__umap_initial_layout(gsb__ctx *c, const gsb__fcsr *G, gsb__umap_init *in
         break;
     case GSB__UMAP_INIT_SPECTRAL: {
         gsb__spectral_opts so = {dim,     in->X->data,       in->X->cols, in->metric,
-                                 in->rng, spectral_progress, c,           c->be};
+                                 in->rng, spectral_progress, c,           c->be, 0};
         GSB_CHECK(gsb__spectral_layout(G, &so, v, &in->spectral_failures));
         noisy_scale(v, n * dim, in->rng, out);
         break;
