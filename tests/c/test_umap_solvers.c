@@ -650,6 +650,82 @@ static void test_components_and_layout(void)
     free(out);
 }
 
+/* two weighted lattices, nx0 x ny and nx1 x ny vertices, as two components */
+static void two_lattices(int64_t nx0, int64_t nx1, int64_t ny, gsb__fcsr *g)
+{
+    const int64_t n = (nx0 + nx1) * ny;
+    g->rows = g->cols = n;
+    g->indptr = xcalloc((size_t)(n + 1), sizeof *g->indptr);
+    g->indices = xcalloc((size_t)(4 * n), sizeof *g->indices);
+    g->data = xcalloc((size_t)(4 * n), sizeof *g->data);
+    float *wr = xcalloc((size_t)n, sizeof *wr), *wu = xcalloc((size_t)n, sizeof *wu);
+    for (int64_t v = 0; v < n; v++) {
+        wr[v] = (float)(0.5 + testing_uniform()); /* edge v -- v + ny */
+        wu[v] = (float)(0.5 + testing_uniform()); /* edge v -- v + 1 */
+    }
+    int64_t at = 0;
+    for (int64_t v = 0; v < n; v++) {
+        const int64_t x = v / ny, y = v % ny;
+        const int left = x > 0 && x != nx0, right = x + 1 < nx0 + nx1 && x + 1 != nx0;
+        const int64_t nb[4] = {left ? v - ny : -1, y > 0 ? v - 1 : -1, y + 1 < ny ? v + 1 : -1,
+                               right ? v + ny : -1};
+        const float wt[4] = {left ? wr[v - ny] : 0, y > 0 ? wu[v - 1] : 0, wu[v], wr[v]};
+        for (int e = 0; e < 4; e++)
+            if (nb[e] >= 0) {
+                g->indices[at] = (int32_t)nb[e];
+                g->data[at++] = wt[e];
+            }
+        g->indptr[v + 1] = at;
+    }
+    free(wr);
+    free(wu);
+}
+
+static int count_calls(void *data, int64_t matvecs, double residual)
+{
+    (void)matvecs;
+    (void)residual;
+    ++*(int *)data;
+    return GSB_OK;
+}
+
+/* The large components solved together (as on a GPU) give the layout each
+ * gives alone, in fewer restart cycles. */
+static void test_spectral_layout_lockstep(void)
+{
+    testing_seed(31);
+    gsb__fcsr G = {0};
+    two_lattices(90, 80, 60, &G); /* 5400 and 4800 vertices: both >= DEVICE_MIN */
+    const int64_t n = G.rows;
+    float *X = xcalloc((size_t)n, sizeof *X);
+    double *alone = xcalloc((size_t)n * 2, sizeof *alone);
+    double *together = xcalloc((size_t)n * 2, sizeof *together);
+    int calls_alone = 0, calls_together = 0;
+    int64_t failed = -1;
+    gsb__rng rng;
+    gsb__rng_seed(&rng, 5);
+    gsb__spectral_opts o = {2, X, 1, GSB__KNN_EUCLIDEAN, &rng, count_calls, &calls_alone,
+                            NULL, 0};
+    CHECK_OK(gsb__spectral_layout(&G, &o, alone, &failed));
+    CHECK(failed == 0);
+    gsb__rng_seed(&rng, 5);
+    o.progress_data = &calls_together;
+    o.lockstep = 1;
+    CHECK_OK(gsb__spectral_layout(&G, &o, together, &failed));
+    CHECK(failed == 0);
+    double worst = 0;
+    for (int64_t i = 0; i < n * 2; i++)
+        worst = fmax(worst, fabs(alone[i] - together[i]));
+    printf("  restart cycles: alone %d, together %d; largest difference %.2e\n", calls_alone,
+           calls_together, worst);
+    CHECK(worst <= 1e-6);
+    CHECK(calls_together < calls_alone);
+    free(X);
+    free(alone);
+    free(together);
+    gsb__fcsr_free(&G);
+}
+
 /* ---- the SGD op --------------------------------------------------------------------- */
 
 typedef struct sgd_case {
@@ -891,6 +967,7 @@ int main(void)
     RUN(test_lanczos_seg_breakdown);
     RUN(test_csr_spmm_matches_dense);
     RUN(test_components_and_layout);
+    RUN(test_spectral_layout_lockstep);
     RUN(test_sgd_op_matches_reference);
     RUN(test_sgd_op_thread_independent);
     RUN(test_sgd_op_bad_arguments);
