@@ -13,10 +13,13 @@
  * and 1.8 s), capped so the basis stays under LANCZOS_BASIS_BYTES.
  * Lanczos runs on the caller's backend (the GPU's: operator products by its
  * csr_spmm op, the basis in its memory) for components of DEVICE_MIN
- * vertices or more, else on the CPU.  On a GPU, two or more such components
- * are solved together (lanczos_seg.c: one product over their block-diagonal
- * graph per step, every component's recurrence in lockstep): MNIST's 8
+ * vertices or more, else on the CPU.  On a GPU all such components are
+ * solved together (lanczos_seg.c: one product over their block-diagonal
+ * graph per step, every component's recurrence in lockstep, on the seg_*
+ * ops: no cuBLAS, whose first calls cost a process ~65 ms): MNIST's 8
  * components of 8750 vertices took 8 solves of 9-14 ms one after the other.
+ * lanczos.c on the GPU remains for a component whose lockstep run broke
+ * down.
  */
 #include "solvers/spectral_layout.h"
 
@@ -43,6 +46,8 @@
  * GPU: one step costs ~0.1 ms of launches and a download there, and a CPU
  * step on a graph this size takes about as long) */
 #define DEVICE_MIN 4096
+/* edges from which the normalised adjacency is built on several threads */
+#define PAR_MIN_EDGES 100000
 
 /* ---- connected components ------------------------------------------------ */
 
@@ -115,9 +120,13 @@ static int build_norm_adj(const gsb__fcsr *G, const int32_t *verts, int64_t nc,
         return gsb__err(GSB_ENOMEM, "out of memory for a graph of %lld edges",
                         (long long)nnz);
     }
-    int64_t at = 0;
+    a->ptr[0] = 0;
+    for (int64_t r = 0; r < nc; r++)
+        a->ptr[r + 1] = a->ptr[r] + G->indptr[verts[r] + 1] - G->indptr[verts[r]];
+    /* rows in parallel (each its own range; the same sums in any thread count) */
+#pragma omp parallel for schedule(static) if (nnz > PAR_MIN_EDGES)
     for (int64_t r = 0; r < nc; r++) {
-        a->ptr[r] = at;
+        int64_t at = a->ptr[r];
         double s = 0.0;
         for (int64_t e = G->indptr[verts[r]]; e < G->indptr[verts[r] + 1]; e++) {
             a->col[at] = local[G->indices[e]];
@@ -126,7 +135,7 @@ static int build_norm_adj(const gsb__fcsr *G, const int32_t *verts, int64_t nc,
         }
         deg[r] = s;
     }
-    a->ptr[nc] = at;
+#pragma omp parallel for schedule(static) if (nnz > PAR_MIN_EDGES)
     for (int64_t r = 0; r < nc; r++)
         for (int64_t e = a->ptr[r]; e < a->ptr[r + 1]; e++)
             a->val[e] /= sqrt(deg[r] * deg[a->col[e]]);
@@ -525,7 +534,7 @@ static int batch_member(const comp_work *w, const gsb__spectral_opts *o, int64_t
            lanczos_ncv(nc, dim + 1) >= dim + 3;
 }
 
-/* b's members and their vertices; b->count < 2: no batch (each alone) */
+/* b's members and their vertices (b->count 0: none) */
 static int batch_select(const comp_work *w, int64_t k, const gsb__spectral_opts *o, batch *b)
 {
     const int64_t nev = o->dim + 1;
@@ -535,11 +544,11 @@ static int batch_select(const comp_work *w, int64_t k, const gsb__spectral_opts 
             count++;
             total += w->start[c + 1] - w->start[c];
         }
-    for (int64_t c = 0; c < k && count >= 2; c++) /* the same basis size as alone */
+    for (int64_t c = 0; c < k && count > 0; c++) /* the same basis size as alone */
         if (batch_member(w, o, c) &&
             lanczos_ncv(w->start[c + 1] - w->start[c], nev) != lanczos_ncv(total, nev))
             count = 0;
-    if (count < 2)
+    if (count == 0)
         return GSB_OK;
     b->slot = gsb__alloc_array(k, sizeof *b->slot);
     b->seg = gsb__alloc_array(count + 1, sizeof *b->seg);
@@ -673,21 +682,14 @@ static int place_component(const gsb__fcsr *G, const gsb__spectral_opts *o, comp
 
 /* A connected graph: its spectral layout, or umap-learn's random fallback. */
 static int single_component(const gsb__fcsr *G, const gsb__spectral_opts *o, comp_work *w,
-                            double *out, int64_t *n_failed)
+                            const batch *b, double *out, int64_t *n_failed)
 {
     const int64_t n = G->rows, dim = o->dim;
     int ok = 0;
     if (n >= dim + 1) {
-        for (int64_t i = 0; i < n; i++) {
-            w->verts[i] = (int32_t)i;
-            w->local[i] = (int32_t)i;
-        }
-        norm_adj a;
-        GSB_TRY(build_norm_adj(G, w->verts, n, w->local, &a));
-        gsb__profile_mark("spectral: normalised adjacency");
-        int rc = component_spectral(&a, o, out, &ok);
-        norm_adj_free(&a);
-        GSB_TRY(rc);
+        GSB_TRY(component_layout(G, o, w, b, 0, &ok));
+        if (ok)
+            memcpy(out, w->emb, (size_t)(n * dim) * sizeof *out);
     }
     if (!ok) {
         (*n_failed)++;
@@ -714,8 +716,13 @@ int gsb__spectral_layout(const gsb__fcsr *G, const gsb__spectral_opts *o, double
     GSB_CHECK(gsb__connected_components(G, w.label, &k));
     GSB_CHECK(group_components(G, k, &w));
     gsb__profile_mark("spectral: connected components");
+    if ((o->be && o->be != gsb__cpu_backend()) || o->lockstep) {
+        GSB_CHECK(batch_select(&w, k, o, &b));
+        if (b.count > 0)
+            GSB_CHECK(batch_solve(G, o, &b));
+    }
     if (k == 1) {
-        rc = single_component(G, o, &w, out, n_failed);
+        rc = single_component(G, o, &w, &b, out, n_failed);
         goto done;
     }
     w.meta = gsb__alloc_array(k * dim, sizeof *w.meta);
@@ -725,11 +732,6 @@ int gsb__spectral_layout(const gsb__fcsr *G, const gsb__spectral_opts *o, double
     }
     GSB_CHECK(meta_layout(&w, k, o, w.meta));
     gsb__profile_mark("spectral: meta layout");
-    if ((o->be && o->be != gsb__cpu_backend()) || o->lockstep) {
-        GSB_CHECK(batch_select(&w, k, o, &b));
-        if (b.count >= 2)
-            GSB_CHECK(batch_solve(G, o, &b));
-    }
     for (int64_t c = 0; c < k; c++)
         GSB_CHECK(place_component(G, o, &w, &b, k, c, out, n_failed));
     gsb__profile_mark("spectral: the small components, placement");

@@ -11,8 +11,10 @@
  * (one block per segment would leave the GPU idle for a single big
  * component); the slices' partials (pool scratch, stream-ordered) are then
  * added in slice order by a second kernel.  seg_combine: one thread per
- * element, its segment found by binary search in seg.  seg_normalize: one
- * block per segment (UMAP's components are thousands of vertices).
+ * element, its segment found by binary search in seg.  seg_normalize: the
+ * same slices: their sums of squares, then each block adds its segment's
+ * partials in slice order and scales its slice (one kernel when segments
+ * are short: a block sums its whole segment).
  */
 #include <math.h>
 #include <stdint.h>
@@ -146,22 +148,57 @@ __global__ void combine_kernel(double alpha, const double *__restrict__ C,
     }
 }
 
-/* block c: segment c of x divided by its norm into y, the norm into nrm[c] */
-__global__ void normalize_kernel(const double *x, const int64_t *__restrict__ seg, int64_t n,
-                                 double *y, double *__restrict__ nrm)
+/* slice p of segment c's elements: [*a, *b) */
+__device__ void slice_range(const int64_t *seg, int64_t c, int64_t p, int64_t slices, int64_t n,
+                            int64_t *a, int64_t *b)
 {
-    __shared__ double sh[BLOCK];
-    const int64_t c = blockIdx.x;
     int64_t lo, hi;
     seg_range(seg, c, n, &lo, &hi);
+    *a = lo + (hi - lo) * p / slices;
+    *b = lo + (hi - lo) * (p + 1) / slices;
+}
+
+/* block c * slices + p: the squares of slice p of segment c into part[c * slices + p] */
+__global__ void sqsum_kernel(const double *x, const int64_t *__restrict__ seg, int64_t n,
+                             int64_t slices, double *__restrict__ part)
+{
+    __shared__ double sh[BLOCK];
+    int64_t a, b;
+    slice_range(seg, blockIdx.x / slices, blockIdx.x % slices, slices, n, &a, &b);
     double s = 0.0;
-    for (int64_t e = lo + threadIdx.x; e < hi; e += BLOCK)
+    for (int64_t e = a + threadIdx.x; e < b; e += BLOCK)
         s += x[e] * x[e];
-    const double total = block_sum(s, sh); /* every thread reads sh[0] after the last sync */
-    const double norm = sqrt(total), inv = norm > 0.0 ? 1.0 / norm : 0.0;
-    for (int64_t e = lo + threadIdx.x; e < hi; e += BLOCK)
-        y[e] = inv * x[e];
+    double total = block_sum(s, sh);
     if (threadIdx.x == 0)
+        part[blockIdx.x] = total;
+}
+
+/* block c * slices + p: slice p of segment c divided by the segment's norm
+ * (its slices' partials added in order, the same sum in every block), the
+ * norm into nrm[c] by slice 0; slices 1: the block sums the squares itself */
+__global__ void scale_kernel(const double *x, const int64_t *__restrict__ seg, int64_t n,
+                             int64_t slices, const double *__restrict__ part, double *y,
+                             double *__restrict__ nrm)
+{
+    __shared__ double sh[BLOCK];
+    const int64_t c = blockIdx.x / slices, p = blockIdx.x % slices;
+    int64_t a, b;
+    slice_range(seg, c, p, slices, n, &a, &b);
+    double total;
+    if (slices == 1) {
+        double s = 0.0;
+        for (int64_t e = a + threadIdx.x; e < b; e += BLOCK)
+            s += x[e] * x[e];
+        total = block_sum(s, sh); /* every thread reads sh[0] after the last sync */
+    } else {
+        total = 0.0;
+        for (int64_t q = 0; q < slices; q++)
+            total += part[c * slices + q];
+    }
+    const double norm = sqrt(total), inv = norm > 0.0 ? 1.0 / norm : 0.0;
+    for (int64_t e = a + threadIdx.x; e < b; e += BLOCK)
+        y[e] = inv * x[e];
+    if (p == 0 && threadIdx.x == 0)
         nrm[c] = norm;
 }
 
@@ -250,12 +287,27 @@ extern "C" int gsb__cuda_seg_normalize(const gsb__backend *be, const gsb__tensor
     const int64_t n = x->rows * x->cols;
     PASS(check(be, op, "y", y, GSB_F64, -1, -1, n));
     PASS(check(be, op, "nrm", nrm, GSB_F64, -1, -1, K));
-    if (K > MAX_GRID_X)
+    const int64_t slices = slices_for(n, K);
+    if (K * slices > MAX_GRID_X)
         return GSB_CUDA_ERR(GSB_EUNSUPPORTED, "seg_normalize: %lld segments are too many",
                             (long long)K);
-    normalize_kernel<<<(unsigned)K, BLOCK, 0, gsb__cuda_ctx_of(be)->stream>>>(
-        (const double *)x->data, (const int64_t *)seg->data, n, (double *)y->data,
-        (double *)nrm->data);
-    CUDA_LAUNCH_CHECK();
-    return GSB_OK;
+    cudaStream_t st = gsb__cuda_ctx_of(be)->stream;
+    double *part = NULL;
+    cudaError_t e = cudaSuccess;
+    if (slices > 1) {
+        PASS(gsb__cuda_alloc(be, (size_t)(K * slices) * sizeof(double), (void **)&part));
+        sqsum_kernel<<<(unsigned)(K * slices), BLOCK, 0, st>>>(
+            (const double *)x->data, (const int64_t *)seg->data, n, slices, part);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) { /* after sqsum_kernel read x: y may be x */
+        scale_kernel<<<(unsigned)(K * slices), BLOCK, 0, st>>>(
+            (const double *)x->data, (const int64_t *)seg->data, n, slices, part,
+            (double *)y->data, (double *)nrm->data);
+        e = cudaGetLastError();
+    }
+    if (part)
+        gsb__cuda_free(be, part); /* stream-ordered: after the kernels */
+    return e == cudaSuccess ? GSB_OK : gsb__cuda_fail_rt(e, "seg_normalize kernels", __FILE__,
+                                                         __LINE__);
 }
