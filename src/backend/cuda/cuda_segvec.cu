@@ -85,6 +85,16 @@ __device__ int64_t seg_of(const int64_t *seg, int64_t K, int64_t v)
     return lo;
 }
 
+/* slice p of segment c's elements: [*a, *b) */
+__device__ void slice_range(const int64_t *seg, int64_t c, int64_t p, int64_t slices, int64_t n,
+                            int64_t *a, int64_t *b)
+{
+    int64_t lo, hi;
+    seg_range(seg, c, n, &lo, &hi);
+    *a = lo + (hi - lo) * p / slices;
+    *b = lo + (hi - lo) * (p + 1) / slices;
+}
+
 /* the block's sum of v (one value a thread), a fixed tree; valid in thread 0 */
 __device__ double block_sum(double v, double *sh)
 {
@@ -106,9 +116,8 @@ __global__ void dots_kernel(const double *__restrict__ V, const double *__restri
     __shared__ double sh[BLOCK];
     const int64_t c = blockIdx.x / slices, p = blockIdx.x % slices;
     const int64_t i = row0 + blockIdx.y;
-    int64_t lo, hi;
-    seg_range(seg, c, n, &lo, &hi);
-    const int64_t len = hi - lo, a = lo + len * p / slices, b = lo + len * (p + 1) / slices;
+    int64_t a, b;
+    slice_range(seg, c, p, slices, n, &a, &b);
     const double *v = V + i * n;
     double s = 0.0;
     for (int64_t e = a + threadIdx.x; e < b; e += BLOCK)
@@ -146,16 +155,6 @@ __global__ void combine_kernel(double alpha, const double *__restrict__ C,
             Y[r * n + e] = beta == 0.0 ? alpha * s : beta * Y[r * n + e] + alpha * s;
         }
     }
-}
-
-/* slice p of segment c's elements: [*a, *b) */
-__device__ void slice_range(const int64_t *seg, int64_t c, int64_t p, int64_t slices, int64_t n,
-                            int64_t *a, int64_t *b)
-{
-    int64_t lo, hi;
-    seg_range(seg, c, n, &lo, &hi);
-    *a = lo + (hi - lo) * p / slices;
-    *b = lo + (hi - lo) * (p + 1) / slices;
 }
 
 /* block c * slices + p: the squares of slice p of segment c into part[c * slices + p] */
