@@ -16,8 +16,10 @@
  * vertices or more, else on the CPU.  On a GPU all such components are
  * solved together (lanczos_seg.c: one product over their block-diagonal
  * graph per step, every component's recurrence in lockstep, on the seg_*
- * ops: no cuBLAS, whose first calls cost a process ~65 ms): MNIST's 8
- * components of 8750 vertices took 8 solves of 9-14 ms one after the other.
+ * ops: no cuBLAS, the fit's only user of it, whose first calls are the
+ * likely cause of the first solve's 75 ms against 9-14 ms for the same
+ * work later): MNIST's 8 components of 8750 vertices took 8 solves one
+ * after the other.
  * lanczos.c on the GPU remains for a component whose lockstep run broke
  * down.
  */
