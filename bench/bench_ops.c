@@ -6,7 +6,9 @@
  * (counting 2*n*k*d for the distance dot products), the reductions their
  * bytes/s as a fraction of the copy bandwidth.  umap_sgd_epoch (UMAP's
  * layout SGD) reports the edge and negative-sample steps it takes per
- * second (random reads of the embedding: no meaningful ceiling).
+ * second (random reads of the embedding: no meaningful ceiling).  topk's
+ * fused and GEMM paths (and topk_fast's TF32 one) go against the GEMM of the
+ * same shape.
  *
  *   bench_ops [cuda|cpu]      prints a markdown table
  */
@@ -190,6 +192,77 @@ static void bench_umap(int big)
     free(ptr), free(idx), free(eps), free(nn), free(head);
 }
 
+/* topk with op (topk or topk_fast) and metric, on the path GSB_TOPK_PATH
+ * names ("gemm", "fused"; NULL: the default dispatch). */
+struct topk_path_args { struct topk_args t; int fast; };
+static int run_topk_path(void *p)
+{
+    struct topk_path_args *a = p;
+    return (a->fast ? be->ops->topk_fast : be->ops->topk)(
+        be, &a->t.Q, &a->t.R, a->t.k, GSB__METRIC_EUCLIDEAN, 0, &a->t.dist, &a->t.idx);
+}
+
+/* One topk row: its time and its FLOP/s as a fraction of `limit` (the
+ * same-shape GEMM's). */
+static void topk_row(struct topk_path_args *a, const char *name, const char *path, int reps,
+                     double limit)
+{
+    if (path)
+        setenv("GSB_TOPK_PATH", path, 1);
+    else
+        unsetenv("GSB_TOPK_PATH");
+    double t = time_it(run_topk_path, a, &a->t.dist, reps);
+    unsetenv("GSB_TOPK_PATH");
+    int64_t nq = a->t.Q.rows, nr = a->t.R.rows, d = a->t.Q.cols;
+    double rate = 2.0 * nq * nr * d / t;
+    printf("| %s | %lld q x %lld x %lld %s, k=%lld | %.3f | %.1f TFLOP/s | %.2f |\n", name,
+           (long long)nq, (long long)nr, (long long)d, gsb_dtype_name(a->t.Q.dtype),
+           (long long)a->t.k, t * 1e3, rate / 1e12, rate / limit);
+}
+
+/*
+ * topk's two paths (cuda_topk.cu's fused kernel, cuda_topk_gemm.cu's GEMM
+ * tiles; topk_fast's TF32 tiles) at the kNN row's shape (float32 and
+ * float64) and at UMAP's (a 20k-query block of 70k x 784, k = 15), each
+ * against the same-shape GEMM (nq x nr written whole: the fair limit of a
+ * GEMM-based top-k), measured first.
+ */
+static void bench_topk_paths(int big)
+{
+    static const struct { gsb_dtype dt; int64_t nq, nr, d, k; } shapes[] = {
+        {GSB_F32, 10000, 200000, 64, 10}, {GSB_F64, 10000, 200000, 64, 10},
+        {GSB_F32, 20000, 70000, 784, 15}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t div = big ? 1 : 10;
+        int64_t nq = shapes[s].nq / div, nr = shapes[s].nr / div, d = shapes[s].d;
+        gsb_dtype dt = shapes[s].dt;
+        struct topk_path_args a = {.t = {.Q = random_tensor(dt, nq, d, 11),
+                                         .R = random_tensor(dt, nr, d, 12),
+                                         .k = shapes[s].k}};
+        struct gemm_args ga = {.A = a.t.Q, .B = a.t.R};
+        if (gsb__tensor_alloc(be, dt, nq, a.t.k, &a.t.dist) ||
+            gsb__tensor_alloc(be, GSB_I64, nq, a.t.k, &a.t.idx) ||
+            gsb__tensor_alloc(be, dt, nq, nr, &ga.C))
+            die("alloc");
+        double t = time_it(run_gemm, &ga, &ga.C, 3);
+        double limit = 2.0 * nq * nr * d / t;
+        printf("| %s same-shape GEMM (limit) | %lld x %lld x %lld | %.3f | %.1f TFLOP/s | 1.00 |\n",
+               dt == GSB_F32 ? "FP32" : "FP64", (long long)nq, (long long)nr, (long long)d,
+               t * 1e3, limit / 1e12);
+        gsb__tensor_free(&ga.C);
+        topk_row(&a, "topk fused", "fused", 3, limit);
+        topk_row(&a, "topk GEMM path", "gemm", 3, limit);
+        topk_row(&a, "topk (default dispatch)", NULL, 3, limit);
+        if (dt == GSB_F32) {
+            a.fast = 1;
+            topk_row(&a, "topk_fast TF32 GEMM path", "gemm", 3, limit);
+        }
+        gsb__tensor *all[] = {&a.t.Q, &a.t.R, &a.t.dist, &a.t.idx};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            gsb__tensor_free(all[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "cuda";
@@ -259,6 +332,7 @@ int main(int argc, char **argv)
            (long long)rd, t * 1e3, bw / 1e9, bw / copy_bw);
 
     bench_umap(big);
+    bench_topk_paths(big);
 
     gsb__tensor *all[] = {&ga.A, &ga.B, &ga.C, &ca.src, &ca.dst, &aa.X, &aa.C, &aa.labels,
                           &aa.mind, &ta.Q, &ta.R, &ta.dist, &ta.idx, &ma.X, &ma.mean, &ma.var};

@@ -586,6 +586,15 @@ typedef struct gsb__backend_ops {
      * a host round trip (solvers/lanczos.c). */
     int (*vec_normalize)(const gsb__backend *be, const gsb__tensor *x, gsb__tensor *y,
                          gsb__tensor *nrm);
+    /* topk's contract and result, where the backend may rank candidates with
+     * a faster, less precise approximation first (CUDA: a TF32 GEMM for
+     * float32, whose error bound widens the admission margin; exact
+     * distances rank what it admits).  The CPU backend's is topk itself.
+     * UMAP's kNN graph opts in (solvers/knn_graph_umap.c); the kNN
+     * estimators keep topk. */
+    int (*topk_fast)(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
+                     int64_t k, gsb__metric metric, int exclude_self, gsb__tensor *dist,
+                     gsb__tensor *idx);
     /*
      * Segmented (block-diagonal) vector ops, all GSB_F64: the n elements of
      * a vector (and the n columns of V, Y) split into K segments, segment c
@@ -663,14 +672,14 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 16 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+#define GSB__BACKEND_ABI 17 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
                               5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch;
                               8: axpy, row_scale, stage_*, strided_copy, device_import/export,
                               copy_stats; 9: sync; 10: forest_level_*; 11: csr_spmm;
                               12: gsb__forest_level's slots; 13: vec_normalize,
                               gsb__umap_sgd's edges_checked; 14: svm_select,
                               svm_kernel_rows, svm_inner, svm_update_f; 15: forest_predict's
-                              mean and best; 16: seg_dots, seg_combine,
+                              mean and best; 16: topk_fast; 17: seg_dots, seg_combine,
                               seg_normalize */
 
 /*

@@ -1,6 +1,7 @@
 /*
  * knn_graph_umap.c - exact k-nearest-neighbour graph through the backend's
- * topk op (see knn_graph_umap.h).
+ * topk op (see knn_graph_umap.h), its topk_fast form: on the GPU a TF32
+ * GEMM prunes and exact distances rank (the same neighbours, backend.h).
  *
  * The reference rows go to the backend once; the queries are searched in
  * row blocks of about KNN_BLOCK_WORK_* multiply-adds (a fraction of a
@@ -100,13 +101,16 @@ static int search_block(const gsb__backend *be, const gsb__tensor *q, const gsb_
 {
     gsb__tensor qb = row_range(q, r0, rows);
     gsb__tensor dh = row_range(dist, r0, rows), ih = row_range(idx, r0, rows);
+    int (*topk)(const gsb__backend *, const gsb__tensor *, const gsb__tensor *, int64_t,
+                gsb__metric, int, gsb__tensor *, gsb__tensor *) =
+        be->ops->topk_fast ? be->ops->topk_fast : be->ops->topk;
     if (be == gsb__cpu_backend())
-        return be->ops->topk(be, &qb, r, k, metric, 0, &dh, &ih);
+        return topk(be, &qb, r, k, metric, 0, &dh, &ih);
     gsb__tensor d = GSB__TENSOR_NONE, ix = GSB__TENSOR_NONE;
     int rc;
     GSB_CHECK(gsb__tensor_alloc(be, GSB_F32, rows, k, &d));
     GSB_CHECK(gsb__tensor_alloc(be, GSB_I64, rows, k, &ix));
-    GSB_CHECK(be->ops->topk(be, &qb, r, k, metric, 0, &d, &ix));
+    GSB_CHECK(topk(be, &qb, r, k, metric, 0, &d, &ix));
     GSB_CHECK(be->ops->download(be, &d, dh.data));
     GSB_CHECK(be->ops->download(be, &ix, ih.data));
 done:

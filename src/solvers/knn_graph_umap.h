@@ -1,6 +1,6 @@
 /*
  * knn_graph_umap.h - the k-nearest-neighbour graph of a data set (UMAP's
- * first step): exact, brute force, through the backend's fused topk op.
+ * first step): exact, brute force, through the backend's topk_fast op.
  *
  * Every row's neighbours include the row itself (at distance exactly 0)
  * when the queries are the reference rows, as umap-learn's nearest_neighbors

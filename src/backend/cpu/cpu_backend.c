@@ -162,6 +162,7 @@ static const gsb__backend_ops cpu_ops = {
     .forest_level_partition = gsb__cpu_forest_level_partition,
     .csr_spmm = gsb__cpu_csr_spmm,
     .vec_normalize = gsb__cpu_vec_normalize,
+    .topk_fast = gsb__cpu_topk, /* no faster approximation on the CPU */
     .seg_dots = gsb__cpu_seg_dots,
     .seg_combine = gsb__cpu_seg_combine,
     .seg_normalize = gsb__cpu_seg_normalize,

@@ -5,6 +5,8 @@
  *   cuda_linalg.cu    gemm, syrk, eigh, posv, svd, lstsq, orthonormalize (cuBLAS/cuSOLVER)
  *   cuda_reduce.cu    col_moments, col_minmax, row_sqnorms, col_affine, clip, rand_normal
  *   cuda_distance.cu  pairwise, argmin_sqdist, topk, segment_sum (fused kernels)
+ *   cuda_topk.cu      topk, topk_fast (fused kernel; large shapes go to ...)
+ *   cuda_topk_gemm.cu ... GEMM tiles + selection; topk_fast's TF32 GEMM
  *   cuda_family.cu    logistic_loss_grad, kernel
  *   cuda_kmeanspp.cu  kmeanspp (greedy k-means++, no host wait inside a call)
  *   cuda_enet.cu      enet_cd_gram (coordinate descent in one launch), gather_cols
@@ -174,6 +176,14 @@ int gsb__cuda_device_import(const gsb__backend *be, const void *ptr, size_t byte
                             void *stream);
 int gsb__cuda_device_export(const gsb__backend *be, void *stream);
 int gsb__cuda_copy_stats(const gsb__backend *be, gsb__copy_stats *out);
+int gsb__cuda_topk_fast(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
+                        int64_t k, gsb__metric metric, int exclude_self, gsb__tensor *dist,
+                        gsb__tensor *idx);
+/* cuda_topk_gemm.cu: topk's GEMM-tiled path (cuda_topk.cu dispatches to it) */
+int gsb__cuda_topk_gemm_applies(int64_t nq, int64_t nr, int64_t d, gsb__metric metric);
+int gsb__cuda_topk_gemm(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
+                        int64_t k, gsb__metric metric, int exclude_self, int tf32,
+                        gsb__tensor *dist, gsb__tensor *idx);
 
 #ifdef __cplusplus
 }

@@ -60,9 +60,12 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_distance_tile.cuh"
+#include "backend/cuda/cuda_topk_list.cuh"
 
 using namespace gsb_dist;
+using namespace gsb_topk;
 
 namespace {
 
@@ -108,69 +111,6 @@ struct topk_smem {
     double mv[C::NT / 32][32]; /* a warp's sorted pending candidates, for the merge */
     int mi[C::NT / 32][32];
 };
-
-__device__ __forceinline__ bool ranks_before(double av, int ai, double bv, int bi)
-{
-    return av < bv || (av == bv && ai < bi);
-}
-
-/* How many of the n sorted entries (v, ix) rank before (x, xi). */
-__device__ __forceinline__ int count_before(const double *v, const int *ix, int n, double x,
-                                            int xi)
-{
-    int lo = 0, hi = n;
-    while (lo < hi) {
-        int mid = (lo + hi) >> 1;
-        if (ranks_before(v[mid], ix[mid], x, xi))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* Bitonic sort of one (v, i) per lane, ascending by (v, i) across the warp. */
-__device__ __forceinline__ void warp_sort(double &v, int &i, int lane)
-{
-#pragma unroll
-    for (int k = 2; k <= 32; k <<= 1)
-#pragma unroll
-        for (int j = k >> 1; j > 0; j >>= 1) {
-            double ov = __shfl_xor_sync(FULL_MASK, v, j);
-            int oi = __shfl_xor_sync(FULL_MASK, i, j);
-            bool ascending = (lane & k) == 0, low = (lane & j) == 0;
-            bool take = low == ascending ? ranks_before(ov, oi, v, i) : ranks_before(v, i, ov, oi);
-            if (take) {
-                v = ov;
-                i = oi;
-            }
-        }
-}
-
-/*
- * The admission threshold for a query whose k-th exact distance is thr:
- * a candidate is admitted unless its approximation (as the tile computes
- * it) exceeds this.  Rounded up to T so the comparison stays conservative.
- */
-template <typename T>
-__device__ T admit_threshold(double thr, double qaux, int metric, double slack, int wide)
-{
-    const T inf = (T)INFINITY;
-    if (wide || isinf(thr))
-        return inf;
-    double x;
-    if (metric == GSB__METRIC_COSINE) {
-        /* 1 - (q.r) qinv rinv - slack <= thr  <=>  -(q.r) rinv <= (thr + slack - 1) / qinv */
-        if (!(qaux > 0.0))
-            return thr + slack >= 1.0 ? inf : -inf; /* a zero query: every distance is 1 */
-        x = (thr + slack - 1.0) / qaux;
-    } else if (metric == GSB__METRIC_MANHATTAN) {
-        x = thr * (1.0 + slack);
-    } else {
-        x = thr - (1.0 - 1.5 * slack) * qaux;
-    }
-    return num<T>::up(x);
-}
 
 /*
  * Flush query row r's pending candidates into its list (one warp, all
@@ -423,28 +363,6 @@ __global__ void __launch_bounds__(C::NT, 2) topk_kernel(const __grid_constant__ 
     }
 }
 
-/* qaux / raux hold squared norms: turn them (and rb) into what topk_args says. */
-template <typename T>
-__global__ void topk_prep_kernel(double *qaux, int64_t nq, double *raux, T *rb, int64_t nr,
-                                 int metric, double slack)
-{
-    int64_t n = nq > nr ? nq : nr;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        if (metric == GSB__METRIC_COSINE) {
-            if (i < nq)
-                qaux[i] = qaux[i] > 0.0 ? 1.0 / sqrt(qaux[i]) : 0.0;
-            if (i < nr) {
-                double inv = raux[i] > 0.0 ? 1.0 / sqrt(raux[i]) : 0.0;
-                raux[i] = inv;
-                rb[i] = (T)(-inv);
-            }
-        } else if (i < nr) {
-            rb[i] = (T)((1.0 - 1.5 * slack) * raux[i]);
-        }
-    }
-}
-
 /*
  * Query q of the chunk: merge the nsplit sorted lists (one lane per split)
  * into its row of dist (the metric's value) and idx.
@@ -636,11 +554,14 @@ done:
 
 } // namespace
 
-extern "C" int gsb__cuda_topk(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
-                              int64_t k, gsb__metric metric, int exclude_self, gsb__tensor *dist,
-                              gsb__tensor *idx)
+/* topk and topk_fast: the checks, then the fused kernel or, for large
+ * dot-product shapes, cuda_topk_gemm.cu's GEMM tiles (TF32 ones for
+ * topk_fast of float32). */
+static int topk_entry(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
+                      int64_t k, gsb__metric metric, int exclude_self, int fast,
+                      gsb__tensor *dist, gsb__tensor *idx)
 {
-    const char *op = "topk";
+    const char *op = fast ? "topk_fast" : "topk";
     int rc;
     if ((rc = check_tensor(be, Q, (gsb_dtype)0, -1, -1, op, "Q")) != GSB_OK ||
         (rc = check_tensor(be, R, Q->dtype, -1, Q->cols, op, "R")) != GSB_OK)
@@ -664,6 +585,22 @@ extern "C" int gsb__cuda_topk(const gsb__backend *be, const gsb__tensor *Q, cons
         return rc;
     if (Q->rows == 0)
         return GSB_OK;
+    if (gsb__cuda_topk_gemm_applies(Q->rows, R->rows, Q->cols, metric))
+        return gsb__cuda_topk_gemm(be, Q, R, k, metric, exclude_self, fast, dist, idx);
     return Q->dtype == GSB_F32 ? topk_run<float>(be, Q, R, k, metric, exclude_self, dist, idx)
                                : topk_run<double>(be, Q, R, k, metric, exclude_self, dist, idx);
+}
+
+extern "C" int gsb__cuda_topk(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
+                              int64_t k, gsb__metric metric, int exclude_self, gsb__tensor *dist,
+                              gsb__tensor *idx)
+{
+    return topk_entry(be, Q, R, k, metric, exclude_self, 0, dist, idx);
+}
+
+extern "C" int gsb__cuda_topk_fast(const gsb__backend *be, const gsb__tensor *Q,
+                                   const gsb__tensor *R, int64_t k, gsb__metric metric,
+                                   int exclude_self, gsb__tensor *dist, gsb__tensor *idx)
+{
+    return topk_entry(be, Q, R, k, metric, exclude_self, 1, dist, idx);
 }
