@@ -595,6 +595,32 @@ typedef struct gsb__backend_ops {
     int (*topk_fast)(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
                      int64_t k, gsb__metric metric, int exclude_self, gsb__tensor *dist,
                      gsb__tensor *idx);
+    /*
+     * Segmented (block-diagonal) vector ops, all GSB_F64: the n elements of
+     * a vector (and the n columns of V, Y) split into K segments, segment c
+     * = [seg[c], seg[c + 1]) with seg (K + 1, GSB_I64) ascending from 0 to
+     * n (callers build it; no backend stops to check it: an element outside
+     * [seg[0], seg[K]) counts to the nearest segment, never outside memory).
+     * Lanczos on the connected components of a graph advances every
+     * component's recurrence with one call each (solvers/lanczos_seg.c).
+     * seg_dots: C (m x K) = the per-segment dot products of V's rows (V: m
+     * x n) with x (n elements): C[i][c] = sum over segment c of V[i][v] x[v],
+     * summed in double (backends in different orders: results agree to
+     * rounding).  seg_combine: Y (l x n) = beta Y + alpha * (each column v
+     * of Y: the combination of V's column v with segment c(v)'s
+     * coefficients), Y[r][v] = beta Y[r][v] + alpha sum_i C[i][r K + c(v)]
+     * V[i][v], C (m x l K); beta 0 ignores Y's old values (NaN included).
+     * seg_normalize: y = x with each segment divided by its 2-norm and nrm
+     * (K elements) = the norms (a zero segment: y = 0 there, norm 0); y may
+     * be x.
+     */
+    int (*seg_dots)(const gsb__backend *be, const gsb__tensor *V, const gsb__tensor *x,
+                    const gsb__tensor *seg, gsb__tensor *C);
+    int (*seg_combine)(const gsb__backend *be, double alpha, const gsb__tensor *C,
+                       const gsb__tensor *V, const gsb__tensor *seg, double beta,
+                       gsb__tensor *Y);
+    int (*seg_normalize)(const gsb__backend *be, const gsb__tensor *x, const gsb__tensor *seg,
+                         gsb__tensor *y, gsb__tensor *nrm);
 
     /* ---- random -------------------------------------------------------- */
     /* fill with N(0, 1) from a counter-based generator: element i depends only
@@ -646,14 +672,15 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 16 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+#define GSB__BACKEND_ABI 17 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
                               5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch;
                               8: axpy, row_scale, stage_*, strided_copy, device_import/export,
                               copy_stats; 9: sync; 10: forest_level_*; 11: csr_spmm;
                               12: gsb__forest_level's slots; 13: vec_normalize,
                               gsb__umap_sgd's edges_checked; 14: svm_select,
                               svm_kernel_rows, svm_inner, svm_update_f; 15: forest_predict's
-                              mean and best; 16: topk_fast */
+                              mean and best; 16: topk_fast; 17: seg_dots, seg_combine,
+                              seg_normalize */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

@@ -319,15 +319,20 @@ static int lz_alloc(lz *z)
                     (long long)ncv, (long long)ncv);
 }
 
-/* V[0] from o->v0, or ones slightly perturbed so no eigenvector is missed by symmetry */
+void gsb__lanczos_default_start(double *x, int64_t n)
+{
+    fixed_random(x, n, 0);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = 1.0 + 1e-3 * x[i];
+}
+
+/* V[0] from o->v0, or gsb__lanczos_default_start */
 static int start(lz *z)
 {
     if (z->o->v0) {
         memcpy(z->xh, z->o->v0, (size_t)z->n * sizeof(double));
     } else {
-        fixed_random(z->xh, z->n, 0);
-        for (int64_t i = 0; i < z->n; i++)
-            z->xh[i] = 1.0 + 1e-3 * z->xh[i];
+        gsb__lanczos_default_start(z->xh, z->n);
     }
     double nrm;
     GSB_TRY(z->be->ops->upload(z->be, &z->w, z->xh));

@@ -47,4 +47,9 @@ typedef struct gsb__lanczos_opts {
 int gsb__lanczos_largest(gsb__linop_fn op, void *data, const gsb__lanczos_opts *o,
                          double *evals, double *evecs, int *converged, int64_t *matvecs);
 
+/* The start vector the solver takes without v0: ones slightly perturbed by a
+ * fixed pseudo-random vector (so no eigenvector is missed by symmetry);
+ * lanczos_seg.c starts each block from it too. */
+void gsb__lanczos_default_start(double *x, int64_t n);
+
 #endif

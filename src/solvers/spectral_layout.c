@@ -13,7 +13,15 @@
  * and 1.8 s), capped so the basis stays under LANCZOS_BASIS_BYTES.
  * Lanczos runs on the caller's backend (the GPU's: operator products by its
  * csr_spmm op, the basis in its memory) for components of DEVICE_MIN
- * vertices or more, else on the CPU.
+ * vertices or more, else on the CPU.  On a GPU all such components are
+ * solved together (lanczos_seg.c: one product over their block-diagonal
+ * graph per step, every component's recurrence in lockstep, on the seg_*
+ * ops: no cuBLAS, the fit's only user of it, whose first calls are the
+ * likely cause of the first solve's 75 ms against 9-14 ms for the same
+ * work later): MNIST's 8 components of 8750 vertices took 8 solves one
+ * after the other.
+ * lanczos.c on the GPU remains for a component whose lockstep run broke
+ * down.
  */
 #include "solvers/spectral_layout.h"
 
@@ -27,6 +35,7 @@
 #include "core/profile.h"
 #include "core/tensor.h"
 #include "solvers/lanczos.h"
+#include "solvers/lanczos_seg.h"
 
 #define DENSE_MAX 512
 #define LANCZOS_BASIS_BYTES ((int64_t)1 << 30)
@@ -39,6 +48,8 @@
  * GPU: one step costs ~0.1 ms of launches and a download there, and a CPU
  * step on a graph this size takes about as long) */
 #define DEVICE_MIN 4096
+/* edges from which the normalised adjacency is built on several threads */
+#define PAR_MIN_EDGES 100000
 
 /* ---- connected components ------------------------------------------------ */
 
@@ -111,9 +122,13 @@ static int build_norm_adj(const gsb__fcsr *G, const int32_t *verts, int64_t nc,
         return gsb__err(GSB_ENOMEM, "out of memory for a graph of %lld edges",
                         (long long)nnz);
     }
-    int64_t at = 0;
+    a->ptr[0] = 0;
+    for (int64_t r = 0; r < nc; r++)
+        a->ptr[r + 1] = a->ptr[r] + G->indptr[verts[r] + 1] - G->indptr[verts[r]];
+    /* rows in parallel (each its own range; the same sums in any thread count) */
+#pragma omp parallel for schedule(static) if (nnz > PAR_MIN_EDGES)
     for (int64_t r = 0; r < nc; r++) {
-        a->ptr[r] = at;
+        int64_t at = a->ptr[r];
         double s = 0.0;
         for (int64_t e = G->indptr[verts[r]]; e < G->indptr[verts[r] + 1]; e++) {
             a->col[at] = local[G->indices[e]];
@@ -122,7 +137,7 @@ static int build_norm_adj(const gsb__fcsr *G, const int32_t *verts, int64_t nc,
         }
         deg[r] = s;
     }
-    a->ptr[nc] = at;
+#pragma omp parallel for schedule(static) if (nnz > PAR_MIN_EDGES)
     for (int64_t r = 0; r < nc; r++)
         for (int64_t e = a->ptr[r]; e < a->ptr[r + 1]; e++)
             a->val[e] /= sqrt(deg[r] * deg[a->col[e]]);
@@ -273,6 +288,37 @@ done:
 
 /* ---- the meta layout of several components -------------------------------- */
 
+typedef struct comp_work {
+    int32_t *label, *verts, *local;
+    int64_t *start; /* component c's vertices: verts[start[c] .. start[c + 1]) */
+    double *meta, *emb;
+} comp_work;
+
+/*
+ * cen (k x p) = each component's sum of its rows of X, added in ascending
+ * vertex order (so the result does not depend on the thread count).  The
+ * tasks are (component, block of CEN_COLS columns): 70000 x 784 floats
+ * took 45 ms on one thread, the whole meta layout's time.
+ */
+#define CEN_COLS 128
+static void centroid_sums(const float *X, int64_t p, const comp_work *w, int64_t k, double *cen)
+{
+    const int64_t blocks = (p + CEN_COLS - 1) / CEN_COLS;
+#pragma omp parallel for schedule(dynamic, 1) if (w->start[k] * p > (int64_t)1 << 20)
+    for (int64_t t = 0; t < k * blocks; t++) {
+        const int64_t c = t / blocks, j0 = (t % blocks) * CEN_COLS;
+        const int64_t j1 = j0 + CEN_COLS < p ? j0 + CEN_COLS : p;
+        double acc[CEN_COLS] = {0};
+        for (int64_t v = w->start[c]; v < w->start[c + 1]; v++) {
+            const float *x = X + (int64_t)w->verts[v] * p;
+            for (int64_t j = j0; j < j1; j++)
+                acc[j - j0] += (double)x[j];
+        }
+        for (int64_t j = j0; j < j1; j++)
+            cen[c * p + j] = acc[j - j0];
+    }
+}
+
 static double centroid_distance(const double *x, const double *y, int64_t p,
                                 gsb__knn_metric metric)
 {
@@ -309,27 +355,22 @@ static double centroid_distance(const double *x, const double *y, int64_t p,
  * divided by sqrt(degree), signs fixed so each vector's largest entry is
  * positive), scaled by its largest value.  meta (k x dim).
  */
-static int centroid_layout(const gsb__fcsr *G, const int32_t *label, int64_t k,
-                           const gsb__spectral_opts *o, double *meta)
+static int centroid_layout(const comp_work *w, int64_t k, const gsb__spectral_opts *o,
+                           double *meta)
 {
-    const int64_t n = G->rows, p = o->p, dim = o->dim;
+    const int64_t p = o->p, dim = o->dim;
     double *cen = gsb__calloc_array(k * p, sizeof *cen);
-    double *cnt = gsb__calloc_array(k, sizeof *cnt);
     double *W = gsb__calloc_array(k * k, sizeof *W);
     double *deg = gsb__calloc_array(k, sizeof *deg);
     int rc = GSB_OK;
-    if (!cen || !cnt || !W || !deg) {
+    if (!cen || !W || !deg) {
         rc = gsb__err(GSB_ENOMEM, "out of memory for %lld component centroids", (long long)k);
         goto done;
     }
-    for (int64_t i = 0; i < n; i++) {
-        cnt[label[i]] += 1.0;
-        for (int64_t j = 0; j < p; j++)
-            cen[label[i] * p + j] += o->X[i * p + j];
-    }
+    centroid_sums(o->X, p, w, k, cen);
     for (int64_t c = 0; c < k; c++)
         for (int64_t j = 0; j < p; j++)
-            cen[c * p + j] /= cnt[c];
+            cen[c * p + j] /= (double)(w->start[c + 1] - w->start[c]);
     double msq = 0.0;
     for (int64_t a = 0; a < k; a++)
         for (int64_t b = a + 1; b < k; b++) {
@@ -386,19 +427,18 @@ static int centroid_layout(const gsb__fcsr *G, const int32_t *label, int64_t k,
         meta[i] /= top > 0.0 ? top : 1.0;
 done:
     free(cen);
-    free(cnt);
     free(W);
     free(deg);
     return rc;
 }
 
 /* umap-learn's meta layout: +-e_i for up to 2 dim components, else centroids. */
-static int meta_layout(const gsb__fcsr *G, const int32_t *label, int64_t k,
-                       const gsb__spectral_opts *o, double *meta)
+static int meta_layout(const comp_work *w, int64_t k, const gsb__spectral_opts *o,
+                       double *meta)
 {
     const int64_t dim = o->dim;
     if (k > 2 * dim)
-        return centroid_layout(G, label, k, o, meta);
+        return centroid_layout(w, k, o, meta);
     int64_t half = (k + 1) / 2;
     memset(meta, 0, (size_t)(k * dim) * sizeof *meta);
     for (int64_t c = 0; c < k; c++)
@@ -427,12 +467,6 @@ static void uniform_fill(gsb__rng *rng, double lo, double hi, double *x, int64_t
 }
 
 /* ---- the layout --------------------------------------------------------------- */
-
-typedef struct comp_work {
-    int32_t *label, *verts, *local;
-    int64_t *start; /* component c's vertices: verts[start[c] .. start[c + 1]) */
-    double *meta, *emb;
-} comp_work;
 
 static void comp_work_free(comp_work *w)
 {
@@ -470,9 +504,156 @@ static int group_components(const gsb__fcsr *G, int64_t k, comp_work *w)
     return GSB_OK;
 }
 
+/* ---- the large components together (GPU) ------------------------------------- */
+
+/* The components whose Lanczos runs in lockstep, and its results. */
+typedef struct batch {
+    int64_t count;  /* components in the batch */
+    int64_t *slot;  /* k: a component's place in the batch, -1 when not in it */
+    int64_t *seg;   /* count + 1: each member's vertices in the batch order */
+    int32_t *verts; /* seg[count]: the members' vertices, member by member */
+    double *evecs;  /* (dim + 1) x seg[count]: the members' eigenvectors */
+    double *evals;  /* count x (dim + 1) */
+    int *status;    /* count: lanczos_seg.h's (1, 0, -1: solve it alone) */
+} batch;
+
+static void batch_free(batch *b)
+{
+    free(b->slot);
+    free(b->seg);
+    free(b->verts);
+    free(b->evecs);
+    free(b->evals);
+    free(b->status);
+}
+
+/* Component c joins the batch: a Lanczos on the device with the basis it
+ * would have alone (ncv for the batch's size equal to its own). */
+static int batch_member(const comp_work *w, const gsb__spectral_opts *o, int64_t c)
+{
+    const int64_t nc = w->start[c + 1] - w->start[c], dim = o->dim;
+    return nc >= DEVICE_MIN && nc > DENSE_MAX && nc >= 2 * dim && nc > dim + 1 &&
+           lanczos_ncv(nc, dim + 1) >= dim + 3;
+}
+
+/* b's members and their vertices (b->count 0: none) */
+static int batch_select(const comp_work *w, int64_t k, const gsb__spectral_opts *o, batch *b)
+{
+    const int64_t nev = o->dim + 1;
+    int64_t count = 0, total = 0;
+    for (int64_t c = 0; c < k; c++)
+        if (batch_member(w, o, c)) {
+            count++;
+            total += w->start[c + 1] - w->start[c];
+        }
+    for (int64_t c = 0; c < k && count > 0; c++) /* the same basis size as alone */
+        if (batch_member(w, o, c) &&
+            lanczos_ncv(w->start[c + 1] - w->start[c], nev) != lanczos_ncv(total, nev))
+            count = 0;
+    if (count == 0)
+        return GSB_OK;
+    b->slot = gsb__alloc_array(k, sizeof *b->slot);
+    b->seg = gsb__alloc_array(count + 1, sizeof *b->seg);
+    b->verts = gsb__alloc_array(total, sizeof *b->verts);
+    if (!b->slot || !b->seg || !b->verts)
+        return gsb__err(GSB_ENOMEM, "out of memory for %lld components", (long long)count);
+    b->seg[0] = 0;
+    for (int64_t c = 0; c < k; c++) {
+        b->slot[c] = -1;
+        if (!batch_member(w, o, c))
+            continue;
+        const int64_t nc = w->start[c + 1] - w->start[c];
+        b->slot[c] = b->count;
+        memcpy(b->verts + b->seg[b->count], w->verts + w->start[c], (size_t)nc * sizeof(int32_t));
+        b->seg[b->count + 1] = b->seg[b->count] + nc;
+        b->count++;
+    }
+    return GSB_OK;
+}
+
+/* GSB_PROFILE's line for the batch's Lanczos */
+static void mark_batch(const batch *b, int64_t ncv, int64_t matvecs, int64_t cycles,
+                       const gsb__backend *be)
+{
+    if (!gsb__profile_on())
+        return;
+    int64_t failed = 0;
+    for (int64_t i = 0; i < b->count; i++)
+        failed += b->status[i] != 1;
+    char what[200];
+    snprintf(what, sizeof what, "spectral: lanczos [%s] (%lld components in lockstep, %lld "
+             "vertices, ncv %lld, %lld matvecs, %lld cycles, %lld not converged)", be->name,
+             (long long)b->count, (long long)b->seg[b->count], (long long)ncv,
+             (long long)matvecs, (long long)cycles, (long long)failed);
+    gsb__profile_mark(what);
+}
+
+/* The members' eigenvectors by one lockstep Lanczos on o->be. */
+static int batch_solve(const gsb__fcsr *G, const gsb__spectral_opts *o, batch *b)
+{
+    const int64_t total = b->seg[b->count], nev = o->dim + 1;
+    const gsb__backend *be = o->be ? o->be : gsb__cpu_backend();
+    int32_t *pos = gsb__alloc_array(G->rows, sizeof *pos);
+    b->evecs = gsb__alloc_array(nev * total, sizeof *b->evecs);
+    b->evals = gsb__alloc_array(nev * b->count, sizeof *b->evals);
+    b->status = gsb__alloc_array(b->count, sizeof *b->status);
+    if (!pos || !b->evecs || !b->evals || !b->status) {
+        free(pos);
+        return gsb__err(GSB_ENOMEM, "out of memory for the layout of %lld vertices",
+                        (long long)total);
+    }
+    for (int64_t i = 0; i < total; i++) /* the members' edges stay inside them */
+        pos[b->verts[i]] = (int32_t)i;
+    norm_adj a;
+    int rc = build_norm_adj(G, b->verts, total, pos, &a);
+    free(pos);
+    GSB_TRY(rc);
+    gsb__profile_mark("spectral: normalised adjacency (the large components)");
+    cycle_count cc = {o->progress, o->progress_data, 0};
+    gsb__lanczos_seg_opts so = {b->count, b->seg, nev,         lanczos_ncv(total, nev),
+                                LANCZOS_TOL, LANCZOS_BUDGET, count_cycle, &cc, be};
+    adj_on d;
+    int64_t matvecs = 0;
+    rc = adj_on_open(&a, be, &d);
+    gsb__profile_mark("spectral: graph upload");
+    if (rc == GSB_OK)
+        rc = gsb__lanczos_seg_largest(adj_on_apply, &d, &so, b->evals, b->evecs, b->status,
+                                      &matvecs);
+    adj_on_free(&d);
+    norm_adj_free(&a);
+    GSB_TRY(rc);
+    mark_batch(b, so.ncv, matvecs, cc.cycles, be);
+    return GSB_OK;
+}
+
+/* Component c's spectral layout into w->emb: from the batch when solved
+ * there, else on its own. */
+static int component_layout(const gsb__fcsr *G, const gsb__spectral_opts *o, comp_work *w,
+                            const batch *b, int64_t c, int *ok)
+{
+    const int64_t dim = o->dim, nc = w->start[c + 1] - w->start[c];
+    const int64_t at = b->slot ? b->slot[c] : -1;
+    if (at >= 0 && b->status[at] >= 0) {
+        const int64_t total = b->seg[b->count], off = b->seg[at];
+        for (int64_t i = 0; i < nc; i++)
+            for (int64_t d = 0; d < dim; d++)
+                w->emb[i * dim + d] = b->evecs[(d + 1) * total + off + i];
+        *ok = b->status[at] == 1;
+        return GSB_OK;
+    }
+    norm_adj a;
+    GSB_TRY(build_norm_adj(G, w->verts + w->start[c], nc, w->local, &a));
+    if (nc > DENSE_MAX)
+        gsb__profile_mark("spectral: normalised adjacency");
+    int rc = component_spectral(&a, o, w->emb, ok);
+    norm_adj_free(&a);
+    return rc;
+}
+
 /* Lay out component c into out (its rows), inside its box around meta[c]. */
 static int place_component(const gsb__fcsr *G, const gsb__spectral_opts *o, comp_work *w,
-                           int64_t k, int64_t c, double *out, int64_t *n_failed)
+                           const batch *b, int64_t k, int64_t c, double *out,
+                           int64_t *n_failed)
 {
     const int64_t dim = o->dim, nc = w->start[c + 1] - w->start[c];
     const int32_t *verts = w->verts + w->start[c];
@@ -481,13 +662,7 @@ static int place_component(const gsb__fcsr *G, const gsb__spectral_opts *o, comp
     double *emb = w->emb;
     int ok = 0;
     if (nc >= 2 * dim && nc > dim + 1) {
-        norm_adj a;
-        GSB_TRY(build_norm_adj(G, verts, nc, w->local, &a));
-        if (nc > DENSE_MAX)
-            gsb__profile_mark("spectral: normalised adjacency");
-        int rc = component_spectral(&a, o, emb, &ok);
-        norm_adj_free(&a);
-        GSB_TRY(rc);
+        GSB_TRY(component_layout(G, o, w, b, c, &ok));
         if (!ok) { /* umap-learn's fallback for a failed eigensolver */
             (*n_failed)++;
             uniform_fill(o->rng, -10.0, 10.0, emb, nc * dim);
@@ -509,21 +684,14 @@ static int place_component(const gsb__fcsr *G, const gsb__spectral_opts *o, comp
 
 /* A connected graph: its spectral layout, or umap-learn's random fallback. */
 static int single_component(const gsb__fcsr *G, const gsb__spectral_opts *o, comp_work *w,
-                            double *out, int64_t *n_failed)
+                            const batch *b, double *out, int64_t *n_failed)
 {
     const int64_t n = G->rows, dim = o->dim;
     int ok = 0;
     if (n >= dim + 1) {
-        for (int64_t i = 0; i < n; i++) {
-            w->verts[i] = (int32_t)i;
-            w->local[i] = (int32_t)i;
-        }
-        norm_adj a;
-        GSB_TRY(build_norm_adj(G, w->verts, n, w->local, &a));
-        gsb__profile_mark("spectral: normalised adjacency");
-        int rc = component_spectral(&a, o, out, &ok);
-        norm_adj_free(&a);
-        GSB_TRY(rc);
+        GSB_TRY(component_layout(G, o, w, b, 0, &ok));
+        if (ok)
+            memcpy(out, w->emb, (size_t)(n * dim) * sizeof *out);
     }
     if (!ok) {
         (*n_failed)++;
@@ -538,6 +706,7 @@ int gsb__spectral_layout(const gsb__fcsr *G, const gsb__spectral_opts *o, double
     const int64_t n = G->rows, dim = o->dim;
     *n_failed = 0;
     comp_work w = {0};
+    batch b = {0};
     int64_t k = 0;
     int rc;
     w.label = gsb__alloc_array(n, sizeof *w.label);
@@ -549,8 +718,13 @@ int gsb__spectral_layout(const gsb__fcsr *G, const gsb__spectral_opts *o, double
     GSB_CHECK(gsb__connected_components(G, w.label, &k));
     GSB_CHECK(group_components(G, k, &w));
     gsb__profile_mark("spectral: connected components");
+    if ((o->be && o->be != gsb__cpu_backend()) || o->lockstep) {
+        GSB_CHECK(batch_select(&w, k, o, &b));
+        if (b.count > 0)
+            GSB_CHECK(batch_solve(G, o, &b));
+    }
     if (k == 1) {
-        rc = single_component(G, o, &w, out, n_failed);
+        rc = single_component(G, o, &w, &b, out, n_failed);
         goto done;
     }
     w.meta = gsb__alloc_array(k * dim, sizeof *w.meta);
@@ -558,12 +732,13 @@ int gsb__spectral_layout(const gsb__fcsr *G, const gsb__spectral_opts *o, double
         rc = gsb__err(GSB_ENOMEM, "out of memory for %lld components", (long long)k);
         goto done;
     }
-    GSB_CHECK(meta_layout(G, w.label, k, o, w.meta));
+    GSB_CHECK(meta_layout(&w, k, o, w.meta));
     gsb__profile_mark("spectral: meta layout");
     for (int64_t c = 0; c < k; c++)
-        GSB_CHECK(place_component(G, o, &w, k, c, out, n_failed));
+        GSB_CHECK(place_component(G, o, &w, &b, k, c, out, n_failed));
     gsb__profile_mark("spectral: the small components, placement");
 done:
+    batch_free(&b);
     comp_work_free(&w);
     return rc;
 }

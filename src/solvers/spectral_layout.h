@@ -10,7 +10,9 @@
  * component's place in a meta layout (the corners +-e_i when there are at
  * most 2 dim components, else a spectral embedding of the components'
  * centroids).  Components too small for a spectral layout get uniform
- * random positions in their box, as umap-learn gives them.
+ * random positions in their box, as umap-learn gives them.  On a GPU the
+ * components of DEVICE_MIN vertices or more share one Lanczos run, their
+ * recurrences in lockstep (lanczos_seg.h).
  *
  * One documented simplification: the centroids' affinity is
  * exp(-(d / s)^2) with s^2 the mean squared centroid distance, where
@@ -34,6 +36,9 @@ typedef struct gsb__spectral_opts {
     int (*progress)(void *data, int64_t matvecs, double residual);
     void *progress_data;
     const gsb__backend *be; /* the eigensolver's backend for large components; NULL: CPU */
+    /* nonzero: the large components in one lockstep Lanczos (lanczos_seg.h)
+     * on the CPU too (tests; a GPU backend always takes it) */
+    int lockstep;
 } gsb__spectral_opts;
 
 /*

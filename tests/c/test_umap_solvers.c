@@ -19,6 +19,7 @@
 #include "estimators/manifold/umap_embed.h"
 #include "solvers/fuzzy_simplicial.h"
 #include "solvers/lanczos.h"
+#include "solvers/lanczos_seg.h"
 #include "solvers/spectral_layout.h"
 #include "testing.h"
 
@@ -397,6 +398,119 @@ static void test_csr_spmm_matches_dense(void)
         }
 }
 
+/* ---- Lanczos on several blocks in lockstep (lanczos_seg.c) -------------------------- */
+
+/* a block-diagonal operator of dense blocks */
+typedef struct blocks_op {
+    int64_t K;
+    const int64_t *seg;
+    dense_op *block;
+} blocks_op;
+
+static int blocks_apply(void *data, const gsb__tensor *x, gsb__tensor *y)
+{
+    const blocks_op *b = data;
+    const double *xv = x->data;
+    double *yv = y->data;
+    for (int64_t c = 0; c < b->K; c++)
+        dense_product(&b->block[c], xv + b->seg[c], yv + b->seg[c]);
+    return GSB_OK;
+}
+
+/* |<a, b>| for unit vectors of n: 1 when they are the same up to sign */
+static double abs_dot(const double *a, const double *b, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return fabs(s);
+}
+
+static void test_lanczos_seg_matches_each_alone(void)
+{
+    enum { K = 3 };
+    const int64_t size[K] = {400, 300, 500}, nev = 3, ncv = 27;
+    const int clusters[K] = {4, 3, 5};
+    testing_seed(23);
+    int64_t seg[K + 1] = {0};
+    dense_op block[K];
+    double *m[K];
+    for (int c = 0; c < K; c++) {
+        m[c] = clustered_adjacency(size[c], clusters[c]);
+        block[c] = (dense_op){size[c], m[c]};
+        seg[c + 1] = seg[c] + size[c];
+    }
+    const int64_t n = seg[K];
+    blocks_op bo = {K, seg, block};
+    double evals[K * 3], *evecs = xcalloc((size_t)(nev * n), sizeof *evecs);
+    int status[K];
+    int64_t mv = 0, most = 0;
+    gsb__lanczos_seg_opts o = {K, seg, nev, ncv, 1e-9, 20000, NULL, NULL, NULL};
+    CHECK_OK(gsb__lanczos_seg_largest(blocks_apply, &bo, &o, evals, evecs, status, &mv));
+    for (int c = 0; c < K; c++) {
+        /* the same pairs as the block's own run (the same recurrence up to rounding) */
+        double ev1[3], *vec1 = xcalloc((size_t)(nev * size[c]), sizeof *vec1);
+        gsb__lanczos_opts o1 = {size[c], nev, ncv, 1e-9, 20000, NULL, NULL, NULL, NULL};
+        int conv = 0;
+        int64_t mv1 = 0;
+        CHECK_OK(gsb__lanczos_largest(dense_apply, &block[c], &o1, ev1, vec1, &conv, &mv1));
+        CHECK(conv && status[c] == 1);
+        most = mv1 > most ? mv1 : most;
+        for (int64_t r = 0; r < nev; r++) {
+            CHECK_CLOSE(evals[c * nev + r], ev1[r], 1e-8);
+            CHECK(abs_dot(evecs + r * n + seg[c], vec1 + r * size[c], size[c]) > 1 - 1e-8);
+        }
+        free(vec1);
+    }
+    /* lockstep: as many products as the slowest block alone */
+    CHECK(mv == most);
+    /* a budget too small: status 0, the best pairs written */
+    o.max_matvec = 30;
+    o.tol = 1e-14;
+    for (int64_t i = 0; i < nev * n; i++)
+        evecs[i] = NAN;
+    CHECK_OK(gsb__lanczos_seg_largest(blocks_apply, &bo, &o, evals, evecs, status, &mv));
+    for (int c = 0; c < K; c++)
+        CHECK(status[c] == 0 && isfinite(evals[c * nev]));
+    for (int64_t i = 0; i < nev * n; i++)
+        CHECK(isfinite(evecs[i]));
+    /* the progress callback can stop it */
+    o.max_matvec = 20000;
+    int calls = 0;
+    o.progress = stop_second;
+    o.progress_data = &calls;
+    CHECK_ERR(gsb__lanczos_seg_largest(blocks_apply, &bo, &o, evals, evecs, status, &mv),
+              GSB_ECANCELLED, "stopped");
+    CHECK(calls == 2);
+    o.progress = NULL;
+    /* bad options: a block smaller than the basis */
+    o.ncv = 301;
+    CHECK_ERR(gsb__lanczos_seg_largest(blocks_apply, &bo, &o, evals, evecs, status, &mv),
+              GSB_EINTERNAL, "lanczos_seg");
+    for (int c = 0; c < K; c++)
+        free(m[c]);
+    free(evecs);
+}
+
+/* a block of one zero row: its recurrence breaks down at once (status -1),
+ * the other block is unaffected */
+static void test_lanczos_seg_breakdown(void)
+{
+    testing_seed(29);
+    int64_t seg[3] = {0, 300, 330};
+    double *m0 = clustered_adjacency(300, 3), *m1 = xcalloc(900, sizeof(double));
+    dense_op block[2] = {{300, m0}, {30, m1}};
+    blocks_op bo = {2, seg, block};
+    double evals[6], *evecs = xcalloc(3 * 330, sizeof *evecs);
+    int status[2];
+    gsb__lanczos_seg_opts o = {2, seg, 3, 27, 1e-9, 20000, NULL, NULL, NULL};
+    CHECK_OK(gsb__lanczos_seg_largest(blocks_apply, &bo, &o, evals, evecs, status, NULL));
+    CHECK(status[0] == 1 && status[1] == -1);
+    free(m0);
+    free(m1);
+    free(evecs);
+}
+
 /* ---- components and the spectral layout ---------------------------------------------- */
 
 /* edges of a ring of len vertices from `first` (neighbours at +-1 and +-2),
@@ -500,7 +614,7 @@ static void test_components_and_layout(void)
         X[i * 2] = (float)label[i];
     gsb__rng rng;
     gsb__rng_seed(&rng, 5);
-    gsb__spectral_opts o = {2, X, 2, GSB__KNN_EUCLIDEAN, &rng, NULL, NULL, NULL};
+    gsb__spectral_opts o = {2, X, 2, GSB__KNN_EUCLIDEAN, &rng, NULL, NULL, NULL, 0};
     double *out = xcalloc((size_t)n * 2, sizeof *out);
     int64_t failed = -1;
     CHECK_OK(gsb__spectral_layout(&G, &o, out, &failed));
@@ -534,6 +648,82 @@ static void test_components_and_layout(void)
     free(label);
     free(X);
     free(out);
+}
+
+/* two weighted lattices, nx0 x ny and nx1 x ny vertices, as two components */
+static void two_lattices(int64_t nx0, int64_t nx1, int64_t ny, gsb__fcsr *g)
+{
+    const int64_t n = (nx0 + nx1) * ny;
+    g->rows = g->cols = n;
+    g->indptr = xcalloc((size_t)(n + 1), sizeof *g->indptr);
+    g->indices = xcalloc((size_t)(4 * n), sizeof *g->indices);
+    g->data = xcalloc((size_t)(4 * n), sizeof *g->data);
+    float *wr = xcalloc((size_t)n, sizeof *wr), *wu = xcalloc((size_t)n, sizeof *wu);
+    for (int64_t v = 0; v < n; v++) {
+        wr[v] = (float)(0.5 + testing_uniform()); /* edge v -- v + ny */
+        wu[v] = (float)(0.5 + testing_uniform()); /* edge v -- v + 1 */
+    }
+    int64_t at = 0;
+    for (int64_t v = 0; v < n; v++) {
+        const int64_t x = v / ny, y = v % ny;
+        const int left = x > 0 && x != nx0, right = x + 1 < nx0 + nx1 && x + 1 != nx0;
+        const int64_t nb[4] = {left ? v - ny : -1, y > 0 ? v - 1 : -1, y + 1 < ny ? v + 1 : -1,
+                               right ? v + ny : -1};
+        const float wt[4] = {left ? wr[v - ny] : 0, y > 0 ? wu[v - 1] : 0, wu[v], wr[v]};
+        for (int e = 0; e < 4; e++)
+            if (nb[e] >= 0) {
+                g->indices[at] = (int32_t)nb[e];
+                g->data[at++] = wt[e];
+            }
+        g->indptr[v + 1] = at;
+    }
+    free(wr);
+    free(wu);
+}
+
+static int count_calls(void *data, int64_t matvecs, double residual)
+{
+    (void)matvecs;
+    (void)residual;
+    ++*(int *)data;
+    return GSB_OK;
+}
+
+/* The large components solved together (as on a GPU) give the layout each
+ * gives alone, in fewer restart cycles. */
+static void test_spectral_layout_lockstep(void)
+{
+    testing_seed(31);
+    gsb__fcsr G = {0};
+    two_lattices(90, 80, 60, &G); /* 5400 and 4800 vertices: both >= DEVICE_MIN */
+    const int64_t n = G.rows;
+    float *X = xcalloc((size_t)n, sizeof *X);
+    double *alone = xcalloc((size_t)n * 2, sizeof *alone);
+    double *together = xcalloc((size_t)n * 2, sizeof *together);
+    int calls_alone = 0, calls_together = 0;
+    int64_t failed = -1;
+    gsb__rng rng;
+    gsb__rng_seed(&rng, 5);
+    gsb__spectral_opts o = {2, X, 1, GSB__KNN_EUCLIDEAN, &rng, count_calls, &calls_alone,
+                            NULL, 0};
+    CHECK_OK(gsb__spectral_layout(&G, &o, alone, &failed));
+    CHECK(failed == 0);
+    gsb__rng_seed(&rng, 5);
+    o.progress_data = &calls_together;
+    o.lockstep = 1;
+    CHECK_OK(gsb__spectral_layout(&G, &o, together, &failed));
+    CHECK(failed == 0);
+    double worst = 0;
+    for (int64_t i = 0; i < n * 2; i++)
+        worst = fmax(worst, fabs(alone[i] - together[i]));
+    printf("  restart cycles: alone %d, together %d; largest difference %.2e\n", calls_alone,
+           calls_together, worst);
+    CHECK(worst <= 1e-6);
+    CHECK(calls_together < calls_alone);
+    free(X);
+    free(alone);
+    free(together);
+    gsb__fcsr_free(&G);
 }
 
 /* ---- the SGD op --------------------------------------------------------------------- */
@@ -773,8 +963,11 @@ int main(void)
     RUN(test_fuzzy_union_matches_dense);
     RUN(test_categorical_intersection);
     RUN(test_lanczos_matches_dense_eigh);
+    RUN(test_lanczos_seg_matches_each_alone);
+    RUN(test_lanczos_seg_breakdown);
     RUN(test_csr_spmm_matches_dense);
     RUN(test_components_and_layout);
+    RUN(test_spectral_layout_lockstep);
     RUN(test_sgd_op_matches_reference);
     RUN(test_sgd_op_thread_independent);
     RUN(test_sgd_op_bad_arguments);

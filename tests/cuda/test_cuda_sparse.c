@@ -14,7 +14,11 @@
  * vectors within 1e-4 of the CPU's span and their residuals checked on the
  * host.  Spectral layout of a 90 x 60 lattice with random weights (5400
  * vertices): each GPU column a unit eigenvector of the normalised adjacency
- * to the solver's tolerance, and in the span of the CPU's layout.
+ * to the solver's tolerance, and in the span of the CPU's layout.  Two
+ * lattices (5400 and 5120 vertices) as two components: the GPU solves them
+ * together (lanczos_seg.c on seg_dots, seg_combine, seg_normalize), the CPU
+ * each alone; each component's GPU columns (less its centre) unit
+ * eigenvectors of its own normalised adjacency and in the span of the CPU's.
  * Needs a GPU: run under tools/gpu-check (ctest -L gpu).
  */
 #include <math.h>
@@ -332,7 +336,7 @@ static void test_spectral_layout_on_gpu(void)
     double *out_g = xcalloc((size_t)(n * dim), sizeof *out_g);
     gsb__rng rng;
     gsb__rng_seed(&rng, 3);
-    gsb__spectral_opts o = {dim, X, 1, GSB__KNN_EUCLIDEAN, &rng, NULL, NULL, NULL};
+    gsb__spectral_opts o = {dim, X, 1, GSB__KNN_EUCLIDEAN, &rng, NULL, NULL, NULL, 0};
     int64_t failed = -1;
     CHECK_OK(gsb__spectral_layout(&g, &o, out_c, &failed));
     CHECK(failed == 0);
@@ -373,6 +377,112 @@ static void test_spectral_layout_on_gpu(void)
     gsb__fcsr_free(&g);
 }
 
+/* g: the lattices a (na vertices) and b side by side (b's indices shifted) */
+static void two_components(const gsb__fcsr *a, const gsb__fcsr *b, gsb__fcsr *g)
+{
+    const int64_t na = a->rows, n = na + b->rows, ea = a->indptr[na];
+    const int64_t nnz = ea + b->indptr[b->rows];
+    g->rows = g->cols = n;
+    g->indptr = xcalloc((size_t)(n + 1), sizeof *g->indptr);
+    g->indices = xcalloc((size_t)nnz, sizeof *g->indices);
+    g->data = xcalloc((size_t)nnz, sizeof *g->data);
+    memcpy(g->indptr, a->indptr, (size_t)(na + 1) * sizeof *g->indptr);
+    memcpy(g->indices, a->indices, (size_t)ea * sizeof *g->indices);
+    memcpy(g->data, a->data, (size_t)ea * sizeof *g->data);
+    for (int64_t i = 1; i <= b->rows; i++)
+        g->indptr[na + i] = ea + b->indptr[i];
+    for (int64_t e = 0; e < b->indptr[b->rows]; e++) {
+        g->indices[ea + e] = (int32_t)(b->indices[e] + na);
+        g->data[ea + e] = b->data[e];
+    }
+}
+
+/* Component rows [first, first + len) of the layouts (less centre): each GPU
+ * column a unit eigenvector of a (the component's normalised adjacency) and
+ * in the span of the CPU's columns. */
+static void check_component(const csr *a, const double *out_c, const double *out_g,
+                            int64_t first, const double *centre)
+{
+    const int64_t n = a->m, dim = 2;
+    double *B = xcalloc((size_t)(dim * n), sizeof *B), *x = xcalloc((size_t)n, sizeof *x);
+    double *y = xcalloc((size_t)n, sizeof *y);
+    for (int64_t d = 0; d < dim; d++) { /* the CPU's columns, orthonormalised */
+        double *b = B + d * n, nn = 0;
+        for (int64_t i = 0; i < n; i++)
+            b[i] = out_c[(first + i) * dim + d] - centre[d];
+        for (int64_t p = 0; p < d; p++) {
+            double c = 0;
+            for (int64_t i = 0; i < n; i++)
+                c += B[p * n + i] * b[i];
+            for (int64_t i = 0; i < n; i++)
+                b[i] -= c * B[p * n + i];
+        }
+        for (int64_t i = 0; i < n; i++)
+            nn += b[i] * b[i];
+        for (int64_t i = 0; i < n; i++)
+            b[i] /= sqrt(nn);
+    }
+    for (int64_t d = 0; d < dim; d++) {
+        double nn = 0, theta = 0, r = 0;
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = out_g[(first + i) * dim + d] - centre[d];
+            nn += x[i] * x[i];
+        }
+        for (int64_t i = 0; i < n; i++)
+            x[i] /= sqrt(nn);
+        host_apply(a, x, y);
+        for (int64_t i = 0; i < n; i++)
+            theta += x[i] * y[i];
+        for (int64_t i = 0; i < n; i++)
+            r += (y[i] - theta * x[i]) * (y[i] - theta * x[i]);
+        printf("  component at %lld, column %lld: eigenvalue %.9f, residual %.2e, off the "
+               "CPU's span %.2e\n", (long long)first, (long long)d, theta, sqrt(r),
+               off_span(x, B, dim, n));
+        CHECK(sqrt(r) <= 1e-5);
+        CHECK(theta < 1.0 - 1e-6);
+        CHECK(off_span(x, B, dim, n) <= 1e-2);
+    }
+    free(B);
+    free(x);
+    free(y);
+}
+
+static void test_spectral_layout_lockstep_on_gpu(void)
+{
+    const int64_t dim = 2;
+    testing_seed(59);
+    gsb__fcsr la = {0}, lb = {0}, g = {0};
+    lattice(90, 60, &la);
+    lattice(80, 64, &lb);
+    two_components(&la, &lb, &g);
+    const int64_t n = g.rows;
+    csr a = normalised(&la), b = normalised(&lb);
+    float *X = xcalloc((size_t)n, sizeof *X);
+    double *out_c = xcalloc((size_t)(n * dim), sizeof *out_c);
+    double *out_g = xcalloc((size_t)(n * dim), sizeof *out_g);
+    gsb__rng rng;
+    gsb__rng_seed(&rng, 3);
+    gsb__spectral_opts o = {dim, X, 1, GSB__KNN_EUCLIDEAN, &rng, NULL, NULL, NULL, 0};
+    int64_t failed = -1;
+    CHECK_OK(gsb__spectral_layout(&g, &o, out_c, &failed)); /* each alone, on the CPU */
+    CHECK(failed == 0);
+    o.be = gpu;
+    CHECK_OK(gsb__spectral_layout(&g, &o, out_g, &failed)); /* together */
+    CHECK(failed == 0);
+    /* two components <= 2 dim: centred on e_0 and -e_0 */
+    const double ca[2] = {1, 0}, cb[2] = {-1, 0};
+    check_component(&a, out_c, out_g, 0, ca);
+    check_component(&b, out_c, out_g, la.rows, cb);
+    free(X);
+    free(out_c);
+    free(out_g);
+    csr_free(&a);
+    csr_free(&b);
+    gsb__fcsr_free(&la);
+    gsb__fcsr_free(&lb);
+    gsb__fcsr_free(&g);
+}
+
 int main(void)
 {
     if (!cuda_testing_init())
@@ -381,5 +491,6 @@ int main(void)
     RUN(test_spmm_bad_arguments);
     RUN(test_lanczos_on_gpu);
     RUN(test_spectral_layout_on_gpu);
+    RUN(test_spectral_layout_lockstep_on_gpu);
     return testing_done();
 }

@@ -163,6 +163,9 @@ static const gsb__backend_ops cpu_ops = {
     .csr_spmm = gsb__cpu_csr_spmm,
     .vec_normalize = gsb__cpu_vec_normalize,
     .topk_fast = gsb__cpu_topk, /* no faster approximation on the CPU */
+    .seg_dots = gsb__cpu_seg_dots,
+    .seg_combine = gsb__cpu_seg_combine,
+    .seg_normalize = gsb__cpu_seg_normalize,
     .rand_normal = gsb__cpu_rand_normal,
     .copy_stats = gsb__cpu_copy_stats,
 };

@@ -27,6 +27,7 @@
  *                   copy_stats
  *   cpu_sparse.c    csr_spmm (sparse times dense)
  *   cpu_vecnorm.c   vec_normalize
+ *   cpu_segvec.c    seg_dots, seg_combine, seg_normalize (segmented vectors)
  */
 #ifndef GSB_CPU_OPS_H
 #define GSB_CPU_OPS_H
@@ -170,5 +171,12 @@ int gsb__cpu_csr_spmm(const gsb__backend *be, const gsb__tensor *indptr,
                       gsb__tensor *Y);
 int gsb__cpu_vec_normalize(const gsb__backend *be, const gsb__tensor *x, gsb__tensor *y,
                            gsb__tensor *nrm);
+int gsb__cpu_seg_dots(const gsb__backend *be, const gsb__tensor *V, const gsb__tensor *x,
+                      const gsb__tensor *seg, gsb__tensor *C);
+int gsb__cpu_seg_combine(const gsb__backend *be, double alpha, const gsb__tensor *C,
+                         const gsb__tensor *V, const gsb__tensor *seg, double beta,
+                         gsb__tensor *Y);
+int gsb__cpu_seg_normalize(const gsb__backend *be, const gsb__tensor *x, const gsb__tensor *seg,
+                           gsb__tensor *y, gsb__tensor *nrm);
 
 #endif

@@ -641,6 +641,9 @@ static void bind_ops(gsb__backend_ops *o)
     o->csr_spmm = guarded<gsb__cuda_csr_spmm>::call;
     o->vec_normalize = guarded<gsb__cuda_vec_normalize>::call;
     o->topk_fast = guarded<gsb__cuda_topk_fast>::call;
+    o->seg_dots = guarded<gsb__cuda_seg_dots>::call;
+    o->seg_combine = guarded<gsb__cuda_seg_combine>::call;
+    o->seg_normalize = guarded<gsb__cuda_seg_normalize>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;
     o->host_register = cuda_host_register;
     o->host_unregister = cuda_host_unregister;

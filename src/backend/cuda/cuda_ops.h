@@ -24,6 +24,7 @@
  *                     strided_copy
  *   cuda_sparse.cu    csr_spmm (sparse times dense, a warp per row)
  *   cuda_vecnorm.cu   vec_normalize (two passes, no host wait)
+ *   cuda_segvec.cu    seg_dots, seg_combine, seg_normalize (segmented vectors)
  *   cuda_devarray.cu  device_import, device_export (callers' device memory)
  *   cuda_copy.cu      (upload/download's engine) copy_stats
  * Device errors become gsb statuses through cuda_common.h; no op uses
@@ -164,6 +165,13 @@ int gsb__cuda_csr_spmm(const gsb__backend *be, const gsb__tensor *indptr,
                        gsb__tensor *Y);
 int gsb__cuda_vec_normalize(const gsb__backend *be, const gsb__tensor *x, gsb__tensor *y,
                             gsb__tensor *nrm);
+int gsb__cuda_seg_dots(const gsb__backend *be, const gsb__tensor *V, const gsb__tensor *x,
+                       const gsb__tensor *seg, gsb__tensor *C);
+int gsb__cuda_seg_combine(const gsb__backend *be, double alpha, const gsb__tensor *C,
+                          const gsb__tensor *V, const gsb__tensor *seg, double beta,
+                          gsb__tensor *Y);
+int gsb__cuda_seg_normalize(const gsb__backend *be, const gsb__tensor *x,
+                            const gsb__tensor *seg, gsb__tensor *y, gsb__tensor *nrm);
 int gsb__cuda_device_import(const gsb__backend *be, const void *ptr, size_t bytes, int device_id,
                             void *stream);
 int gsb__cuda_device_export(const gsb__backend *be, void *stream);

@@ -91,36 +91,49 @@ int gsb__umap_find_ab(double spread, double min_dist, double *a_out, double *b_o
 
 /* ---- the pruned graph -------------------------------------------------------- */
 
+/* rows from which the pruning runs on several threads */
+#define PRUNE_PAR_ROWS 20000
+
 int gsb__umap_prune(const gsb__fcsr *G, double n_epochs, gsb__fcsr *out)
 {
     memset(out, 0, sizeof *out);
-    const int64_t nnz = gsb__fcsr_nnz(G);
+    const int64_t nnz = gsb__fcsr_nnz(G), rows = G->rows;
     float mx = 0.0f;
+#pragma omp parallel for schedule(static) reduction(max : mx) if (rows > PRUNE_PAR_ROWS)
     for (int64_t e = 0; e < nnz; e++)
         mx = G->data[e] > mx ? G->data[e] : mx;
     /* in float32, as umap-learn compares graph.data < graph.data.max() / n */
     const float cut = (float)((double)mx / n_epochs);
-    int64_t keep = 0;
-    for (int64_t e = 0; e < nnz; e++)
-        keep += !(G->data[e] < cut);
-    out->rows = G->rows;
+    out->rows = rows;
     out->cols = G->cols;
-    out->indptr = gsb__alloc_array(G->rows + 1, sizeof *out->indptr);
+    out->indptr = gsb__alloc_array(rows + 1, sizeof *out->indptr);
+    if (!out->indptr)
+        return gsb__err(GSB_ENOMEM, "out of memory for a graph of %lld rows", (long long)rows);
+    out->indptr[0] = 0;
+#pragma omp parallel for schedule(static) if (rows > PRUNE_PAR_ROWS)
+    for (int64_t i = 0; i < rows; i++) { /* row i's kept edges, at indptr[i + 1] for now */
+        int64_t kept = 0;
+        for (int64_t e = G->indptr[i]; e < G->indptr[i + 1]; e++)
+            kept += !(G->data[e] < cut);
+        out->indptr[i + 1] = kept;
+    }
+    for (int64_t i = 0; i < rows; i++)
+        out->indptr[i + 1] += out->indptr[i];
+    const int64_t keep = out->indptr[rows];
     out->indices = gsb__alloc_array(keep, sizeof *out->indices);
     out->data = gsb__alloc_array(keep, sizeof *out->data);
-    if (!out->indptr || !out->indices || !out->data) {
+    if (!out->indices || !out->data) {
         gsb__fcsr_free(out);
         return gsb__err(GSB_ENOMEM, "out of memory for a graph of %lld edges", (long long)keep);
     }
-    int64_t at = 0;
-    out->indptr[0] = 0;
-    for (int64_t i = 0; i < G->rows; i++) {
+#pragma omp parallel for schedule(static) if (rows > PRUNE_PAR_ROWS)
+    for (int64_t i = 0; i < rows; i++) {
+        int64_t at = out->indptr[i];
         for (int64_t e = G->indptr[i]; e < G->indptr[i + 1]; e++)
             if (!(G->data[e] < cut)) {
                 out->indices[at] = G->indices[e];
                 out->data[at++] = G->data[e];
             }
-        out->indptr[i + 1] = at;
     }
     return GSB_OK;
 }
@@ -293,7 +306,7 @@ int gsb__umap_initial_layout(gsb__ctx *c, const gsb__fcsr *G, gsb__umap_init *in
         break;
     case GSB__UMAP_INIT_SPECTRAL: {
         gsb__spectral_opts so = {dim,     in->X->data,       in->X->cols, in->metric,
-                                 in->rng, spectral_progress, c,           c->be};
+                                 in->rng, spectral_progress, c,           c->be, 0};
         GSB_CHECK(gsb__spectral_layout(G, &so, v, &in->spectral_failures));
         noisy_scale(v, n * dim, in->rng, out);
         break;
