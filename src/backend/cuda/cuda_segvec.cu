@@ -214,7 +214,7 @@ extern "C" int gsb__cuda_seg_dots(const gsb__backend *be, const gsb__tensor *V,
                                   const gsb__tensor *x, const gsb__tensor *seg, gsb__tensor *C)
 {
     const char *op = "seg_dots";
-    int64_t K;
+    int64_t K = 0;
     PASS(check_seg(be, op, seg, &K));
     PASS(check(be, op, "V", V, GSB_F64, -1, -1, -1));
     const int64_t m = V->rows, n = V->cols;
@@ -258,7 +258,7 @@ extern "C" int gsb__cuda_seg_combine(const gsb__backend *be, double alpha, const
                                      gsb__tensor *Y)
 {
     const char *op = "seg_combine";
-    int64_t K;
+    int64_t K = 0;
     PASS(check_seg(be, op, seg, &K));
     PASS(check(be, op, "V", V, GSB_F64, -1, -1, -1));
     const int64_t m = V->rows, n = V->cols;
@@ -280,7 +280,7 @@ extern "C" int gsb__cuda_seg_normalize(const gsb__backend *be, const gsb__tensor
                                        const gsb__tensor *seg, gsb__tensor *y, gsb__tensor *nrm)
 {
     const char *op = "seg_normalize";
-    int64_t K;
+    int64_t K = 0;
     PASS(check_seg(be, op, seg, &K));
     PASS(check(be, op, "x", x, GSB_F64, -1, -1, -1));
     const int64_t n = x->rows * x->cols;

@@ -73,7 +73,6 @@ constexpr int64_t LIST_SMEM_BYTES = 64 << 10;
 constexpr int64_t LIST_SCRATCH_BYTES = (int64_t)256 << 20;
 constexpr int64_t MAX_SPLITS = 32;      /* one lane per split in the merge */
 constexpr int64_t MIN_SPLIT_REFS = 2048; /* a split shorter than this is not worth its fill */
-constexpr int SENTINEL = INT_MAX;        /* index of an empty list slot: ranks last */
 /* Pending lists hold 32 candidates per query; a round hands over at most 16
  * per query, so they are flushed once one holds FLUSH_AT. */
 constexpr int PENDING = 32;
@@ -154,55 +153,11 @@ __device__ __noinline__ void flush_row(const topk_args &a, topk_smem<C> &S, int 
         s += __shfl_xor_sync(FULL_MASK, s, off);
     /* lane l takes candidate l's total from the first lane of its group */
     double v = __shfl_sync(FULL_MASK, s, (lane * G) & 31);
-    int ci = SENTINEL;
-    if (lane < n) {
-        ci = S.pidx[r][lane];
-        if (cosine) {
-            /* the CPU twin's formula and rounding, unfused: exact ties stay ties */
-            v = __dsub_rn(1.0, __dmul_rn(__dmul_rn(v, S.qaux[r]), a.raux[ci]));
-            v = v < 0.0 ? 0.0 : (v > 2.0 ? 2.0 : v);
-        }
-    } else {
-        v = INFINITY;
-    }
-    warp_sort(v, ci, lane);
-
-    /* merge the n sorted candidates into the sorted list (length len, at most
-     * K kept): an entry's new place is its old place plus how many of the
-     * other sequence rank before it */
-    double *mv = S.mv[warp];
-    int *mi = S.mi[warp];
-    mv[lane] = v;
-    mi[lane] = ci;
     double *Lv = lv + (int64_t)r * K;
     int *Li = li + (int64_t)r * K;
-    const int len = S.len[r];
-    __syncwarp();
-    int rl = lane < n ? count_before(Lv, Li, len, v, ci) : 0;
-    __syncwarp();
-    /* list entries only move up: top chunk first, each chunk read before written */
-    for (int c = (len + 31) / 32 - 1; c >= 0; c--) {
-        int p = c * 32 + lane, dest = -1, xi = 0;
-        double xv = 0.0;
-        if (p < len) {
-            xv = Lv[p];
-            xi = Li[p];
-            dest = p + count_before(mv, mi, n, xv, xi);
-        }
-        __syncwarp();
-        if (dest >= 0 && dest < K) {
-            Lv[dest] = xv;
-            Li[dest] = xi;
-        }
-        __syncwarp();
-    }
-    if (lane < n && lane + rl < K) {
-        Lv[lane + rl] = v;
-        Li[lane + rl] = ci;
-    }
-    __syncwarp();
+    const int nl = merge_flushed(v, S.pidx[r], n, cosine, S.qaux[r], a.raux, Lv, Li, S.len[r], K,
+                                 S.mv[warp], S.mi[warp], lane);
     if (lane == 0) {
-        int nl = len + n < K ? len + n : K;
         S.len[r] = nl;
         S.pcnt[r] = 0;
         if (nl == K)

@@ -59,7 +59,6 @@ using namespace gsb_topk;
 
 namespace {
 
-constexpr int SENTINEL = INT_MAX;          /* index of an empty slot: ranks last */
 constexpr int WARPS = 8;                   /* queries (warps) per selection block */
 constexpr int CARRY = 32;                  /* pending candidates kept between tiles */
 constexpr int UNROLL = 4;                  /* 32-column steps whose loads go out together */
@@ -149,48 +148,7 @@ __device__ __noinline__ int flush(const sel_args &a, int64_t qg, const int *pidx
             s += __shfl_xor_sync(FULL_MASK, s, off);
         v = __shfl_sync(FULL_MASK, s, (lane * G) & 31);
     }
-    int ci = SENTINEL;
-    if (lane < n) {
-        ci = pidx[lane];
-        if (cosine) {
-            /* the CPU twin's formula and rounding, unfused: exact ties stay ties */
-            v = __dsub_rn(1.0, __dmul_rn(__dmul_rn(v, a.qaux[qg]), a.raux[ci]));
-            v = v < 0.0 ? 0.0 : (v > 2.0 ? 2.0 : v);
-        }
-    } else {
-        v = INFINITY;
-    }
-    warp_sort(v, ci, lane);
-
-    /* merge: an entry's new place is its old place plus how many of the
-     * other sequence rank before it; list entries only move up, so the top
-     * chunk goes first and each chunk is read before it is written */
-    mv[lane] = v;
-    mi[lane] = ci;
-    __syncwarp();
-    int rl = lane < n ? count_before(Lv, Li, len, v, ci) : 0;
-    __syncwarp();
-    for (int c = (len + 31) / 32 - 1; c >= 0; c--) {
-        int p = c * 32 + lane, dest = -1, xi = 0;
-        double xv = 0.0;
-        if (p < len) {
-            xv = Lv[p];
-            xi = Li[p];
-            dest = p + count_before(mv, mi, n, xv, xi);
-        }
-        __syncwarp();
-        if (dest >= 0 && dest < K) {
-            Lv[dest] = xv;
-            Li[dest] = xi;
-        }
-        __syncwarp();
-    }
-    if (lane < n && lane + rl < K) {
-        Lv[lane + rl] = v;
-        Li[lane + rl] = ci;
-    }
-    __syncwarp();
-    return len + n < K ? len + n : K;
+    return merge_flushed(v, pidx, n, cosine, a.qaux[qg], a.raux, Lv, Li, len, K, mv, mi, lane);
 }
 
 /* The query's admission threshold for a list of length len. */

@@ -10,10 +10,14 @@
 
 #include "backend/cuda/cuda_distance_tile.cuh"
 
+#include <limits.h>
+
 namespace gsb_topk {
 
 using gsb_dist::FULL_MASK;
 using gsb_dist::num;
+
+constexpr int SENTINEL = INT_MAX; /* index of an empty list slot: ranks last */
 
 __device__ __forceinline__ bool ranks_before(double av, int ai, double bv, int bi)
 {
@@ -51,6 +55,60 @@ __device__ __forceinline__ void warp_sort(double &v, int &i, int lane)
                 i = oi;
             }
         }
+}
+
+/*
+ * A flush's last steps, the same in both paths: lane l holds candidate l's
+ * summed dot product (cosine) or distance v, pidx the n (<= 32) candidates'
+ * indices.  Finish the cosine (the CPU twin's formula and rounding, unfused:
+ * exact ties stay ties), sort the warp, and merge into the sorted list Lv / Li
+ * of length len (at most K kept) through the warp's 32 places mv / mi: an
+ * entry's new place is its old place plus how many of the other sequence rank
+ * before it; list entries only move up, so the top chunk goes first and each
+ * chunk is read before it is written.  Returns the new length.
+ */
+__device__ __forceinline__ int merge_flushed(double v, const int *pidx, int n, bool cosine,
+                                             double qaux, const double *raux, double *Lv,
+                                             int *Li, int len, int K, double *mv, int *mi,
+                                             int lane)
+{
+    int ci = SENTINEL;
+    if (lane < n) {
+        ci = pidx[lane];
+        if (cosine) {
+            v = __dsub_rn(1.0, __dmul_rn(__dmul_rn(v, qaux), raux[ci]));
+            v = v < 0.0 ? 0.0 : (v > 2.0 ? 2.0 : v);
+        }
+    } else {
+        v = INFINITY;
+    }
+    warp_sort(v, ci, lane);
+    mv[lane] = v;
+    mi[lane] = ci;
+    __syncwarp();
+    int rl = lane < n ? count_before(Lv, Li, len, v, ci) : 0;
+    __syncwarp();
+    for (int c = (len + 31) / 32 - 1; c >= 0; c--) {
+        int p = c * 32 + lane, dest = -1, xi = 0;
+        double xv = 0.0;
+        if (p < len) {
+            xv = Lv[p];
+            xi = Li[p];
+            dest = p + count_before(mv, mi, n, xv, xi);
+        }
+        __syncwarp();
+        if (dest >= 0 && dest < K) {
+            Lv[dest] = xv;
+            Li[dest] = xi;
+        }
+        __syncwarp();
+    }
+    if (lane < n && lane + rl < K) {
+        Lv[lane + rl] = v;
+        Li[lane + rl] = ci;
+    }
+    __syncwarp();
+    return len + n < K ? len + n : K;
 }
 
 /*
