@@ -57,6 +57,8 @@ typedef struct lgrow {
     gsb__tensor map, map2, seg, feats, feats2, recs, recs2, nodes, imp, splits;
     int32_t *h_nodes;                                 /* a level's nodes on the host */
     double *h_imp;
+    int32_t *t_tree;                                  /* a level's trees, in order, */
+    int64_t *t_first;                                 /* where each one's nodes start */
     int64_t h_cap;
     /* histogram slots (none unless full) */
     gsb__tensor pool, slots;
@@ -378,33 +380,66 @@ static int derive_slots(lgrow *g, int64_t n, int64_t n_split)
     return GSB_OK;
 }
 
-/* The level's nodes (on the host) join their trees. */
-static int append_level(lgrow *g, int64_t n, gsb__grown *out)
+/* Tree o takes the level's nodes [i0, i1) (its own, in order): 0, 1 when one is
+ * out of order, 2 when out of memory.  Room grows once for them all. */
+static int append_tree(const lgrow *g, int64_t i0, int64_t i1, gsb__grown *o)
 {
-    for (int64_t i = 0; i < n; i++) {
+    int64_t need = o->n_nodes + (i1 - i0);
+    if (need > o->cap) {
+        int64_t cap = o->cap ? 2 * o->cap : 64;
+        while (cap < need)
+            cap *= 2;
+        gsb__grow_node *nn = realloc(o->nodes, (size_t)cap * sizeof *nn);
+        if (!nn)
+            return 2;
+        o->nodes = nn;
+        o->cap = cap;
+    }
+    for (int64_t i = i0; i < i1; i++) {
         const int32_t *x = g->h_nodes + i * GSB__FLV_NODE;
-        int32_t t = x[GSB__FLV_TREE];
-        if (t < 0 || t >= g->T || x[GSB__FLV_ID] != out[t].n_nodes)
-            return gsb__err(GSB_EINTERNAL, "random forest: level node %lld out of order",
-                            (long long)i);
-        gsb__grown *o = &out[t];
-        if (o->n_nodes == o->cap) {
-            int64_t cap = o->cap ? 2 * o->cap : 64;
-            gsb__grow_node *nn = realloc(o->nodes, (size_t)cap * sizeof *nn);
-            if (!nn)
-                return oom("tree nodes");
-            o->nodes = nn;
-            o->cap = cap;
-        }
+        if (x[GSB__FLV_ID] != o->n_nodes)
+            return 1;
         gsb__grow_node *nd = &o->nodes[o->n_nodes++];
         *nd = (gsb__grow_node){x[GSB__FLV_FEATURE], x[GSB__FLV_BIN_LO], x[GSB__FLV_BIN_HI],
                                x[GSB__FLV_MISSING_LEFT], x[GSB__FLV_LEFT], x[GSB__FLV_START],
                                x[GSB__FLV_END], x[GSB__FLV_DEPTH]};
         if (nd->depth > o->max_depth)
             o->max_depth = nd->depth;
+        /* per tree in level order: the sums of the serial append, bit for bit */
         if (nd->feature >= 0 && nd->feature < g->F)
             o->importance[nd->feature] += g->h_imp[i];
     }
+    return 0;
+}
+
+/*
+ * The level's nodes (on the host) join their trees.  The level lists each
+ * tree's nodes together, trees in order (the roots are; forest_level_decide
+ * numbers the children in frontier order), so the trees take theirs in
+ * parallel: first the runs of one tree (t_tree, t_first), then a tree each.
+ */
+static int append_level(lgrow *g, int64_t n, gsb__grown *out)
+{
+    int64_t nt = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t t = g->h_nodes[i * GSB__FLV_NODE + GSB__FLV_TREE];
+        if (t < 0 || t >= g->T || (nt > 0 && t < g->t_tree[nt - 1]))
+            return gsb__err(GSB_EINTERNAL, "random forest: level node %lld out of order",
+                            (long long)i);
+        if (nt == 0 || t != g->t_tree[nt - 1]) {
+            g->t_tree[nt] = t;
+            g->t_first[nt++] = i;
+        }
+    }
+    g->t_first[nt] = n;
+    int failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (n > 8192)
+    for (int64_t k = 0; k < nt; k++)
+        failed |= append_tree(g, g->t_first[k], g->t_first[k + 1], &out[g->t_tree[k]]);
+    if (failed & 2)
+        return oom("tree nodes");
+    if (failed)
+        return gsb__err(GSB_EINTERNAL, "random forest: level nodes out of order");
     return GSB_OK;
 }
 
@@ -491,9 +526,15 @@ int gsb__grow_trees_level(const gsb__backend *be, gsb__forest_data *d, const gsb
     int rc = GSB_OK;
     if (p->max_leaf_nodes > 0 || g.m < 1)
         return gsb__err(GSB_EINTERNAL, "random forest: the level grower grows breadth first");
+    g.t_tree = gsb__alloc_array(n_trees, sizeof *g.t_tree);
+    g.t_first = gsb__alloc_array(n_trees + 1, sizeof *g.t_first);
+    if (!g.t_tree || !g.t_first) {
+        rc = oom("the level's trees");
+        goto done;
+    }
     for (int64_t t = 0; t < n_trees; t++)
         if (!(out[t].importance = gsb__calloc_array(g.F, sizeof(double))))
-            return oom("importances");
+            GSB_CHECK(oom("importances"));
     GSB_CHECK(setup(&g, trees));
     GSB_CHECK(pool_setup(&g));
     d->pool = g.pool.data ? &g.pool : NULL;
@@ -515,6 +556,8 @@ done:
         gsb__tensor_free(all[i]);
     free(g.h_nodes);
     free(g.h_imp);
+    free(g.t_tree);
+    free(g.t_first);
     free(g.free_slots);
     free(g.h_slot);
     free(g.h_kslot);
