@@ -12,9 +12,12 @@
  *   forest_level_decide  leaves, splits, the children numbered (the next
  *                        frontier, its stats)
  *   forest_level_partition  the samples of the nodes that split
- *   download             the level's nodes: they join the host's trees.
  * The host reads back the candidate counts and the count of splits (to size
- * the next calls) and the level's nodes.
+ * the next calls).  The levels' nodes and importances stay in a store on the
+ * backend, one level after another, read back once when the growth ends (or
+ * when the store would pass STORE_MAX nodes) and joined to their trees on
+ * the host, a tree per thread: a read-back per level and a serial append of
+ * millions of nodes cost the GPU more than the split searches.
  *
  * Histograms: when the nodes draw most of the features (2 max_features >=
  * n_features), nodes of at least gsb__grow_large samples keep every
@@ -36,6 +39,10 @@
 #include "core/tensor.h"
 #include "estimators/ensemble/tree_grow.h"
 
+/* the most nodes the store keeps on the backend before its levels join their
+ * trees (48 bytes each: 768 MiB) */
+#define STORE_MAX ((int64_t)1 << 24)
+
 /* The kinds of step a level takes, as GSB_PROFILE reports them. */
 enum { PH_FEATS, PH_SPLIT, PH_DECIDE, PH_PART, PH_READ, PH_SLOTS, PH_HOST, PH_N };
 static const char *const ph_name[PH_N] = {
@@ -43,7 +50,7 @@ static const char *const ph_name[PH_N] = {
     "  level: split search (forest_split)",
     "  level: decide (forest_level_decide)",
     "  level: partition (forest_level_partition + count read)",
-    "  level: nodes read back and appended (host)",
+    "  level: nodes stored; read back and appended at the end (host)",
     "  level: histogram slots (read-back, forest_hist, forest_hist_sub)",
     "  level: room, slots upload, progress (host)"};
 
@@ -54,12 +61,16 @@ typedef struct lgrow {
     int64_t T, F, m, V1, R;
     gsb__tensor seeds, root_w, tcount, counts, owner, srows, sw;
     gsb__tensor front[2], stats[2];                  /* the frontier, ping-pong */
-    gsb__tensor map, map2, seg, feats, feats2, recs, recs2, nodes, imp, splits;
-    int32_t *h_nodes;                                 /* a level's nodes on the host */
-    double *h_imp;
-    int32_t *t_tree;                                  /* a level's trees, in order, */
-    int64_t *t_first;                                 /* where each one's nodes start */
+    gsb__tensor map, map2, seg, feats, feats2, recs, recs2, splits;
+    int32_t *h_nodes;                                 /* a level's nodes on the host (slots) */
     int64_t h_cap;
+    /* the store: levels' nodes and importances on the backend, not yet appended */
+    gsb__tensor all_nodes, all_imp;
+    int64_t n_all, store_cap;
+    int64_t *lvl_off, n_lvl, lvl_cap;                 /* where each stored level starts */
+    int32_t *h_all;                                   /* the store read back */
+    double *h_all_imp;
+    int64_t h_all_cap;
     /* histogram slots (none unless full) */
     gsb__tensor pool, slots;
     int64_t large, n_free;
@@ -121,6 +132,14 @@ static gsb__tensor head(const gsb__tensor *t, int64_t rows)
     gsb__tensor v = *t;
     v.owned = 0;
     v.rows = rows;
+    return v;
+}
+
+/* Rows [r0, r0 + rows) of t (a row range is a tensor on every backend). */
+static gsb__tensor rows_of(const gsb__tensor *t, int64_t r0, int64_t rows)
+{
+    gsb__tensor v = head(t, rows);
+    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
     return v;
 }
 
@@ -256,8 +275,6 @@ static int level_room(lgrow *g, int64_t n, int nxt)
         GSB_TRY(ensure(be, GSB_I32, n, g->F - g->m, &g->feats2));
         GSB_TRY(ensure(be, GSB_F64, n, g->R, &g->recs2));
     }
-    GSB_TRY(ensure(be, GSB_I32, n, GSB__FLV_NODE, &g->nodes));
-    GSB_TRY(ensure(be, GSB_F64, n, 1, &g->imp));
     GSB_TRY(ensure(be, GSB_I32, n, GSB__FLS_COLS, &g->splits));
     GSB_TRY(ensure(be, GSB_I32, 2 * n, GSB__FLV_FRONT, &g->front[nxt]));
     GSB_TRY(ensure(be, GSB_F64, 2 * n, g->V1, &g->stats[nxt]));
@@ -268,13 +285,11 @@ static int level_room(lgrow *g, int64_t n, int nxt)
         int32_t *kslot = g->h_kslot;
         g->h_kslot = NULL;
         free(g->h_nodes);
-        free(g->h_imp);
         free(g->h_splits);
         free(g->h_build);
         free(g->h_pairs);
         free(g->h_drop);
         g->h_nodes = gsb__alloc_array(cap * GSB__FLV_NODE, sizeof *g->h_nodes);
-        g->h_imp = gsb__alloc_array(cap, sizeof *g->h_imp);
         g->h_splits = gsb__alloc_array(cap * GSB__FLS_COLS, sizeof *g->h_splits);
         g->h_build = gsb__alloc_array(3 * cap, sizeof *g->h_build);
         g->h_pairs = gsb__alloc_array(2 * cap, sizeof *g->h_pairs);
@@ -287,7 +302,7 @@ static int level_room(lgrow *g, int64_t n, int nxt)
         free(g->h_slot);
         free(kslot);
         g->h_slot = slot;
-        if (!g->h_nodes || !g->h_imp || !g->h_splits || !g->h_build || !g->h_pairs ||
+        if (!g->h_nodes || !g->h_splits || !g->h_build || !g->h_pairs ||
             !g->h_drop || !g->h_slot || !g->h_kslot)
             return oom("a level's nodes");
         g->h_cap = cap;
@@ -380,9 +395,10 @@ static int derive_slots(lgrow *g, int64_t n, int64_t n_split)
     return GSB_OK;
 }
 
-/* Tree o takes the level's nodes [i0, i1) (its own, in order): 0, 1 when one is
- * out of order, 2 when out of memory.  Room grows once for them all. */
-static int append_tree(const lgrow *g, int64_t i0, int64_t i1, gsb__grown *o)
+/* Tree o takes nodes [i0, i1) of x0 / imp (its own, in order): 0, 1 when one
+ * is out of order, 2 when out of memory.  Room grows once for them all. */
+static int append_tree(const lgrow *g, const int32_t *x0, const double *imp, int64_t i0,
+                       int64_t i1, gsb__grown *o)
 {
     int64_t need = o->n_nodes + (i1 - i0);
     if (need > o->cap) {
@@ -396,7 +412,7 @@ static int append_tree(const lgrow *g, int64_t i0, int64_t i1, gsb__grown *o)
         o->cap = cap;
     }
     for (int64_t i = i0; i < i1; i++) {
-        const int32_t *x = g->h_nodes + i * GSB__FLV_NODE;
+        const int32_t *x = x0 + i * GSB__FLV_NODE;
         if (x[GSB__FLV_ID] != o->n_nodes)
             return 1;
         gsb__grow_node *nd = &o->nodes[o->n_nodes++];
@@ -405,41 +421,115 @@ static int append_tree(const lgrow *g, int64_t i0, int64_t i1, gsb__grown *o)
                                x[GSB__FLV_END], x[GSB__FLV_DEPTH]};
         if (nd->depth > o->max_depth)
             o->max_depth = nd->depth;
-        /* per tree in level order: the sums of the serial append, bit for bit */
+        /* per tree in level order: the sums of a serial append, bit for bit */
         if (nd->feature >= 0 && nd->feature < g->F)
-            o->importance[nd->feature] += g->h_imp[i];
+            o->importance[nd->feature] += imp[i];
     }
     return 0;
 }
 
-/*
- * The level's nodes (on the host) join their trees.  The level lists each
- * tree's nodes together, trees in order (the roots are; forest_level_decide
- * numbers the children in frontier order), so the trees take theirs in
- * parallel: first the runs of one tree (t_tree, t_first), then a tree each.
- */
-static int append_level(lgrow *g, int64_t n, gsb__grown *out)
+/* The first of nodes [lo, hi) (of a level: sorted by tree) of tree >= t, else hi. */
+static int64_t first_of(const int32_t *x, int64_t lo, int64_t hi, int64_t t)
 {
-    int64_t nt = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int32_t t = g->h_nodes[i * GSB__FLV_NODE + GSB__FLV_TREE];
-        if (t < 0 || t >= g->T || (nt > 0 && t < g->t_tree[nt - 1]))
-            return gsb__err(GSB_EINTERNAL, "random forest: level node %lld out of order",
-                            (long long)i);
-        if (nt == 0 || t != g->t_tree[nt - 1]) {
-            g->t_tree[nt] = t;
-            g->t_first[nt++] = i;
-        }
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (x[mid * GSB__FLV_NODE + GSB__FLV_TREE] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    g->t_first[nt] = n;
+    return lo;
+}
+
+/*
+ * The stored levels join their trees: read back at once, then a tree per
+ * thread takes its nodes level by level.  A level lists each tree's nodes
+ * together, trees in order (the roots are; forest_level_decide numbers the
+ * children in frontier order), so a tree finds its run of a level by
+ * bisection; the runs must cover the store.
+ */
+static int flush(lgrow *g, gsb__grown *out)
+{
+    int64_t N = g->n_all, appended = 0;
+    if (N == 0)
+        return GSB_OK;
+    if (N > g->h_all_cap) {
+        free(g->h_all);
+        free(g->h_all_imp);
+        g->h_all = gsb__alloc_array(N * GSB__FLV_NODE, sizeof *g->h_all);
+        g->h_all_imp = gsb__alloc_array(N, sizeof *g->h_all_imp);
+        g->h_all_cap = g->h_all && g->h_all_imp ? N : 0;
+        if (!g->h_all_cap)
+            return oom("the trees' nodes");
+    }
+    gsb__tensor nv = head(&g->all_nodes, N), iv = head(&g->all_imp, N);
+    GSB_TRY(g->be->ops->download(g->be, &nv, g->h_all));
+    GSB_TRY(g->be->ops->download(g->be, &iv, g->h_all_imp));
+    g->n_waits += 2;
+    g->lvl_off[g->n_lvl] = N;
     int failed = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (n > 8192)
-    for (int64_t k = 0; k < nt; k++)
-        failed |= append_tree(g, g->t_first[k], g->t_first[k + 1], &out[g->t_tree[k]]);
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) reduction(+ : appended) \
+    if (N > 8192)
+    for (int64_t t = 0; t < g->T; t++)
+        for (int64_t L = 0; L < g->n_lvl && !failed; L++) {
+            int64_t lo = first_of(g->h_all, g->lvl_off[L], g->lvl_off[L + 1], t);
+            int64_t hi = first_of(g->h_all, lo, g->lvl_off[L + 1], t + 1);
+            failed |= append_tree(g, g->h_all, g->h_all_imp, lo, hi, &out[t]);
+            appended += hi - lo;
+        }
+    g->n_all = g->n_lvl = 0;
     if (failed & 2)
         return oom("tree nodes");
-    if (failed)
+    if (failed || appended != N)
         return gsb__err(GSB_EINTERNAL, "random forest: level nodes out of order");
+    return GSB_OK;
+}
+
+/* Room in the store for a level of n nodes: it grows (the stored levels
+ * copied over) up to STORE_MAX nodes; past that its levels join their trees
+ * first. */
+static int store_room(lgrow *g, int64_t n, gsb__grown *out)
+{
+    const gsb__backend *be = g->be;
+    if (g->n_lvl + 2 > g->lvl_cap) {
+        int64_t cap = 2 * g->lvl_cap + 16;
+        int64_t *lo = realloc(g->lvl_off, (size_t)cap * sizeof *lo);
+        if (!lo)
+            return oom("the stored levels");
+        g->lvl_off = lo;
+        g->lvl_cap = cap;
+    }
+    if (g->n_all + n <= g->store_cap)
+        return GSB_OK;
+    if (g->n_all + n > STORE_MAX) {
+        GSB_TRY(flush(g, out));
+        if (n <= g->store_cap)
+            return GSB_OK;
+    }
+    int64_t need = g->n_all + n, cap = need + need / 2 + 4096;
+    if (cap > STORE_MAX)
+        cap = need > STORE_MAX ? need : STORE_MAX;
+    gsb__tensor nn = GSB__TENSOR_NONE, ni = GSB__TENSOR_NONE;
+    int rc = gsb__tensor_alloc(be, GSB_I32, cap, GSB__FLV_NODE, &nn);
+    if (rc == GSB_OK)
+        rc = gsb__tensor_alloc(be, GSB_F64, cap, 1, &ni);
+    if (rc == GSB_OK && g->n_all > 0) {
+        gsb__tensor dn = head(&nn, g->n_all), di = head(&ni, g->n_all);
+        gsb__tensor sn = head(&g->all_nodes, g->n_all), si = head(&g->all_imp, g->n_all);
+        rc = be->ops->copy(be, &dn, &sn);
+        if (rc == GSB_OK)
+            rc = be->ops->copy(be, &di, &si);
+    }
+    if (rc != GSB_OK) {
+        gsb__tensor_free(&nn);
+        gsb__tensor_free(&ni);
+        return rc;
+    }
+    gsb__tensor_free(&g->all_nodes);
+    gsb__tensor_free(&g->all_imp);
+    g->all_nodes = nn;
+    g->all_imp = ni;
+    g->store_cap = cap;
     return GSB_OK;
 }
 
@@ -454,8 +544,10 @@ static int grow(lgrow *g, gsb__grown *out, gsb__grow_progress progress, void *pr
         g->n_levels++;
         g->n_nodes += n;
         GSB_TRY(level_room(g, n, 1 - cur));
+        GSB_TRY(store_room(g, n, out));
         gsb__tensor fr = head(&g->front[cur], n), st = head(&g->stats[cur], n);
-        gsb__tensor nv = head(&g->nodes, n), iv = head(&g->imp, n), sp = head(&g->splits, n);
+        gsb__tensor nv = rows_of(&g->all_nodes, g->n_all, n);
+        gsb__tensor iv = rows_of(&g->all_imp, g->n_all, n), sp = head(&g->splits, n);
         gsb__tensor kv = head(&g->front[1 - cur], 2 * n), ks = head(&g->stats[1 - cur], 2 * n);
         gsb__tensor mv = head(&g->map, n), m2 = head(&g->map2, n), rv, r2;
         gsb__tensor slv = head(&g->slots, n);
@@ -488,14 +580,12 @@ static int grow(lgrow *g, gsb__grown *out, gsb__grow_progress progress, void *pr
         if (counts[1] != 0 || counts[0] < 0 || counts[0] > n)
             return gsb__err(GSB_EINTERNAL, "random forest: %d of %d partitions disagree with "
                             "the split search", counts[1], counts[0]);
-        GSB_TRY(be->ops->download(be, &nv, g->h_nodes));
-        GSB_TRY(be->ops->download(be, &iv, g->h_imp));
-        g->n_waits += 2;
-        GSB_TRY(append_level(g, n, out));
-        tick(g, PH_READ);
+        g->lvl_off[g->n_lvl++] = g->n_all;
+        g->n_all += n;
         if (with_slots) {
+            GSB_TRY(be->ops->download(be, &nv, g->h_nodes));
             GSB_TRY(be->ops->download(be, &sp, g->h_splits));
-            g->n_waits++;
+            g->n_waits += 2;
             GSB_TRY(derive_slots(g, n, counts[0]));
             tick(g, PH_SLOTS);
             int32_t *t = g->h_slot;
@@ -507,6 +597,8 @@ static int grow(lgrow *g, gsb__grown *out, gsb__grow_progress progress, void *pr
         if (progress)
             GSB_TRY(progress(progress_data, step + 1));
     }
+    GSB_TRY(flush(g, out));
+    tick(g, PH_READ);
     return GSB_OK;
 }
 
@@ -526,15 +618,9 @@ int gsb__grow_trees_level(const gsb__backend *be, gsb__forest_data *d, const gsb
     int rc = GSB_OK;
     if (p->max_leaf_nodes > 0 || g.m < 1)
         return gsb__err(GSB_EINTERNAL, "random forest: the level grower grows breadth first");
-    g.t_tree = gsb__alloc_array(n_trees, sizeof *g.t_tree);
-    g.t_first = gsb__alloc_array(n_trees + 1, sizeof *g.t_first);
-    if (!g.t_tree || !g.t_first) {
-        rc = oom("the level's trees");
-        goto done;
-    }
     for (int64_t t = 0; t < n_trees; t++)
         if (!(out[t].importance = gsb__calloc_array(g.F, sizeof(double))))
-            GSB_CHECK(oom("importances"));
+            return oom("importances");
     GSB_CHECK(setup(&g, trees));
     GSB_CHECK(pool_setup(&g));
     d->pool = g.pool.data ? &g.pool : NULL;
@@ -550,14 +636,14 @@ done:
     d->scratch_rows = d->scratch_weights = NULL;
     gsb__tensor *all[] = {&g.seeds, &g.root_w, &g.tcount, &g.counts, &g.owner, &g.srows, &g.sw,
                           &g.front[0], &g.front[1], &g.stats[0], &g.stats[1], &g.map, &g.map2,
-                          &g.seg, &g.feats, &g.feats2, &g.recs, &g.recs2, &g.nodes, &g.imp,
-                          &g.splits, &g.pool, &g.slots};
+                          &g.seg, &g.feats, &g.feats2, &g.recs, &g.recs2, &g.all_nodes,
+                          &g.all_imp, &g.splits, &g.pool, &g.slots};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         gsb__tensor_free(all[i]);
     free(g.h_nodes);
-    free(g.h_imp);
-    free(g.t_tree);
-    free(g.t_first);
+    free(g.lvl_off);
+    free(g.h_all);
+    free(g.h_all_imp);
     free(g.free_slots);
     free(g.h_slot);
     free(g.h_kslot);
