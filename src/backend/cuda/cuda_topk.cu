@@ -540,7 +540,8 @@ static int topk_entry(const gsb__backend *be, const gsb__tensor *Q, const gsb__t
         return rc;
     if (Q->rows == 0)
         return GSB_OK;
-    if (gsb__cuda_topk_gemm_applies(Q->rows, R->rows, Q->cols, metric))
+    if (gsb__cuda_topk_gemm_applies(Q->rows, R->rows, Q->cols, metric,
+                                    Q->dtype == GSB_F32 && !fast))
         return gsb__cuda_topk_gemm(be, Q, R, k, metric, exclude_self, fast, dist, idx);
     return Q->dtype == GSB_F32 ? topk_run<float>(be, Q, R, k, metric, exclude_self, dist, idx)
                                : topk_run<double>(be, Q, R, k, metric, exclude_self, dist, idx);

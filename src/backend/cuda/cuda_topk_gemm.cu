@@ -439,8 +439,12 @@ done:
  * large shapes (GEMM's rate outruns the fused kernel's once its tiles are
  * big, ~0.4 of the FP32 GEMM rate at 10k x 200k x 64).  GSB_TOPK_PATH=gemm
  * or =fused forces one path where both apply (tests, measurements). */
+/* exact_f32: exact float32 (not topk_fast's TF32), where the fused kernel
+ * stays faster on narrow rows: on an H200 at 10k x 200k x 64 it took 13.5 ms
+ * against the GEMM path's 16.1 (float64: 21.7 against 16.8; float32 at d = 784:
+ * 98 against 63). */
 extern "C" int gsb__cuda_topk_gemm_applies(int64_t nq, int64_t nr, int64_t d,
-                                            gsb__metric metric)
+                                            gsb__metric metric, int exact_f32)
 {
     if (metric == GSB__METRIC_MANHATTAN || d < 1 || d > INT_MAX || nr >= INT_MAX ||
         nq > INT_MAX)
@@ -450,7 +454,8 @@ extern "C" int gsb__cuda_topk_gemm_applies(int64_t nq, int64_t nr, int64_t d,
         return 1;
     if (force && strcmp(force, "fused") == 0)
         return 0;
-    return nq >= 1024 && nr >= 4096 && d >= 32 && (double)nq * (double)nr * (double)d >= 1e9;
+    return nq >= 1024 && nr >= 4096 && d >= (exact_f32 ? 256 : 32) &&
+           (double)nq * (double)nr * (double)d >= 1e9;
 }
 
 extern "C" int gsb__cuda_topk_gemm(const gsb__backend *be, const gsb__tensor *Q,

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "core/estimator.h"
+#include "core/profile.h"
 #include "estimators/common/partial_stats.h"
 #include "estimators/linear_model/linear_common.h"
 
@@ -317,6 +318,11 @@ static int lr_fit(gsb__ctx *c)
         return GSB_OK;
     GSB_TRY(gsb__lin_prepare(c->be, gsb__in(c, "X"), gsb__in(c, "y"), gsb__in(c, "sample_weight"),
                              fit_intercept, 0, &d));
+    gsb__profile_mark("X, y to the backend, centred");
+    /* X's NaN / infinity check, when the dispatcher left it to the backend: a
+     * non-finite entry stays non-finite through centring and weighting */
+    GSB_CHECK(gsb__x_check_on_backend(c, gsb__in(c, "X"), &d.X));
+    gsb__profile_mark("X checked for NaN / infinity");
     gsb_dtype coef_dtype = d.dtype;
     if (positive) {
         GSB_CHECK(positive_coef(c, &d, NULL, &coef));
@@ -327,6 +333,7 @@ static int lr_fit(gsb__ctx *c)
     } else {
         GSB_CHECK(lr_lstsq(c, &d, gsb__param_float(c->params, "tol"), &coef));
     }
+    gsb__profile_mark(positive ? "non-negative least squares" : "least squares (lstsq)");
     rc = gsb__lin_store(c, &d, coef, coef_dtype, fit_intercept, d.y_1d);
 done:
     free(coef);
@@ -336,7 +343,7 @@ done:
 
 static const gsb__method_desc lr_methods[] = {
     {"fit", lr_fit,
-     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
+     {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM | GSB__IN_CHECK_ON_BACKEND}, {"y", GSB__IN_Y_LIKE_X}, {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "ordinary least squares (non-negative with positive=True)"},
     {"predict", gsb__lin_predict, {{"X", GSB__IN_X | GSB__IN_DEVICE_OK | GSB__IN_STREAM}}, 0, "X @ coef_.T + intercept_ (result \"y\")"},
     GSB__STATS_GRAM_ROW, GSB__STATS_MERGE_ROW,
