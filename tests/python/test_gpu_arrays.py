@@ -27,8 +27,12 @@ from gsb.preprocessing import MinMaxScaler, StandardScaler
 
 @pytest.fixture(autouse=True)
 def _restore_config():
+    # the device as the run set it (GSB_DEVICE=cuda on the GPU suite): a test that
+    # left "auto" behind sent later small fits in the same process to the CPU, and
+    # test_remote's embedded-vs-server checks then compared the CPU with the GPU
+    device = gsb.get_config()["device"]
     yield
-    gsb.set_config(output_type=None, gpu_memory_cap=None)
+    gsb.set_config(output_type=None, gpu_memory_cap=None, device=device)
 
 
 def _data(n=2400, d=6, dtype=np.float64, seed=0):
@@ -101,21 +105,18 @@ def test_cuda_array_interface_is_recognised():
 
 def test_device_arrays_on_a_session_without_gpu_are_copied_once():
     gsb.set_config(device="cpu")
-    try:
-        X, y, labels = _data()
-        fx = FakeDeviceArray(X)
-        a = LinearRegression().fit(X, y)
-        b = LinearRegression().fit(fx, FakeDeviceArray(y))
-        assert fx.copies == 1
-        np.testing.assert_allclose(b.coef_, a.coef_, rtol=1e-12)
-        np.testing.assert_array_equal(b.predict(FakeDeviceArray(X)), a.predict(X))
-        clf = KNeighborsClassifier(n_neighbors=3).fit(FakeDeviceArray(X),
-                                                      FakeDeviceArray(labels))
-        assert clf.score(FakeDeviceArray(X), FakeDeviceArray(labels)) > 0.9
-        h = gsb.put(FakeDeviceArray(X))
-        np.testing.assert_allclose(PCA(2).fit(h).components_, PCA(2).fit(X).components_)
-    finally:
-        gsb.set_config(device="auto")
+    X, y, labels = _data()
+    fx = FakeDeviceArray(X)
+    a = LinearRegression().fit(X, y)
+    b = LinearRegression().fit(fx, FakeDeviceArray(y))
+    assert fx.copies == 1
+    np.testing.assert_allclose(b.coef_, a.coef_, rtol=1e-12)
+    np.testing.assert_array_equal(b.predict(FakeDeviceArray(X)), a.predict(X))
+    clf = KNeighborsClassifier(n_neighbors=3).fit(FakeDeviceArray(X),
+                                                  FakeDeviceArray(labels))
+    assert clf.score(FakeDeviceArray(X), FakeDeviceArray(labels)) > 0.9
+    h = gsb.put(FakeDeviceArray(X))
+    np.testing.assert_allclose(PCA(2).fit(h).components_, PCA(2).fit(X).components_)
 
 
 def test_unknown_device_producer_says_what_to_do():
@@ -123,11 +124,8 @@ def test_unknown_device_producer_says_what_to_do():
         __cuda_array_interface__ = {"shape": (2, 2), "typestr": "<f8", "data": (8, False),
                                     "version": 2}
     gsb.set_config(device="cpu")
-    try:
-        with pytest.raises(TypeError, match="copy it to a numpy array first"):
-            StandardScaler().fit(Opaque())
-    finally:
-        gsb.set_config(device="auto")
+    with pytest.raises(TypeError, match="copy it to a numpy array first"):
+        StandardScaler().fit(Opaque())
 
 
 # ---- output types ----------------------------------------------------------------------
