@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_util.h"
+#include "backend/seg_index.h"
 #include "core/error.h"
 
 /* seg (K + 1 GSB_I64) with K >= 1; *K set */
@@ -21,27 +22,6 @@ static int check_seg(const gsb__tensor *seg, const char *op, int64_t *K)
         return gsb__err(GSB_EINTERNAL, "%s: seg holds no segment", op);
     *K = seg->rows * seg->cols - 1;
     return GSB_OK;
-}
-
-/* segment c's element range, clipped to [0, n) */
-static void seg_range(const int64_t *seg, int64_t c, int64_t n, int64_t *lo, int64_t *hi)
-{
-    *lo = cpu_clamp64(seg[c], 0, n);
-    *hi = cpu_clamp64(seg[c + 1], *lo, n);
-}
-
-/* the segment of element v: the last c with seg[c] <= v, in [0, K) */
-static int64_t seg_of(const int64_t *seg, int64_t K, int64_t v)
-{
-    int64_t lo = 0, hi = K - 1;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo + 1) / 2;
-        if (seg[mid] <= v)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
 }
 
 int gsb__cpu_seg_dots(const gsb__backend *be, const gsb__tensor *V, const gsb__tensor *x,
@@ -61,7 +41,7 @@ int gsb__cpu_seg_dots(const gsb__backend *be, const gsb__tensor *V, const gsb__t
     for (int64_t i = 0; i < m; i++)
         for (int64_t k = 0; k < K; k++) {
             int64_t lo, hi;
-            seg_range(s, k, n, &lo, &hi);
+            gsb__seg_range(s, k, n, &lo, &hi);
             double sum = 0.0;
             for (int64_t e = lo; e < hi; e++)
                 sum += v[i * n + e] * xv[e];
@@ -87,7 +67,7 @@ int gsb__cpu_seg_combine(const gsb__backend *be, double alpha, const gsb__tensor
     const double *c = C->data, *vv = V->data;
     double *y = Y->data;
     for (int64_t e = 0; e < n; e++) {
-        const int64_t k = seg_of(s, K, e);
+        const int64_t k = gsb__seg_of(s, K, e);
         for (int64_t r = 0; r < l; r++) {
             double sum = 0.0;
             for (int64_t i = 0; i < m; i++)
@@ -114,7 +94,7 @@ int gsb__cpu_seg_normalize(const gsb__backend *be, const gsb__tensor *x, const g
     double *yv = y->data, *out = nrm->data;
     for (int64_t k = 0; k < K; k++) {
         int64_t lo, hi;
-        seg_range(s, k, n, &lo, &hi);
+        gsb__seg_range(s, k, n, &lo, &hi);
         double sq = 0.0;
         for (int64_t e = lo; e < hi; e++)
             sq += xv[e] * xv[e];

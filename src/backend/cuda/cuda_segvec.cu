@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "backend/cuda/cuda_common.h"
+#include "backend/seg_index.h"
 
 namespace {
 
@@ -59,38 +60,12 @@ int check_seg(const gsb__backend *be, const char *op, const gsb__tensor *seg, in
     return GSB_OK;
 }
 
-__device__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
-{
-    return v < lo ? lo : (v > hi ? hi : v);
-}
-
-/* segment c's element range clipped to [0, n), as the CPU's */
-__device__ void seg_range(const int64_t *seg, int64_t c, int64_t n, int64_t *lo, int64_t *hi)
-{
-    *lo = clamp64(seg[c], 0, n);
-    *hi = clamp64(seg[c + 1], *lo, n);
-}
-
-/* the last c in [0, K) with seg[c] <= v (0 when none), as the CPU's */
-__device__ int64_t seg_of(const int64_t *seg, int64_t K, int64_t v)
-{
-    int64_t lo = 0, hi = K - 1;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo + 1) / 2;
-        if (seg[mid] <= v)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 /* slice p of segment c's elements: [*a, *b) */
 __device__ void slice_range(const int64_t *seg, int64_t c, int64_t p, int64_t slices, int64_t n,
                             int64_t *a, int64_t *b)
 {
     int64_t lo, hi;
-    seg_range(seg, c, n, &lo, &hi);
+    gsb__seg_range(seg, c, n, &lo, &hi);
     *a = lo + (hi - lo) * p / slices;
     *b = lo + (hi - lo) * (p + 1) / slices;
 }
@@ -147,7 +122,7 @@ __global__ void combine_kernel(double alpha, const double *__restrict__ C,
 {
     for (int64_t e = blockIdx.x * (int64_t)BLOCK + threadIdx.x; e < n;
          e += (int64_t)gridDim.x * BLOCK) {
-        const int64_t k = seg_of(seg, K, e);
+        const int64_t k = gsb__seg_of(seg, K, e);
         for (int64_t r = 0; r < l; r++) {
             double s = 0.0;
             for (int64_t i = 0; i < m; i++)
