@@ -95,16 +95,6 @@ int gsb__lin_store_spectrum(gsb__ctx *c, const double *w, int64_t p, int64_t n, 
     return gsb__fit_set_scalar(c, "rank_", (double)rank, GSB_I64);
 }
 
-/* Rows [r0, r0 + m) of a row-major tensor, borrowed. */
-static gsb__tensor row_view(const gsb__tensor *t, int64_t r0, int64_t m)
-{
-    gsb__tensor v = *t;
-    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
-    v.rows = m;
-    v.owned = 0;
-    return v;
-}
-
 int gsb__lin_lstsq_gram(gsb__ctx *c, const gsb__lin_data *d, double tol, double **coef,
                         int *done)
 {
@@ -124,7 +114,7 @@ int gsb__lin_lstsq_gram(gsb__ctx *c, const gsb__lin_data *d, double tol, double 
         rows = 1;
     for (int64_t r0 = 0; r0 < n; r0 += rows) {
         int64_t m = n - r0 < rows ? n - r0 : rows;
-        gsb__tensor Xb = row_view(&d->X, r0, m), Yb = row_view(&d->Y, r0, m);
+        gsb__tensor Xb = gsb__tensor_rows(&d->X, r0, m), Yb = gsb__tensor_rows(&d->Y, r0, m);
         GSB_CHECK(gsb__gram_add(c, &g, &Xb, &Yb, NULL, (double)m));
     }
     GSB_CHECK(gsb__gram_finish(&g, &mx, &my, &Cxx, &Cxy));
