@@ -5,15 +5,16 @@
  * (label and squared distance of each row to its nearest centre, without an
  * n x k matrix) and segment_sum the M-step (weighted per-cluster sums and
  * counts); a backend with kmeans_step (the GPU) does both, and the inertia,
- * in one pass over X and one wait.  The k x d centre update, the relocation of empty clusters and the
- * convergence tests are small and run on the host in double.  The n labels
- * and distances stay on the backend: per iteration only the k x d sums, the
- * k counts and the inertia (a col_moments of the distances) come to the
- * host, in one copy from one buffer (the iteration's only wait besides
+ * in one pass over X and one wait.  The k x d centre update, the relocation
+ * of empty clusters and the convergence tests are small and run on the host
+ * in double.  The n labels and distances stay on the backend: per
+ * iteration only the k x d sums, the k counts and the inertia (kmeans_step's
+ * sum, else a col_moments of the distances) come to the host, in one copy
+ * from one buffer (the iteration's only wait besides, without kmeans_step,
  * segment_sum's own label check), and the k x d centres go back, queued
- * without a wait.  The labels come to the host once at
- * the end of a run, and in the rare iterations that relocate empty
- * clusters (which need the distances).  How the strict-convergence test
+ * without a wait.  The labels come to the host once at the end of a run,
+ * and in the rare iterations that relocate empty clusters (which need the
+ * distances).  How the strict-convergence test
  * (labels unchanged) gets by without them is explained above lloyd().
  *
  * Initialisation: greedy k-means++ (D^2 sampling with 2 + int(log(k)) local
@@ -673,8 +674,7 @@ typedef struct km_run {
  * comparing them, except around relocations:
  *  - segment_sum (and kmeans_step) is a deterministic function of (X,
  *    labels, weights) on every backend (fixed summation order), and so are
- *    the counts, the
- *    averaging and the rounding to X's dtype.  When no cluster is empty in
+ *    the counts, the averaging and the rounding to X's dtype.  When no cluster is empty in
  *    this iteration, labels equal to the previous iteration's give bit for
  *    bit the sums and counts of the previous M-step, which did not relocate
  *    either (its counts, a function of the same labels, had no empty
