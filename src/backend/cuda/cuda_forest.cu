@@ -907,29 +907,31 @@ __global__ void split_kernel(FData d, const int32_t *__restrict__ nodes,
 
 /*
  * Nodes of more than SMALL_N samples (or any, when split_small is off) up to
- * MID_N without a slot: a warp per node of the pass, its listed features in
- * turn, each feature's histogram in the warp's own shared memory (no block
- * barriers; blocks of MID_WARPS warps stride over the nodes), then split_item's
- * steps a warp at a time: non-empty bins, prefix sums a stat after another,
- * the candidates a bin per lane, a warp reduction, the record.
+ * MID_N without a slot: a warp per (node of the pass, group of its listed
+ * features: `groups` per node, more when the pass has few nodes), the group's
+ * features in turn, each feature's histogram in the warp's own shared memory
+ * (no block barriers; blocks of MID_WARPS warps stride over the work), then
+ * split_item's steps a warp at a time: non-empty bins, prefix sums a stat after
+ * another, the candidates a bin per lane, a warp reduction, the record.
  */
 __global__ void __launch_bounds__(MID_WARPS * 32)
     split_mid(FData d, const int32_t *__restrict__ nodes, const int32_t *__restrict__ feats,
               int64_t m, int64_t b0, int64_t count, Rule rule, int n_real, int rec_len,
-              Kinds kinds, double *__restrict__ recs)
+              Kinds kinds, int64_t groups, double *__restrict__ recs)
 {
     extern __shared__ double mid_sh[];
     const int lane = threadIdx.x % 32, wp = threadIdx.x / 32, V1 = d.V1;
     const int64_t per = (int64_t)d.nb * V1;
     double *H = mid_sh + wp * (per + V1), *tot = H + per;
     const double *nanrow = d.nan_code >= 0 ? H + (int64_t)d.nan_code * V1 : NULL;
-    for (int64_t bb = blockIdx.x * (int64_t)MID_WARPS + wp; bb < count;
-         bb += (int64_t)gridDim.x * MID_WARPS) {
-        const int64_t b = b0 + bb;
+    const int64_t per_group = (m + groups - 1) / groups;
+    for (int64_t w = blockIdx.x * (int64_t)MID_WARPS + wp; w < count * groups;
+         w += (int64_t)gridDim.x * MID_WARPS) {
+        const int64_t bb = w / groups, b = b0 + bb, j0 = w % groups * per_group;
         if (node_kind(nodes, b, kinds) != KIND_MID)
             continue;
         const int32_t start = nodes[3 * b], end = nodes[3 * b + 1];
-        for (int64_t j = 0; j < m; j++) {
+        for (int64_t j = j0; j < m && j < j0 + per_group; j++) {
             double *rec = recs + (bb * m + j) * rec_len;
             const int f = feats[b * m + j];
             if (f < 0 || f >= d.F) {
@@ -1388,11 +1390,14 @@ extern "C" int gsb__cuda_forest_split(const gsb__backend *be, const gsb__forest_
             }
             if (trace)
                 CUDA_CHECK(cudaEventRecord(ev[1], s));
-            if (kinds.mid_n > 0 && m > 0) { /* blocks stride over the nodes */
-                const int64_t want = (count + MID_WARPS - 1) / MID_WARPS, cap = split_blocks(be);
+            if (kinds.mid_n > 0 && m > 0) { /* blocks stride over (node, feature group) */
+                const int64_t cap = split_blocks(be);
+                int64_t groups = (cap * MID_WARPS + count - 1) / count; /* few nodes: split */
+                groups = groups < 1 ? 1 : groups > m ? m : groups;
+                const int64_t want = (count * groups + MID_WARPS - 1) / MID_WARPS;
                 split_mid<<<(unsigned)(want < cap ? want : cap), MID_WARPS * 32, mid_smem, s>>>(
                     fd, (const int32_t *)dn, (const int32_t *)df, m, b0, count, r, n_real,
-                    rec_len, kinds, (double *)drecs);
+                    rec_len, kinds, groups, (double *)drecs);
                 CUDA_CHECK(cudaGetLastError());
             }
             if (trace)
