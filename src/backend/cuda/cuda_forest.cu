@@ -72,6 +72,8 @@ constexpr int SMALL_V = 16;            /* ... when a bin has at most this many s
 constexpr int MID_N = 2048;            /* other nodes of at most this many: a warp each */
 constexpr int MID_WARPS = 4;           /* warps per block of split_mid */
 constexpr int MID_UNROLL = 4;          /* samples per lane whose loads split_mid batches */
+constexpr int MID_SCAN = 4;            /* stats whose prefix sums split_mid interleaves */
+constexpr int MID_BLOCKS = 6;          /* split_mid's blocks per SM: registers (80) unspilled */
 constexpr size_t MID_HIST = 12 << 10;  /* ... when a histogram takes at most this many bytes */
 
 /* ---- argument checks (a mismatch is a bug in the caller: GSB_EINTERNAL) ----------- */
@@ -710,27 +712,45 @@ __global__ void split_small(FData d, const int32_t *__restrict__ nodes,
 
 /* ---- split searches from a histogram (split_kernel's blocks, split_mid's warps) ---- */
 
-/* A warp: stat s of histogram H (nb x V1) into prefix sums over the real bins (32
- * bins a step, a shuffle scan: another order of additions than the twin's, the same
- * sums when they are exact), tot[s] the total with the missing bin (nanrow). */
-__device__ inline void scan_stat(double *H, int V1, int n_real, const double *nanrow, int s,
-                                 int lane, double *tot)
+/* A warp: stats s0 .. s0 + NS - 1 (those below V1) of histogram H (nb x V1) into
+ * prefix sums over the real bins (32 bins a step, a shuffle scan: another order of
+ * additions than the twin's, the same sums when they are exact; the NS scans
+ * interleaved, each stat's additions as a scan of its own), tot[s] the total with the
+ * missing bin (nanrow). */
+template <int NS>
+__device__ inline void scan_stats(double *H, int V1, int n_real, const double *nanrow, int s0,
+                                  int lane, double *tot)
 {
-    double run = 0.0;
+    double run[NS];
+#pragma unroll
+    for (int t = 0; t < NS; t++)
+        run[t] = 0.0;
     for (int c0 = 0; c0 < n_real; c0 += 32) {
         const int c = c0 + lane;
-        double v = c < n_real ? H[(int64_t)c * V1 + s] : 0.0;
-        for (int k = 1; k < 32; k *= 2) { /* inclusive scan: lanes below add in order */
-            const double u = __shfl_up_sync(0xffffffffu, v, k);
-            if (lane >= k)
-                v = u + v;
+        double v[NS];
+#pragma unroll
+        for (int t = 0; t < NS; t++)
+            v[t] = c < n_real && s0 + t < V1 ? H[(int64_t)c * V1 + s0 + t] : 0.0;
+#pragma unroll
+        for (int k = 1; k < 32; k *= 2) { /* inclusive scans: lanes below add in order */
+#pragma unroll
+            for (int t = 0; t < NS; t++) {
+                const double u = __shfl_up_sync(0xffffffffu, v[t], k);
+                if (lane >= k)
+                    v[t] = u + v[t];
+            }
         }
-        if (c < n_real)
-            H[(int64_t)c * V1 + s] = run + v;
-        run += __shfl_sync(0xffffffffu, v, 31);
+#pragma unroll
+        for (int t = 0; t < NS; t++) {
+            if (c < n_real && s0 + t < V1)
+                H[(int64_t)c * V1 + s0 + t] = run[t] + v[t];
+            run[t] += __shfl_sync(0xffffffffu, v[t], 31);
+        }
     }
-    if (lane == 0)
-        tot[s] = run + (nanrow ? nanrow[s] : 0.0);
+#pragma unroll
+    for (int t = 0; t < NS; t++)
+        if (lane == 0 && s0 + t < V1)
+            tot[s0 + t] = run[t] + (nanrow ? nanrow[s0 + t] : 0.0);
 }
 
 /* A scanned histogram's candidates at bins c0, c0 + step, ... (a non-empty bin with a
@@ -847,7 +867,7 @@ __device__ void split_item(const FData &d, const int32_t *__restrict__ nodes,
     __syncthreads();
     const double *nanrow = d.nan_code >= 0 ? H + (int64_t)d.nan_code * V1 : NULL;
     for (int s = threadIdx.x / 32; s < V1; s += WARPS) /* a stat per warp */
-        scan_stat(H, V1, n_real, nanrow, s, threadIdx.x % 32, tot);
+        scan_stats<1>(H, V1, n_real, nanrow, s, threadIdx.x % 32, tot);
     __syncthreads();
     const bool nonconst = nonempty >= 2, has_nan = nanrow && nanrow[0] > 0.5;
     double bp = -INFINITY;
@@ -911,10 +931,10 @@ __global__ void split_kernel(FData d, const int32_t *__restrict__ nodes,
  * features: `groups` per node, more when the pass has few nodes), the group's
  * features in turn, each feature's histogram in the warp's own shared memory
  * (no block barriers; blocks of MID_WARPS warps stride over the work), then
- * split_item's steps a warp at a time: non-empty bins, prefix sums a stat after
- * another, the candidates a bin per lane, a warp reduction, the record.
+ * split_item's steps a warp at a time: non-empty bins, prefix sums MID_SCAN
+ * stats at a time, the candidates a bin per lane, a warp reduction, the record.
  */
-__global__ void __launch_bounds__(MID_WARPS * 32)
+__global__ void __launch_bounds__(MID_WARPS * 32, MID_BLOCKS)
     split_mid(FData d, const int32_t *__restrict__ nodes, const int32_t *__restrict__ feats,
               int64_t m, int64_t b0, int64_t count, Rule rule, int n_real, int rec_len,
               Kinds kinds, int64_t groups, double *__restrict__ recs)
@@ -963,8 +983,8 @@ __global__ void __launch_bounds__(MID_WARPS * 32)
                 nonempty += H[(int64_t)c * V1] > 0.5;
             for (int k = 16; k > 0; k /= 2)
                 nonempty += __shfl_xor_sync(0xffffffffu, nonempty, k);
-            for (int s = 0; s < V1; s++)
-                scan_stat(H, V1, n_real, nanrow, s, lane, tot);
+            for (int s = 0; s < V1; s += MID_SCAN)
+                scan_stats<MID_SCAN>(H, V1, n_real, nanrow, s, lane, tot);
             __syncwarp();
             const bool nonconst = nonempty >= 2, has_nan = nanrow && nanrow[0] > 0.5;
             double bp = -INFINITY;
