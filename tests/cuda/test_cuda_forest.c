@@ -245,6 +245,7 @@ static void test_bin(void)
 static const int shapes[][6] = {
     {3, 0, 1, 64, 7, 30000},   {2, 0, 0, 128, 32, 20000}, {0, 1, 0, 128, 9, 40000},
     {0, 3, 1, 32, 5, 15000},   {10, 0, 1, 255, 6, 8000},  {300, 0, 0, 128, 3, 5000},
+    {20, 0, 1, 16, 5, 8000}, /* 21 stats: no warp-per-node path; split_mid from 0 samples */
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
@@ -365,8 +366,9 @@ static void compare_split(problem *p, int crit, int64_t m, int first_only, int64
 
 static void test_split(void)
 {
-    static const int crits[] = {GSB__FOREST_GINI, GSB__FOREST_GINI, GSB__FOREST_MSE,
-                                GSB__FOREST_MSE, GSB__FOREST_ENTROPY, GSB__FOREST_GINI};
+    static const int crits[] = {GSB__FOREST_GINI, GSB__FOREST_GINI,    GSB__FOREST_MSE,
+                                GSB__FOREST_MSE,  GSB__FOREST_ENTROPY, GSB__FOREST_GINI,
+                                GSB__FOREST_ENTROPY};
     for (int sh = 0; sh < N_SHAPES; sh++) {
         /* 4 large nodes (split_kernel, also without a slot), 300 of ~80 samples, tiny;
          * many (node, feature) items of small and mid-size nodes mixed (more than
