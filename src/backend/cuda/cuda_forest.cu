@@ -451,14 +451,16 @@ __device__ inline double small_add(const FData &d, const SmallNode &sn, int q, i
     return GSB__FOREST_MULADD(acc, w, y);
 }
 
-/* One threshold c with left statistics P: the missing values right, then (where the
- * node has some: nanrow) left; the better kept in (bp, bo).  Both split kernels. */
-__device__ inline void consider_threshold(const FData &d, const Rule &rule, const double *P,
+/* One threshold c with left statistics P (K classes or O outputs, as the forest
+ * data's: literals let the compiler keep P in registers): the missing values right,
+ * then (where the node has some: nanrow) left; the better kept in (bp, bo).  Every
+ * split kernel. */
+__device__ inline void consider_threshold(int K, int O, const Rule &rule, const double *P,
                                           const double *nanrow, const double *tot, int n_real,
                                           int c, double &bp, int &bo)
 {
     for (int nan_left = 0; nan_left < (nanrow ? 2 : 1); nan_left++) {
-        const double p = gsb__forest_proxy(P, nan_left ? nanrow : NULL, tot, d.K, d.O,
+        const double p = gsb__forest_proxy(P, nan_left ? nanrow : NULL, tot, K, O,
                                            rule.criterion, rule.min_leaf, rule.min_weight);
         const int o = gsb__forest_order(n_real, c, nan_left, 0);
         if (gsb__forest_better(p, o, bp, bo)) {
@@ -487,6 +489,27 @@ __device__ inline void small_left(const FData &d, const SmallNode &sn, int c, do
                 out[s] = small_add(d, sn, q, s, out[s]);
         }
     }
+}
+
+/* small_left of one output (no classes: V1 4), the sums in registers: the same
+ * additions. */
+__device__ inline void small_left1(const FData &d, const SmallNode &sn, int c, double *out)
+{
+    double n = 0.0, w = 0.0, sy = 0.0, sq = 0.0;
+    for (int q = 0; q < sn.n; q++) {
+        const int cq = sn.code[q];
+        if (cq == d.nan_code || cq > c)
+            continue;
+        const double wq = (double)sn.w[q];
+        n += 1.0;
+        w += wq;
+        sy = GSB__FOREST_MULADD(sy, wq, sn.y[2 * q]);
+        sq = GSB__FOREST_MULADD(sq, wq, sn.y[2 * q + 1]);
+    }
+    out[0] = n;
+    out[1] = w;
+    out[2] = sy;
+    out[3] = sq;
 }
 
 /* Lane s < V1 of a warp: stat s of the node's samples q that `pick` keeps, in sample
@@ -641,8 +664,14 @@ __global__ void split_small(FData d, const int32_t *__restrict__ nodes,
             const int c = sn.code[q];
             if (c == d.nan_code || c >= top) /* a real code with a real one after it */
                 continue;
-            small_left(d, sn, c, P);
-            consider_threshold(d, rule, P, nanrow, tot, n_real, c, bp, bo);
+            if (sn.y) { /* one output: the left side in registers */
+                double P1[4];
+                small_left1(d, sn, c, P1);
+                consider_threshold(0, 1, rule, P1, nanrow, tot, n_real, c, bp, bo);
+            } else {
+                small_left(d, sn, c, P);
+                consider_threshold(d.K, d.O, rule, P, nanrow, tot, n_real, c, bp, bo);
+            }
         }
         if (lane == 0 && has_nan && top >= 0) { /* all values left */
             const double p = gsb__forest_proxy(sh.real, NULL, tot, d.K, d.O, rule.criterion,
@@ -768,7 +797,8 @@ __device__ inline void hist_candidates(const FData &d, const Rule &rule, const d
         const double before = c > 0 ? H[(int64_t)(c - 1) * V1] : 0.0;
         if (!(P[0] - before > 0.5) || !(P[0] < real_count - 0.5))
             continue;
-        consider_threshold(d, rule, P, has_nan ? nanrow : NULL, tot, n_real, c, bp, bo);
+        consider_threshold(d.K, d.O, rule, P, has_nan ? nanrow : NULL, tot, n_real, c, bp,
+                           bo);
     }
     if (all && has_nan && real_count > 0.5) { /* all values left */
         const double p = gsb__forest_proxy(H + (int64_t)(n_real - 1) * V1, NULL, tot, d.K, d.O,
