@@ -38,8 +38,9 @@ int gsb__lz_state_alloc(gsb__lz_state *s, const gsb__backend *be, int64_t n, int
     s->hh = gsb__alloc_array(ncv * width, sizeof(double));
     if (s->H && s->S && s->theta && s->sel && s->xh && s->hh)
         return GSB_OK;
-    return gsb__err(GSB_ENOMEM, "%s: out of memory for %lld blocks of %lld vectors", who,
-                    (long long)K, (long long)ncv);
+    return gsb__err(GSB_ENOMEM, "%s: out of memory for the projected problem (%lld x %lld, "
+                    "%lld block%s)", who, (long long)ncv, (long long)ncv, (long long)K,
+                    K == 1 ? "" : "s");
 }
 
 void gsb__lz_state_free(gsb__lz_state *s)
