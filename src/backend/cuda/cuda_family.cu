@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_block_sum.cuh"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_logistic_fused.h"
 #include "backend/cuda/cuda_logistic_math.cuh"
@@ -155,17 +156,6 @@ __global__ void fill_value(T *dst, int64_t count, T v)
         dst[i] = v;
 }
 
-/* Sum of BLOCK values in sh (thread t's at sh[t]) by a fixed tree; the
- * result is in sh[0] after the call (all threads must call it). */
-__device__ inline void block_sum(double *sh)
-{
-    for (int h = BLOCK / 2; h >= 1; h /= 2) {
-        if ((int)threadIdx.x < h)
-            sh[threadIdx.x] += sh[threadIdx.x + h];
-        __syncthreads();
-    }
-}
-
 /*
  * Rows [i0, i0 + rows) with Z (rows x K) holding X_b coef^T: thread r takes
  * row r, adds the intercept, and replaces z by w_i dloss/dz, as the CPU's
@@ -217,25 +207,9 @@ __global__ void logistic_rows(T *Z, int64_t rows, int64_t K, const int32_t *__re
             }
         }
     }
-    sh[threadIdx.x] = li;
-    __syncthreads();
-    block_sum(sh);
+    double loss = gsb__block_sum<BLOCK>(li, sh);
     if (threadIdx.x == 0)
-        loss_part[blockIdx.x] = sh[0];
-}
-
-/* *out = sum of part[0 .. count) in a fixed order (one block) */
-__global__ void sum_fixed(const double *__restrict__ part, int64_t count, double *out)
-{
-    __shared__ double sh[BLOCK];
-    double a = 0.0;
-    for (int64_t c = threadIdx.x; c < count; c += BLOCK)
-        a += part[c];
-    sh[threadIdx.x] = a;
-    __syncthreads();
-    block_sum(sh);
-    if (threadIdx.x == 0)
-        *out = sh[0];
+        loss_part[blockIdx.x] = loss;
 }
 
 /* What the host reads back at the end of logistic_loss_grad. */
@@ -303,7 +277,8 @@ int logistic_blocks(const gsb__backend *be, const T *X, int64_t n, int64_t d, co
         if (fit_intercept)
             CUBLAS_TRY(gemv(ctx->blas, (int)K, rows, Z, (int)K, ones, beta, gacc + d, (int)p));
     }
-    sum_fixed<<<1, BLOCK, 0, ctx->stream>>>(loss_part, nparts, &res->loss);
+    /* the blocks' losses added in a fixed order */
+    gsb__block_sums_kernel<BLOCK><<<1, BLOCK, 0, ctx->stream>>>(loss_part, nparts, &res->loss);
     CUDA_LAUNCH_CHECK();
     return GSB_OK;
 }
