@@ -43,8 +43,8 @@
 #include "backend/cuda/cuda_block_sum.cuh"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_logistic_fused.h"
-#include "backend/cuda/cuda_logistic_math.cuh"
 #include "backend/cuda/cuda_kernel_map.cuh"
+#include "backend/logistic_math.h"
 
 namespace {
 
