@@ -297,7 +297,7 @@ __global__ void kernel_direct(const T *__restrict__ X, int64_t n, const T *__res
 {
     const int lane = LANES == 1 ? 0 : (int)(threadIdx.x % LANES);
     const int64_t groups = (int64_t)gridDim.x * blockDim.x / LANES;
-    const bool rbf = kp.kind == KER_RBF;
+    const bool rbf = kp.kind == GSB__KER_RBF;
     for (int64_t j = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / LANES; j < m;
          j += groups) {
         double acc[KER_DIRECT_ROWS];
@@ -341,7 +341,7 @@ __global__ void kernel_map(T *K, int64_t n, int64_t m, const double *__restrict_
         for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < m;
              j += (int64_t)gridDim.x * blockDim.x) {
             double v = (double)K[i * m + j];
-            if (kp.kind == KER_RBF) {
+            if (kp.kind == GSB__KER_RBF) {
                 v = __dsub_rn(__dadd_rn(xn[i], yn[j]), __dmul_rn(2.0, v));
                 v = v > 0.0 ? v : 0.0;
             }
@@ -370,7 +370,7 @@ int kernel_typed(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tenso
 
     int rc = GSB_OK;
     double *norms = NULL;
-    if (kp.kind == KER_RBF) {
+    if (kp.kind == GSB__KER_RBF) {
         GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)(n + m) * sizeof(double), (void **)&norms));
         gsb__tensor xn = {norms, GSB_F64, n, 1, 1, be, 0};
         gsb__tensor yn = {norms + n, GSB_F64, m, 1, 1, be, 0};
@@ -387,7 +387,7 @@ int kernel_typed(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tenso
             CUDA_CHECK(cudaMemsetAsync(K + i0 * m, 0, (size_t)rows * (size_t)m * sizeof(T),
                                        ctx->stream));
     }
-    if (kp.kind != KER_LINEAR) {
+    if (kp.kind != GSB__KER_LINEAR) {
         dim3 block(32, 8);
         int64_t gx = (m + 31) / 32, gy = (n + 7) / 8;
         dim3 grid((unsigned)(gx < 1024 ? gx : 1024), (unsigned)(gy < 4096 ? gy : 4096));
@@ -534,9 +534,9 @@ extern "C" int gsb__cuda_kernel(const gsb__backend *be, const gsb__tensor *X,
         rc = check(be, K, X->dtype, X->rows, Y->rows, false, op, "K");
     if (rc != GSB_OK)
         return rc;
-    if (kind < KER_LINEAR || kind > KER_SIGMOID)
+    if (kind < GSB__KER_LINEAR || kind > GSB__KER_SIGMOID)
         return GSB_CUDA_ERR(GSB_EINTERNAL, "kernel: unknown kernel kind %d", kind);
-    if (kind == KER_POLY && degree < 0)
+    if (kind == GSB__KER_POLY && degree < 0)
         return GSB_CUDA_ERR(GSB_EINVAL, "kernel: degree of polynomial kernel < 0");
     if (X->cols > INT_MAX || Y->rows > INT_MAX)
         return GSB_CUDA_ERR(GSB_EUNSUPPORTED, "kernel: dimension too large for cuBLAS (%lld)",
