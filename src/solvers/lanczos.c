@@ -57,7 +57,7 @@ static int project_out(lz *z, int64_t cnt, gsb__tensor *c1)
     const gsb__backend *be = z->s.be;
     if (cnt == 0)
         return GSB_OK;
-    gsb__tensor Vc = gsb__lz_rows(&z->s.V, 0, cnt), c2 = gsb__lz_rows(&z->coef2, 0, cnt);
+    gsb__tensor Vc = gsb__tensor_rows(&z->s.V, 0, cnt), c2 = gsb__tensor_rows(&z->coef2, 0, cnt);
     GSB_TRY(be->ops->gemm(be, 0, 0, 1.0, &Vc, &z->s.w, 0.0, c1));
     GSB_TRY(be->ops->gemm(be, 1, 0, -1.0, &Vc, c1, 1.0, &z->s.w));
     GSB_TRY(be->ops->gemm(be, 0, 0, 1.0, &Vc, &z->s.w, 0.0, &c2));
@@ -70,9 +70,9 @@ static int project_out(lz *z, int64_t cnt, gsb__tensor *c1)
 static int orthogonalize(lz *z, int64_t cnt, double *nrm)
 {
     const gsb__backend *be = z->s.be;
-    gsb__tensor c1 = gsb__lz_rows(&z->coef, 0, cnt);
+    gsb__tensor c1 = gsb__tensor_rows(&z->coef, 0, cnt);
     GSB_TRY(project_out(z, cnt, &c1));
-    gsb__tensor wr = gsb__lz_shaped(&z->s.w, 1, z->n), sq = gsb__lz_rows(&z->coef, z->ncv, 1);
+    gsb__tensor wr = gsb__lz_shaped(&z->s.w, 1, z->n), sq = gsb__tensor_rows(&z->coef, z->ncv, 1);
     GSB_TRY(be->ops->row_sqnorms(be, &wr, &sq));
     GSB_TRY(be->ops->download(be, &z->coef, z->h));
     *nrm = sqrt(z->h[z->ncv]);
@@ -161,8 +161,8 @@ static int ritz_vectors(lz *z, int64_t cnt)
     for (int64_t r = 0; r < cnt; r++) /* sel's rows: S's columns, largest value first */
         for (int64_t i = 0; i < ncv; i++)
             z->s.sel[r * ncv + i] = z->s.S[i * ncv + (ncv - 1 - r)];
-    gsb__tensor sd = gsb__lz_rows(&z->s.sel_d, 0, cnt), Vb = gsb__lz_rows(&z->s.V, 0, ncv);
-    gsb__tensor out = gsb__lz_rows(&z->s.tmp, 0, cnt);
+    gsb__tensor sd = gsb__tensor_rows(&z->s.sel_d, 0, cnt), Vb = gsb__tensor_rows(&z->s.V, 0, ncv);
+    gsb__tensor out = gsb__tensor_rows(&z->s.tmp, 0, cnt);
     GSB_TRY(be->ops->upload(be, &sd, z->s.sel));
     return be->ops->gemm(be, 0, 0, 1.0, &sd, &Vb, 0.0, &out);
 }
@@ -239,7 +239,7 @@ int gsb__lanczos_largest(gsb__linop_fn op, void *data, const gsb__lanczos_opts *
         GSB_CHECK(gsb__lz_restart(&z.s, keep));
     }
     GSB_CHECK(ritz_vectors(&z, nev));
-    gsb__tensor best = gsb__lz_rows(&z.s.tmp, 0, nev);
+    gsb__tensor best = gsb__tensor_rows(&z.s.tmp, 0, nev);
     GSB_CHECK(z.s.be->ops->download(z.s.be, &best, evecs));
     for (int64_t r = 0; r < nev; r++)
         evals[r] = z.s.theta[z.ncv - 1 - r];

@@ -57,13 +57,13 @@ static int queue_step(lzs *z, int64_t j)
     gsb__tensor v = gsb__lz_basis(&z->s, j), wr = gsb__lz_shaped(&z->s.w, 1, z->n);
     GSB_TRY(z->op(z->data, &v, &z->s.w));
     z->matvecs++;
-    gsb__tensor Vc = gsb__lz_rows(&z->s.V, 0, j + 1);
+    gsb__tensor Vc = gsb__tensor_rows(&z->s.V, 0, j + 1);
     for (int pass = 0; pass < 2; pass++) {
         gsb__tensor c = gsb__lz_hist_at(&z->s, j, pass * z->ncv * K, j + 1, K);
         GSB_TRY(be->ops->seg_dots(be, &Vc, &z->s.w, &z->seg, &c));
         GSB_TRY(be->ops->seg_combine(be, -1.0, &c, &Vc, &z->seg, 1.0, &wr));
     }
-    gsb__tensor next = gsb__lz_rows(&z->s.V, j + 1, 1);
+    gsb__tensor next = gsb__tensor_rows(&z->s.V, j + 1, 1);
     gsb__tensor nrm = gsb__lz_hist_at(&z->s, j, 2 * z->ncv * K, K, 1);
     return be->ops->seg_normalize(be, &wr, &z->seg, &next, &nrm);
 }
@@ -106,7 +106,7 @@ static int ritz_vectors(lzs *z, int64_t cnt)
                     live ? z->s.S[c * ncv * ncv + i * ncv + (ncv - 1 - r)] : 0.0;
             }
     gsb__tensor sd = gsb__lz_shaped(&z->s.sel_d, ncv, cnt * K);
-    gsb__tensor Vb = gsb__lz_rows(&z->s.V, 0, ncv), out = gsb__lz_rows(&z->s.tmp, 0, cnt);
+    gsb__tensor Vb = gsb__tensor_rows(&z->s.V, 0, ncv), out = gsb__tensor_rows(&z->s.tmp, 0, cnt);
     GSB_TRY(be->ops->upload(be, &sd, z->s.sel));
     return be->ops->seg_combine(be, 1.0, &sd, &Vb, &z->seg, 0.0, &out);
 }
@@ -116,7 +116,7 @@ static int take_fresh(lzs *z, double *evals, double *evecs)
 {
     const int64_t nev = z->o->nev, n = z->n, ncv = z->ncv;
     GSB_TRY(ritz_vectors(z, nev));
-    gsb__tensor best = gsb__lz_rows(&z->s.tmp, 0, nev);
+    gsb__tensor best = gsb__tensor_rows(&z->s.tmp, 0, nev);
     GSB_TRY(z->s.be->ops->download(z->s.be, &best, z->ritz));
     for (int64_t c = 0; c < z->K; c++) {
         if (!z->fresh[c])
@@ -179,7 +179,7 @@ static int start(lzs *z)
         gsb__lanczos_default_start(z->s.xh + z->o->seg[c], z->o->seg[c + 1] - z->o->seg[c]);
     GSB_TRY(be->ops->upload(be, &z->seg, z->o->seg));
     GSB_TRY(be->ops->upload(be, &z->s.w, z->s.xh));
-    gsb__tensor v0 = gsb__lz_rows(&z->s.V, 0, 1), wr = gsb__lz_shaped(&z->s.w, 1, z->n);
+    gsb__tensor v0 = gsb__tensor_rows(&z->s.V, 0, 1), wr = gsb__lz_shaped(&z->s.w, 1, z->n);
     return be->ops->seg_normalize(be, &wr, &z->seg, &v0, &z->nrm);
 }
 

@@ -58,15 +58,6 @@ void gsb__lz_state_free(gsb__lz_state *s)
     free(s->hh);
 }
 
-gsb__tensor gsb__lz_rows(const gsb__tensor *t, int64_t r0, int64_t len)
-{
-    gsb__tensor v = *t;
-    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
-    v.rows = len;
-    v.owned = 0;
-    return v;
-}
-
 gsb__tensor gsb__lz_shaped(const gsb__tensor *t, int64_t rows, int64_t cols)
 {
     gsb__tensor v = *t;
@@ -78,14 +69,14 @@ gsb__tensor gsb__lz_shaped(const gsb__tensor *t, int64_t rows, int64_t cols)
 
 gsb__tensor gsb__lz_basis(const gsb__lz_state *s, int64_t j)
 {
-    gsb__tensor v = gsb__lz_rows(&s->V, j, 1);
+    gsb__tensor v = gsb__tensor_rows(&s->V, j, 1);
     return gsb__lz_shaped(&v, s->n, 1);
 }
 
 gsb__tensor gsb__lz_hist_at(const gsb__lz_state *s, int64_t j, int64_t off, int64_t rows,
                             int64_t cols)
 {
-    gsb__tensor v = gsb__lz_rows(&s->hist, j, 1);
+    gsb__tensor v = gsb__tensor_rows(&s->hist, j, 1);
     v.data = (char *)v.data + (size_t)off * sizeof(double);
     return gsb__lz_shaped(&v, rows, cols);
 }
@@ -140,8 +131,8 @@ int gsb__lz_restart(gsb__lz_state *s, int64_t l)
 {
     const gsb__backend *be = s->be;
     const int64_t ncv = s->ncv;
-    gsb__tensor next = gsb__lz_rows(&s->V, l, 1), last = gsb__lz_rows(&s->V, ncv, 1);
-    gsb__tensor head = gsb__lz_rows(&s->V, 0, l), best = gsb__lz_rows(&s->tmp, 0, l);
+    gsb__tensor next = gsb__tensor_rows(&s->V, l, 1), last = gsb__tensor_rows(&s->V, ncv, 1);
+    gsb__tensor head = gsb__tensor_rows(&s->V, 0, l), best = gsb__tensor_rows(&s->tmp, 0, l);
     GSB_TRY(be->ops->copy(be, &next, &last));
     GSB_TRY(be->ops->copy(be, &head, &best));
     for (int64_t c = 0; c < s->K; c++) {

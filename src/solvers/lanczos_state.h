@@ -46,9 +46,6 @@ int gsb__lz_state_alloc(gsb__lz_state *s, const gsb__backend *be, int64_t n, int
                         int64_t K, int64_t width, const char *who);
 void gsb__lz_state_free(gsb__lz_state *s);
 
-/* rows [r0, r0 + len) of t (a borrowed view) */
-gsb__tensor gsb__lz_rows(const gsb__tensor *t, int64_t r0, int64_t len);
-
 /* the first rows x cols elements of t as a view of that shape */
 gsb__tensor gsb__lz_shaped(const gsb__tensor *t, int64_t rows, int64_t cols);
 
