@@ -10,7 +10,7 @@
  * Lloyd pass per dtype: argmin_sqdist and segment_sum apart, then the fused
  * kmeans_step (one pass over X) with the two ops' total beside it.  topk's
  * fused and GEMM paths (and topk_fast's TF32 one) go against the GEMM of the
- * same shape.
+ * same shape; float64's exact mode, tile sizes and R from the host too.
  *
  *   bench_ops [cuda|cpu]      prints a markdown table
  */
@@ -241,6 +241,55 @@ static void topk_row(struct topk_path_args *a, const char *name, const char *pat
            (long long)a->t.k, t * 1e3, rate / 1e12, rate / limit);
 }
 
+/* The references uploaded from pageable host memory and searched: whole
+ * first (upload, then topk), or handed to topk on the host (it uploads them
+ * piece by piece behind the search; cuda_topk_gemm.cu). */
+struct topk_host_args { struct topk_path_args p; gsb__tensor Rhost; int in_op; };
+static int run_topk_host(void *v)
+{
+    struct topk_host_args *a = v;
+    if (a->in_op)
+        return be->ops->topk(be, &a->p.t.Q, &a->Rhost, a->p.t.k, GSB__METRIC_EUCLIDEAN, 0,
+                             &a->p.t.dist, &a->p.t.idx);
+    int rc = be->ops->upload(be, &a->p.t.R, a->Rhost.data);
+    return rc ? rc : run_topk_path(&a->p);
+}
+
+/* float64 at the kNN row's shape: the exact mode (DGEMM tiles), smaller tile
+ * buffers (GSB_TOPK_TILE_BYTES; both fit the L2 at 16 MiB), and R from the
+ * host, uploaded first or behind the search. */
+static void bench_topk_f64(struct topk_path_args *a, double limit)
+{
+    setenv("GSB_TOPK_F64", "exact", 1);
+    topk_row(a, "topk float64 exact mode (DGEMM tiles)", "gemm", 3, limit);
+    unsetenv("GSB_TOPK_F64");
+    static const char *const tiles[] = {"33554432", "16777216"};
+    static const char *const names[] = {"topk float64 pruned, 32 MiB tile buffers",
+                                        "topk float64 pruned, 16 MiB tile buffers"};
+    for (int i = 0; i < 2; i++) {
+        setenv("GSB_TOPK_TILE_BYTES", tiles[i], 1);
+        topk_row(a, names[i], "gemm", 3, limit);
+        unsetenv("GSB_TOPK_TILE_BYTES");
+    }
+    struct topk_host_args h = {.p = *a};
+    size_t bytes = (size_t)(a->t.R.rows * a->t.R.cols) * gsb_dtype_size(a->t.R.dtype);
+    h.Rhost = a->t.R;
+    h.Rhost.be = gsb__cpu_backend();
+    h.Rhost.owned = 0;
+    h.Rhost.data = malloc(bytes);
+    if (!h.Rhost.data || be->ops->download(be, &a->t.R, h.Rhost.data))
+        die("host R");
+    int64_t nq = a->t.Q.rows, nr = a->t.R.rows, d = a->t.Q.cols;
+    for (h.in_op = 0; h.in_op < 2; h.in_op++) {
+        double t = time_it(run_topk_host, &h, &a->t.dist, 3);
+        printf("| topk float64, R from pageable host memory, %s | %lld q x %lld x %lld, "
+               "k=%lld | %.3f | %.1f GB/s of R | - |\n",
+               h.in_op ? "uploaded behind the search" : "uploaded first", (long long)nq,
+               (long long)nr, (long long)d, (long long)a->t.k, t * 1e3, bytes / t / 1e9);
+    }
+    free(h.Rhost.data);
+}
+
 /*
  * topk's two paths (cuda_topk.cu's fused kernel, cuda_topk_gemm.cu's GEMM
  * tiles; topk_fast's TF32 tiles) at the kNN row's shape (float32 and
@@ -314,6 +363,8 @@ static void bench_topk_paths(int big)
         if (dt == GSB_F32) {
             a.fast = 1;
             topk_row(&a, "topk_fast TF32 GEMM path", "gemm", 3, limit);
+        } else if (be != gsb__cpu_backend()) {
+            bench_topk_f64(&a, limit);
         }
         gsb__tensor *all[] = {&a.t.Q, &a.t.R, &a.t.dist, &a.t.idx};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

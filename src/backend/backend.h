@@ -282,7 +282,8 @@ typedef struct gsb__backend_ops {
     /* fused: for each query row of Q (nq x d) the k nearest rows of R (nr x d):
      * dist (nq x k, Q's dtype, the metric's value, ascending) and idx (nq x k,
      * GSB_I64).  Ties go to the smaller index.  exclude_self: Q is R and row i
-     * must not be its own neighbour. */
+     * must not be its own neighbour.  R may also be a host tensor (the CPU
+     * backend's): the backend moves it itself (CUDA: behind the search). */
     int (*topk)(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R, int64_t k,
                 gsb__metric metric, int exclude_self, gsb__tensor *dist, gsb__tensor *idx);
 
@@ -681,7 +682,7 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 18 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+#define GSB__BACKEND_ABI 19 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
                               5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch;
                               8: axpy, row_scale, stage_*, strided_copy, device_import/export,
                               copy_stats; 9: sync; 10: forest_level_*; 11: csr_spmm;
@@ -689,7 +690,8 @@ const gsb__backend *gsb__cpu_backend(void);
                               gsb__umap_sgd's edges_checked; 14: svm_select,
                               svm_kernel_rows, svm_inner, svm_update_f; 15: forest_predict's
                               mean and best; 16: topk_fast; 17: seg_dots, seg_combine,
-                              seg_normalize; 18: kmeans_step */
+                              seg_normalize; 18: kmeans_step; 19: topk takes R on
+                              the host */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

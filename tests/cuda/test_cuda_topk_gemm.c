@@ -7,7 +7,10 @@
  * GSB_TOPK_PATH=gemm sends every dot-product shape through the GEMM path,
  * and small GSB_TOPK_TILE_BYTES / GSB_TOPK_QUERY_CHUNK split small data into
  * many reference tiles (pending candidates carried between them) and query
- * chunks, so the cases stay small.
+ * chunks, so the cases stay small.  Float64 euclidean-family cases run
+ * pruned through centred float32 copies and TF32 tiles (cuda_topk_prune.cu,
+ * the default) and, where GSB_TOPK_F64=exact, through DGEMM tiles; the
+ * near-tie data below defeats any admission margin smaller than TF32's error.
  */
 #include <math.h>
 #include <stdint.h>
@@ -60,22 +63,26 @@ static void compare_rows(const gsb__tensor *Q, const gsb__tensor *R, gsb__metric
         }
 }
 
-static void topk_gemm_case(int fast, gsb_dtype dt, gsb__metric m, int64_t nq, int64_t nr,
-                           int64_t d, int64_t k, int self, int ints, double offset)
+/* R handed to the GPU's op as a host tensor (it uploads R itself, behind
+ * the search) instead of a device copy; set by the tests that cover it. */
+static int refs_on_host;
+
+/* The GPU's topk (or topk_fast) of host Q against host R (self: Q is R,
+ * each row excluded from its own neighbours) against the CPU twin's. */
+static void check_case(int fast, gsb__metric m, const gsb__tensor *Qp, const gsb__tensor *Rp,
+                       int64_t k, int self)
 {
-    int before = case_begin();
     topk_fn op = fast ? gpu->ops->topk_fast : gpu->ops->topk;
-    gsb__tensor R = host_data(dt, nr, d, ints, offset);
-    gsb__tensor Q = self ? R : host_data(dt, nq, d, ints, offset);
-    if (self)
-        nq = nr;
+    gsb__tensor R = *Rp, Q = *Qp;
+    const gsb_dtype dt = R.dtype;
+    const int64_t nq = Q.rows;
     gsb__tensor dc = host_poisoned(dt, nq, k), ic = host_poisoned(GSB_I64, nq, k);
     CHECK_OK(cpu->ops->topk(cpu, &Q, &R, k, m, self, &dc, &ic));
     gsb__tensor Rg = to_gpu(&R), Qg = self ? Rg : to_gpu(&Q);
     gsb__tensor dg = gpu_poisoned(dt, nq, k), ig = gpu_poisoned(GSB_I64, nq, k);
     CHECK(op != NULL);
     if (op)
-        CHECK_OK(op(gpu, &Qg, &Rg, k, m, self, &dg, &ig));
+        CHECK_OK(op(gpu, &Qg, refs_on_host ? &R : &Rg, k, m, self, &dg, &ig));
     gsb__tensor ih = from_gpu(&ig), dh = from_gpu(&dg);
     int64_t order_diff = 0, wrong = 0;
     compare_rows(&Q, &R, m, self, &dh, &ih, &ic, &order_diff, &wrong);
@@ -91,11 +98,22 @@ static void topk_gemm_case(int fast, gsb_dtype dt, gsb__metric m, int64_t nq, in
     gsb__tensor_free(&ig);
     gsb__tensor_free(&dc);
     gsb__tensor_free(&ic);
-    if (!self) {
+    if (!self)
         gsb__tensor_free(&Qg);
-        gsb__tensor_free(&Q);
-    }
     gsb__tensor_free(&Rg);
+}
+
+static void topk_gemm_case(int fast, gsb_dtype dt, gsb__metric m, int64_t nq, int64_t nr,
+                           int64_t d, int64_t k, int self, int ints, double offset)
+{
+    int before = case_begin();
+    gsb__tensor R = host_data(dt, nr, d, ints, offset);
+    gsb__tensor Q = self ? R : host_data(dt, nq, d, ints, offset);
+    if (self)
+        nq = nr;
+    check_case(fast, m, &Q, &R, k, self);
+    if (!self)
+        gsb__tensor_free(&Q);
     gsb__tensor_free(&R);
     CASE_END(before, "%s %s %s nq=%lld nr=%lld d=%lld k=%lld self=%d ints=%d offset=%g",
              fast ? "topk_fast" : "topk", gsb_dtype_name(dt), metric_name(m), (long long)nq,
@@ -166,6 +184,160 @@ static void test_topk_fast_margin(void)
     topk_gemm_case(1, GSB_F32, GSB__METRIC_EUCLIDEAN, 1100, 5000, 200, 10, 0, 0, 0.0);
 }
 
+/* Float64 cases through both modes: the pruned default, then GSB_TOPK_F64=exact. */
+static const char *const f64_modes[] = {NULL, "exact"};
+static void set_f64_mode(const char *mode)
+{
+    if (mode)
+        setenv("GSB_TOPK_F64", mode, 1);
+    else
+        unsetenv("GSB_TOPK_F64");
+}
+
+/* Rows i % 16 < 8 of X: a + noise of 1e-6 per coordinate; rows i + 8 their
+ * negatives (the column mean is then 0: exactly, per lane, on the GPU). */
+static void plus_minus_rows(gsb__tensor *X, double a)
+{
+    double *x = X->data;
+    const int64_t d = X->cols;
+    for (int64_t i = 0; i < X->rows; i++)
+        for (int64_t c = 0; c < d; c++)
+            x[i * d + c] = i % 16 < 8 ? a + 1e-6 * testing_normal() : -x[(i - 8) * d + c];
+}
+
+/*
+ * Near ties that TF32 cannot see: every coordinate of the queries and
+ * references is +-a, a = 1 + 2^-11 - 2^-23, plus noise of 1e-6 (TF32 keeps 10
+ * mantissa bits, so each loses ~2^-11 whether it truncates or rounds: the
+ * approximate distance of every same-sign row is too large by ~d 2^-10
+ * against true distances of ~1e-10).  Queries and references come in +-
+ * pairs, so the queries' mean, the centre, is ~0 and centring keeps the
+ * values.  An admission margin below TF32's error would keep the first k
+ * same-sign rows it met (a host emulation of the admission test missed every
+ * true neighbour without the TF32 term, none with it); the right answer needs
+ * each of the nr / 2 same-sign rows ranked exactly.
+ */
+static void near_tie_data(int64_t nq, int64_t nr, int64_t d, gsb__tensor *Q, gsb__tensor *R)
+{
+    const double a = 1.0 + 0x1p-11 - 0x1p-23;
+    *R = host_random(GSB_F64, nr, d, 1.0);
+    *Q = host_random(GSB_F64, nq, d, 1.0);
+    plus_minus_rows(R, a);
+    plus_minus_rows(Q, a);
+}
+
+static void near_tie_case(int64_t nq, int64_t nr, int64_t d, int64_t k, gsb__metric m)
+{
+    int before = case_begin();
+    gsb__tensor Q, R;
+    near_tie_data(nq, nr, d, &Q, &R);
+    check_case(0, m, &Q, &R, k, 0);
+    gsb__tensor_free(&Q);
+    gsb__tensor_free(&R);
+    CASE_END(before, "near ties %s nq=%lld nr=%lld d=%lld k=%lld", metric_name(m),
+             (long long)nq, (long long)nr, (long long)d, (long long)k);
+}
+
+/* Float64 data the copies' range check sends to the exact mode (centred norms
+ * below 2^-40 or above 2^100), data far from the origin (centring takes the
+ * offset away) and constant columns (centred values of ~1e-17 kept). */
+static void range_case(const char *what, double scale, double offset, int constant_cols)
+{
+    int before = case_begin();
+    gsb__tensor R = host_random(GSB_F64, 3000, 40, scale);
+    gsb__tensor Q = host_random(GSB_F64, 200, 40, scale);
+    gsb__tensor *both[2] = {&Q, &R};
+    for (int t = 0; t < 2; t++) {
+        double *x = both[t]->data;
+        for (int64_t i = 0; i < both[t]->rows; i++)
+            for (int64_t c = 0; c < 40; c++)
+                x[i * 40 + c] = c < constant_cols ? 0.1 : x[i * 40 + c] + offset;
+    }
+    if (scale == 1.0 && offset == 0.0 && constant_cols == 0) {
+        /* one huge row near the end: the check fails only there (the tiles
+         * before it were searched, the ones after skip; the exact rerun) */
+        double *x = (double *)R.data + (R.rows - 5) * 40;
+        for (int64_t c = 0; c < 40; c++)
+            x[c] *= 1e40;
+    }
+    for (int mi = 0; mi < 2; mi++)
+        check_case(0, metrics[mi], &Q, &R, 12, 0);
+    check_case(0, GSB__METRIC_EUCLIDEAN, &R, &R, 7, 1);
+    gsb__tensor_free(&Q);
+    gsb__tensor_free(&R);
+    CASE_END(before, "float64 range: %s", what);
+}
+
+static void test_topk_f64_prune(void)
+{
+    setenv("GSB_TOPK_PATH", "gemm", 1);
+    for (int mo = 0; mo < 2; mo++) {
+        set_f64_mode(f64_modes[mo]);
+        for (int mi = 0; mi < 2; mi++) {
+            near_tie_case(64, 4096, 64, 10, metrics[mi]);
+            near_tie_case(48, 1600, 7, 25, metrics[mi]);
+        }
+        setenv("GSB_TOPK_TILE_BYTES", "65536", 1);
+        near_tie_case(96, 2048, 64, 10, GSB__METRIC_EUCLIDEAN);
+        unsetenv("GSB_TOPK_TILE_BYTES");
+        range_case("tiny (1e-25)", 1e-25, 0.0, 0);
+        range_case("huge (1e60)", 1e60, 0.0, 0);
+        range_case("offset 1e6", 1.0, 1e6, 0);
+        range_case("constant columns", 1.0, 0.0, 5);
+        range_case("scale 1e-9", 1e-9, 0.0, 0);
+        range_case("one huge row late", 1.0, 0.0, 0);
+    }
+    set_f64_mode(NULL);
+    unsetenv("GSB_TOPK_PATH");
+}
+
+/* The ties cases (integer data) for float64 through the exact mode too. */
+static void test_topk_f64_exact_ties(void)
+{
+    setenv("GSB_TOPK_F64", "exact", 1);
+    setenv("GSB_TOPK_PATH", "gemm", 1);
+    setenv("GSB_TOPK_TILE_BYTES", "20000", 1);
+    for (int mi = 0; mi < 2; mi++) {
+        topk_gemm_case(0, GSB_F64, metrics[mi], 257, 3000, 3, 64, 0, 3, 0.0);
+        topk_gemm_case(0, GSB_F64, metrics[mi], 1000, 1000, 3, 100, 1, 3, 0.0);
+    }
+    unsetenv("GSB_TOPK_TILE_BYTES");
+    unsetenv("GSB_TOPK_PATH");
+    unsetenv("GSB_TOPK_F64");
+}
+
+/* R on the host: the op uploads it piece by piece (small pieces here: many)
+ * behind the GEMM tiles, in every mode, and whole for the fused kernel. */
+static void test_topk_refs_on_host(void)
+{
+    refs_on_host = 1;
+    setenv("GSB_TOPK_PATH", "gemm", 1);
+    setenv("GSB_TOPK_TILE_BYTES", "65536", 1);
+    setenv("GSB_TOPK_PIECE_BYTES", "20000", 1);
+    for (int mo = 0; mo < 2; mo++) {
+        set_f64_mode(f64_modes[mo]);
+        for (int mi = 0; mi < 3; mi++)
+            topk_gemm_case(0, GSB_F64, metrics[mi], 300, 3000, 64, 10, 0, 0, 0.0);
+        near_tie_case(64, 4096, 64, 10, GSB__METRIC_EUCLIDEAN);
+        range_case("one huge row late, R on the host", 1.0, 0.0, 0);
+        range_case("tiny (1e-25), R on the host", 1e-25, 0.0, 0);
+    }
+    set_f64_mode(NULL);
+    for (int mi = 0; mi < 3; mi++) {
+        topk_gemm_case(0, GSB_F32, metrics[mi], 300, 3000, 64, 10, 0, 0, 0.0);
+        topk_gemm_case(1, GSB_F32, metrics[mi], 300, 3000, 64, 10, 0, 0, 0.0);
+    }
+    topk_gemm_case(0, GSB_F64, GSB__METRIC_EUCLIDEAN, 200, 2000, 2, 10, 0, 4, 0.0);
+    unsetenv("GSB_TOPK_PIECE_BYTES");
+    unsetenv("GSB_TOPK_TILE_BYTES");
+    setenv("GSB_TOPK_PATH", "fused", 1);
+    for (int t = 0; t < 2; t++)
+        topk_gemm_case(0, dtypes[t], GSB__METRIC_MANHATTAN, 100, 1000, 16, 5, 0, 0, 0.0);
+    topk_gemm_case(0, GSB_F64, GSB__METRIC_EUCLIDEAN, 100, 1000, 16, 5, 0, 0, 0.0);
+    unsetenv("GSB_TOPK_PATH");
+    refs_on_host = 0;
+}
+
 int main(void)
 {
     if (!cuda_testing_init())
@@ -176,5 +348,8 @@ int main(void)
     RUN(test_topk_gemm_ties);
     RUN(test_topk_fast_ties);
     RUN(test_topk_fast_margin);
+    RUN(test_topk_f64_prune);
+    RUN(test_topk_f64_exact_ties);
+    RUN(test_topk_refs_on_host);
     return testing_done();
 }

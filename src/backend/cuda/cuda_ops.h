@@ -188,9 +188,11 @@ int gsb__cuda_topk_fast(const gsb__backend *be, const gsb__tensor *Q, const gsb_
 /* cuda_topk_gemm.cu: topk's GEMM-tiled path (cuda_topk.cu dispatches to it) */
 int gsb__cuda_topk_gemm_applies(int64_t nq, int64_t nr, int64_t d, gsb__metric metric,
                                 int exact_f32);
+/* Rhost: R's rows still on the host (R: the device buffer they go to, filled
+ * as the search goes), or NULL */
 int gsb__cuda_topk_gemm(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
-                        int64_t k, gsb__metric metric, int exclude_self, int tf32,
-                        gsb__tensor *dist, gsb__tensor *idx);
+                        const void *Rhost, int64_t k, gsb__metric metric, int exclude_self,
+                        int tf32, gsb__tensor *dist, gsb__tensor *idx);
 
 #ifdef __cplusplus
 }

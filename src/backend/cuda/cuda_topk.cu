@@ -56,6 +56,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <type_traits>
 
@@ -509,15 +510,30 @@ done:
 
 } // namespace
 
+/* R in host memory (the CPU backend's tensor): topk moves it itself. */
+static int on_host(const gsb__backend *be, const gsb__tensor *t)
+{
+    return t && t->be != be && t->be && t->be->name && strcmp(t->be->name, "cpu") == 0;
+}
+
 /* topk and topk_fast: the checks, then the fused kernel or, for large
  * dot-product shapes, cuda_topk_gemm.cu's GEMM tiles (TF32 ones for
- * topk_fast of float32). */
-static int topk_entry(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,
+ * topk_fast of float32).  R may be on the host: the GEMM path then uploads
+ * it tile by tile, overlapping the search; the fused kernel gets it whole. */
+static int topk_entry(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *Rin,
                       int64_t k, gsb__metric metric, int exclude_self, int fast,
                       gsb__tensor *dist, gsb__tensor *idx)
 {
     const char *op = fast ? "topk_fast" : "topk";
+    const void *Rhost = on_host(be, Rin) ? Rin->data : NULL;
+    gsb__tensor Rv = {}; /* R as the op sees it: on the device */
+    const gsb__tensor *R = &Rv;
+    void *Rdev = NULL;
     int rc;
+    if (Rin)
+        Rv = *Rin;
+    if (Rhost)
+        Rv.be = be; /* checked as if there; its device buffer comes below */
     if ((rc = check_tensor(be, Q, (gsb_dtype)0, -1, -1, op, "Q")) != GSB_OK ||
         (rc = check_tensor(be, R, Q->dtype, -1, Q->cols, op, "R")) != GSB_OK)
         return rc;
@@ -540,11 +556,27 @@ static int topk_entry(const gsb__backend *be, const gsb__tensor *Q, const gsb__t
         return rc;
     if (Q->rows == 0)
         return GSB_OK;
-    if (gsb__cuda_topk_gemm_applies(Q->rows, R->rows, Q->cols, metric,
-                                    Q->dtype == GSB_F32 && !fast))
-        return gsb__cuda_topk_gemm(be, Q, R, k, metric, exclude_self, fast, dist, idx);
-    return Q->dtype == GSB_F32 ? topk_run<float>(be, Q, R, k, metric, exclude_self, dist, idx)
-                               : topk_run<double>(be, Q, R, k, metric, exclude_self, dist, idx);
+    const int gemm = gsb__cuda_topk_gemm_applies(Q->rows, R->rows, Q->cols, metric,
+                                                 Q->dtype == GSB_F32 && !fast);
+    if (Rhost) {
+        const size_t bytes = (size_t)(R->rows * R->cols) * (R->dtype == GSB_F32 ? 4 : 8);
+        if ((rc = gsb__cuda_alloc(be, bytes, &Rdev)) != GSB_OK)
+            return rc;
+        Rv.data = Rdev;
+        Rv.owned = 0;
+        if (!gemm && (rc = gsb__cuda_copy_h2d(be, Rdev, Rhost, bytes)) != GSB_OK) {
+            gsb__cuda_free(be, Rdev);
+            return rc;
+        }
+    }
+    if (gemm)
+        rc = gsb__cuda_topk_gemm(be, Q, R, Rhost, k, metric, exclude_self, fast, dist, idx);
+    else
+        rc = Q->dtype == GSB_F32
+                 ? topk_run<float>(be, Q, R, k, metric, exclude_self, dist, idx)
+                 : topk_run<double>(be, Q, R, k, metric, exclude_self, dist, idx);
+    gsb__cuda_free(be, Rdev); /* in stream order, after the search */
+    return rc;
 }
 
 extern "C" int gsb__cuda_topk(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R,

@@ -8,13 +8,26 @@
  * only prunes, and every candidate it lets through is ranked by its exact
  * distance.
  *
+ *  0. float64 of the euclidean family is pruned through float32: centred
+ *     float32 copies of Q and R (cuda_topk_prune.cu), TF32 GEMM tiles and
+ *     the TF32 slack plus the copies' own terms, exact float64 ranking as
+ *     always; rows out of the copies' range (checked on the device, read
+ *     once at the end; the selections skip their work once it fails) send
+ *     the call to the exact mode (DGEMM tiles).  GSB_TOPK_F64=exact forces
+ *     that mode.
  *  1. Squared norms in double once (row_norms), turned into the admission
- *     terms of cuda_topk_list.cuh (rb; the slack).
+ *     terms of cuda_topk_list.cuh (rb; the slack).  R may still be on the
+ *     host (topk's caller left it there): it then goes up in pieces of
+ *     PIECE_BYTES on the backend's stream (cuda_copy.cu's staged copy),
+ *     each piece's norms right after it, as the tiles come to need them;
+ *     the GEMMs run on a stream and cuBLAS handle of their own
+ *     (gemm_lane_of), so the uploads never queue behind them and the
+ *     upload overlaps the search.
  *  2. Queries go in chunks of at most QCHUNK, references in tiles of nb
  *     columns (TILE_BYTES of GEMM output, less where free memory is short).
  *     GEMM (DGEMM on tensor cores for float64, SGEMM with TF32 forbidden
  *     for float32, or TF32 for topk_fast) writes the chunk x tile dot
- *     products to one of two buffers on the backend's stream; the selection
+ *     products to one of two buffers on the GEMM stream; the selection
  *     of the tile runs on a second stream, so the GEMM of tile i + 1
  *     overlaps the selection of tile i (events order each buffer's reuse).
  *  3. Selection: a warp per query keeps its sorted list of the best k
@@ -53,6 +66,7 @@
 #include "backend/cuda/cuda_distance_tile.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_topk_list.cuh"
+#include "backend/cuda/cuda_topk_prune.h"
 
 using namespace gsb_dist;
 using namespace gsb_topk;
@@ -67,6 +81,10 @@ constexpr int64_t QCHUNK = 32768;          /* queries per chunk (lists: QCHUNK k
  * selection (tens of microseconds each) outlast their launches */
 constexpr int64_t TILE_BYTES = (int64_t)128 << 20;
 constexpr int64_t TILE_ALIGN = 128;        /* tile widths are multiples of this */
+/* references still on the host go up in pieces of at least this: per-piece
+ * costs (a few copy chunks, an event) stay small, and the first GEMM starts
+ * after ~0.5 ms of upload */
+constexpr int64_t PIECE_BYTES = (int64_t)8 << 20;
 constexpr double TF32_SLACK = 1.0 / 512.0; /* 2^-9: see the header comment */
 /* From this many columns on, a flush gives each candidate the whole warp
  * (coalesced reads of its row); below, G lanes share a candidate's row,
@@ -84,6 +102,8 @@ struct sel_args {
     const void *rb;
     double slack;
     const int *wide; /* set: norms too large for the expansion, rank everything exactly */
+    const int *abort; /* or NULL; set: the float32 copies are out of range (cuda_topk_prune.h),
+                         the caller reruns exactly: skip the work */
     double *lv;      /* per query of the chunk: k distances ... */
     int *li;         /* ... and indices, sorted */
     int *len;        /* list lengths */
@@ -120,7 +140,7 @@ __device__ __forceinline__ double row_sum(const T *q, const T *x, int64_t d, int
 template <typename T>
 __device__ __noinline__ int flush(const sel_args &a, int64_t qg, const int *pidx, int n,
                                   double *Lv, int *Li, int len, double *mv, int *mi, int lane)
-{
+{ /* T: the exact data's type */
     const int64_t d = a.d;
     const int K = (int)a.k;
     const bool cosine = a.metric == GSB__METRIC_COSINE;
@@ -162,9 +182,10 @@ __device__ __forceinline__ T threshold(const sel_args &a, const double *Lv, int 
 
 /*
  * Warp w of block b: query b WARPS + w of the chunk against the tile's nb
- * references.
+ * references.  T: the tile's (approximation's) type; TX: the exact data's
+ * (float64 pruned through float32 tiles: float, double).
  */
-template <typename T>
+template <typename T, typename TX>
 __global__ void __launch_bounds__(WARPS * 32) select_kernel(const __grid_constant__ sel_args a)
 {
     __shared__ int pend[WARPS][64]; /* < 32 waiting + at most 32 admitted in a step */
@@ -172,7 +193,7 @@ __global__ void __launch_bounds__(WARPS * 32) select_kernel(const __grid_constan
     __shared__ int mi[WARPS][32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int64_t q = (int64_t)blockIdx.x * WARPS + w;
-    if (q >= a.nqc)
+    if (q >= a.nqc || (a.abort && *a.abort))
         return; /* the whole warp: no block-wide barrier follows */
     const int64_t qg = a.q_begin + q;
     const int K = (int)a.k;
@@ -213,7 +234,7 @@ __global__ void __launch_bounds__(WARPS * 32) select_kernel(const __grid_constan
             cnt += __popc(m);
             __syncwarp();
             if (cnt >= 32) {
-                len = flush<T>(a, qg, P, 32, Lv, Li, len, mv[w], mi[w], lane);
+                len = flush<TX>(a, qg, P, 32, Lv, Li, len, mv[w], mi[w], lane);
                 int rest = cnt - 32, t = lane < rest ? P[32 + lane] : 0;
                 __syncwarp();
                 if (lane < rest)
@@ -235,15 +256,15 @@ __global__ void __launch_bounds__(WARPS * 32) select_kernel(const __grid_constan
         return;
     }
     if (cnt > 0)
-        len = flush<T>(a, qg, P, cnt, Lv, Li, len, mv[w], mi[w], lane);
+        len = flush<TX>(a, qg, P, cnt, Lv, Li, len, mv[w], mi[w], lane);
     /* k <= the references a query may take, all admitted while its list was
      * short: len == K here; empty slots would be (inf, SENTINEL) all the same */
-    T *dq = (T *)a.dist + qg * K;
+    TX *dq = (TX *)a.dist + qg * K;
     int64_t *iq = a.idx + qg * K;
     const bool euclid = a.metric == GSB__METRIC_EUCLIDEAN;
     for (int p = lane; p < K; p += 32) {
         double dv = p < len ? Lv[p] : (double)INFINITY;
-        dq[p] = (T)(euclid ? sqrt(dv) : dv);
+        dq[p] = (TX)(euclid ? sqrt(dv) : dv);
         iq[p] = p < len ? Li[p] : SENTINEL;
     }
 }
@@ -269,37 +290,98 @@ int tile_gemm(cublasHandle_t h, const T *Q, const T *R, int64_t q0, int64_t nqc,
 
 /* Device scratch of one call (freed in stream order by gemm_free). */
 struct gemm_bufs {
-    double *qaux = NULL, *raux = NULL, *lv = NULL;
-    int *li = NULL, *len = NULL, *carry = NULL, *wide = NULL;
+    double *qaux = NULL, *raux = NULL, *lv = NULL, *mean = NULL;
+    int *li = NULL, *len = NULL, *carry = NULL, *wide = NULL, *bad = NULL;
     void *rb = NULL, *tile[2] = {NULL, NULL};
-    cudaStream_t side = NULL; /* the selections' stream */
-    cudaEvent_t ready = NULL, gemm_done[2] = {NULL, NULL}, sel_done[2] = {NULL, NULL};
+    float *qf = NULL, *rf = NULL; /* float64 pruned: the float32 copies the GEMM reads */
+    cudaStream_t side = NULL;     /* the selections' stream */
+    cudaStream_t gs = NULL;       /* the GEMMs' (gemm_lane_of) */
+    cublasHandle_t blas = NULL;
+    cudaEvent_t ready = NULL, uploaded = NULL, gemm_done[2] = {NULL, NULL},
+                sel_done[2] = {NULL, NULL};
 };
 
-/* Wait (in the backend's stream) for the side stream, then free everything.
- * Returns rc, or the first failure of the cleanup where rc was GSB_OK. */
+/* The GEMM tiles' own cuBLAS handle and stream, one pair per device: with the
+ * GEMMs off the backend's stream, the uploads of references still on the host
+ * (on the backend's stream, cuda_copy.cu) never queue behind them, so they
+ * overlap the search.  Made on first use, under the device's op lock, and
+ * kept, as the staging buffers are; where that failed, the backend's own. */
+struct gemm_lane {
+    cublasHandle_t h;
+    cudaStream_t s;
+    int tried;
+};
+constexpr int MAX_LANES = 64;
+gemm_lane lanes[MAX_LANES];
+
+void gemm_lane_of(const gsb__cuda_ctx *ctx, cublasHandle_t *h, cudaStream_t *s)
+{
+    *h = ctx->blas;
+    *s = ctx->stream;
+    if (ctx->device < 0 || ctx->device >= MAX_LANES)
+        return;
+    gemm_lane &L = lanes[ctx->device];
+    if (!L.tried) {
+        L.tried = 1;
+        if (cudaStreamCreateWithFlags(&L.s, cudaStreamNonBlocking) != cudaSuccess) {
+            (void)cudaGetLastError();
+            L.s = NULL;
+        } else if (cublasCreate(&L.h) != CUBLAS_STATUS_SUCCESS ||
+                   cublasSetStream(L.h, L.s) != CUBLAS_STATUS_SUCCESS) {
+            if (L.h)
+                (void)cublasDestroy(L.h);
+            L.h = NULL;
+            (void)cudaStreamDestroy(L.s);
+            L.s = NULL;
+        }
+    }
+    if (L.h) {
+        *h = L.h;
+        *s = L.s;
+    }
+}
+
+/* Stream b waits for everything queued on stream a so far (ev: a scratch event). */
+int stream_after(cudaStream_t b, cudaStream_t a, cudaEvent_t ev)
+{
+    if (a == b)
+        return GSB_OK;
+    CUDA_TRY(cudaEventRecord(ev, a));
+    CUDA_TRY(cudaStreamWaitEvent(b, ev, 0));
+    return GSB_OK;
+}
+
+/* Wait (in the backend's stream) for the GEMM and side streams, then free
+ * everything.  Returns rc, or the first failure of the cleanup where rc was
+ * GSB_OK. */
 int gemm_free(const gsb__backend *be, gemm_bufs &g, int rc)
 {
     cudaStream_t ms = gsb__cuda_ctx_of(be)->stream;
     if (g.side) {
-        /* nothing is freed before the selections that read it are done */
-        cudaError_t e = g.ready ? cudaEventRecord(g.ready, g.side) : cudaErrorInvalidValue;
-        if (e == cudaSuccess)
-            e = cudaStreamWaitEvent(ms, g.ready, 0);
-        if (e != cudaSuccess)
+        /* nothing is freed before the GEMMs and selections that read it are done */
+        int r = g.ready ? stream_after(ms, g.side, g.ready) : GSB_EINTERNAL;
+        if (r == GSB_OK && g.gs)
+            r = stream_after(ms, g.gs, g.ready);
+        cudaError_t e = cudaSuccess;
+        if (r != GSB_OK) {
             e = cudaStreamSynchronize(g.side);
+            if (e == cudaSuccess && g.gs)
+                e = cudaStreamSynchronize(g.gs);
+        }
         if (e == cudaSuccess)
             e = cudaStreamDestroy(g.side);
         if (e != cudaSuccess && rc == GSB_OK)
             rc = gsb__cuda_fail_rt(e, "waiting for the selections", __FILE__, __LINE__);
     }
-    cudaEvent_t evs[] = {g.ready, g.gemm_done[0], g.gemm_done[1], g.sel_done[0], g.sel_done[1]};
+    cudaEvent_t evs[] = {g.ready,       g.uploaded,    g.gemm_done[0],
+                         g.gemm_done[1], g.sel_done[0], g.sel_done[1]};
     for (cudaEvent_t ev : evs) {
         cudaError_t e = ev ? cudaEventDestroy(ev) : cudaSuccess;
         if (e != cudaSuccess && rc == GSB_OK)
             rc = gsb__cuda_fail_rt(e, "cudaEventDestroy", __FILE__, __LINE__);
     }
-    void *ptrs[] = {g.qaux, g.raux, g.lv, g.li, g.len, g.carry, g.wide, g.rb, g.tile[0], g.tile[1]};
+    void *ptrs[] = {g.qaux, g.raux, g.lv, g.li, g.len,     g.carry,  g.wide,
+                    g.bad,  g.mean, g.rb, g.qf, g.rf, g.tile[0], g.tile[1]};
     for (void *p : ptrs)
         gsb__cuda_free(be, p);
     return rc;
@@ -337,22 +419,114 @@ int plan_tiles(int64_t nq, int64_t nr, int64_t *nqc_max, int64_t *nb_max)
     return GSB_OK;
 }
 
-template <typename T>
-int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *Rt, int64_t k,
-             gsb__metric metric, int exclude_self, int tf32, gsb__tensor *dist,
-             gsb__tensor *idx)
+/* The admission slack of a run (the header comment says why each term). */
+template <typename T, typename TX>
+double run_slack(int64_t d, int tf32)
+{
+    double s = 2.0 * ((double)(d + 2) * num<T>::eps + (double)(2 * d + 8) * DBL_EPSILON) +
+               (tf32 ? TF32_SLACK : 0.0);
+    if (sizeof(T) != sizeof(TX))
+        s += gsb__cuda_topk_prune_slack(d);
+    return s;
+}
+
+/* One run's inputs as the tiles see them: the GEMM operands (the inputs, or
+ * their float32 copies) and, while the references are still arriving, how
+ * many rows of them are on the device and prepared. */
+template <typename T, typename TX>
+struct run_in {
+    const TX *Qx, *Rx;   /* exact data on the device (Rx: filled as it arrives) */
+    const T *Q, *R;      /* the GEMM's operands */
+    const TX *Rhost;     /* the references on the host, or NULL: all on the device */
+    int64_t nq, nr, d, ready_rows;
+    int metric;
+    double slack;
+};
+
+/* Norms and admission terms of reference rows [r0, r1) (centred float32
+ * copies too, where float64 is pruned), on the backend's stream. */
+template <typename T, typename TX>
+int prep_refs(const gsb__backend *be, const run_in<T, TX> &in, gemm_bufs &g, int64_t r0,
+              int64_t r1)
+{
+    const int64_t n = r1 - r0, d = in.d;
+    if (sizeof(T) != sizeof(TX))
+        return gsb__cuda_topk_prune_rows(be, (const double *)in.Rx + r0 * d, n, d, g.mean,
+                                         in.nq, g.rf + r0 * d, g.raux + r0, (float *)g.rb + r0,
+                                         in.slack, g.bad);
+    int rc = row_norms<T, double>(be, in.R + r0 * d, n, d, 0, g.raux + r0, num<T>::big, g.wide);
+    if (rc != GSB_OK)
+        return rc;
+    topk_prep_kernel<T><<<grid_for(be, n, 256), 256, 0, gsb__cuda_ctx_of(be)->stream>>>(
+        g.qaux, 0, g.raux + r0, (T *)g.rb + r0, n, in.metric, in.slack);
+    CUDA_TRY(cudaGetLastError());
+    return GSB_OK;
+}
+
+/* The references a tile ending at row need reads: while they are still on
+ * the host, upload (on the backend's stream, cuda_copy.cu) and prepare the
+ * next pieces of at least PIECE_BYTES up to it, and make the GEMM stream wait
+ * for them. */
+template <typename T, typename TX>
+int refs_ready(const gsb__backend *be, run_in<T, TX> &in, gemm_bufs &g, int64_t need)
+{
+    if (in.ready_rows >= need)
+        return GSB_OK;
+    const int64_t row_bytes = in.d * (int64_t)sizeof(TX);
+    const int64_t piece_bytes = env_size("GSB_TOPK_PIECE_BYTES", PIECE_BYTES);
+    int64_t piece = piece_bytes / row_bytes > 0 ? piece_bytes / row_bytes : 1;
+    int64_t to = in.ready_rows + piece > need ? in.ready_rows + piece : need;
+    if (to > in.nr)
+        to = in.nr;
+    int rc = gsb__cuda_copy_h2d(be, (void *)(in.Rx + in.ready_rows * in.d),
+                                in.Rhost + in.ready_rows * in.d,
+                                (size_t)((to - in.ready_rows) * row_bytes));
+    if (rc == GSB_OK)
+        rc = prep_refs<T, TX>(be, in, g, in.ready_rows, to);
+    if (rc != GSB_OK)
+        return rc;
+    in.ready_rows = to;
+    return stream_after(g.gs, gsb__cuda_ctx_of(be)->stream, g.uploaded);
+}
+
+/*
+ * topk of Qt against Rt (both TX) through GEMM tiles of type T: T == TX is
+ * the exact mode (or topk_fast's TF32 for float32); T float with TX double
+ * prunes float64 through centred float32 copies and TF32 tiles
+ * (cuda_topk_prune.cu), where *pruned says whether the data allowed it (0:
+ * the results are not written; the caller runs the exact mode).  Rhost: the
+ * references are still on the host; Rt's device buffer is filled as the
+ * tiles come to need them, so the upload overlaps the search (the GEMMs run
+ * on their own stream, gemm_lane_of); the whole of Rt is on the device when
+ * this returns GSB_OK.
+ */
+template <typename T, typename TX>
+int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *Rt,
+             const void *Rhost, int64_t k, gsb__metric metric, int exclude_self, int tf32,
+             gsb__tensor *dist, gsb__tensor *idx, int *pruned)
 {
     const gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
     cudaStream_t ms = ctx->stream;
     const int64_t nq = Qt->rows, nr = Rt->rows, d = Qt->cols;
-    const double slack =
-        2.0 * ((double)(d + 2) * num<T>::eps + (double)(2 * d + 8) * DBL_EPSILON) +
-        (tf32 ? TF32_SLACK : 0.0);
-    const T *Q = (const T *)Qt->data, *R = (const T *)Rt->data;
+    const bool mixed = sizeof(T) != sizeof(TX);
+    run_in<T, TX> in;
     gemm_bufs g;
     int64_t nqc_max = 0, nb_max = 0, t = 0;
     sel_args a;
-    int rc = GSB_OK;
+    int rc = GSB_OK, host_bad = 1;
+
+    in.Qx = (const TX *)Qt->data;
+    in.Rx = (const TX *)Rt->data;
+    in.Q = (const T *)Qt->data; /* the float32 copies instead, below, where mixed */
+    in.R = (const T *)Rt->data;
+    in.Rhost = (const TX *)Rhost;
+    in.nq = nq;
+    in.nr = nr;
+    in.d = d;
+    in.ready_rows = Rhost ? 0 : nr;
+    in.metric = (int)metric;
+    in.slack = run_slack<T, TX>(d, tf32);
+    gemm_lane_of(ctx, &g.blas, &g.gs);
 
     GSB_CUDA_CHECK(plan_tiles<T>(nq, nr, &nqc_max, &nb_max));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(int), (void **)&g.wide));
@@ -360,6 +534,36 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nq * sizeof(double), (void **)&g.qaux));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nr * sizeof(double), (void **)&g.raux));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nr * sizeof(T), &g.rb));
+    if (mixed) {
+        rc = gsb__cuda_alloc(be, (size_t)(nq * d) * sizeof(float), (void **)&g.qf);
+        if (rc == GSB_OK)
+            rc = gsb__cuda_alloc(be, (size_t)(nr * d) * sizeof(float), (void **)&g.rf);
+        if (rc == GSB_ENOMEM) {
+            /* no room for the copies: the exact mode needs none, only all of R */
+            rc = Rhost ? gsb__cuda_copy_h2d(be, Rt->data, Rhost,
+                                            (size_t)(nr * d) * sizeof(TX))
+                       : GSB_OK;
+            goto done;
+        }
+        GSB_CUDA_CHECK(rc);
+        GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)d * sizeof(double), (void **)&g.mean));
+        GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(int), (void **)&g.bad));
+        CUDA_CHECK(cudaMemsetAsync(g.bad, 0, sizeof(int), ms));
+        /* centred on the queries' mean: all of them are here already */
+        GSB_CUDA_CHECK(gsb__cuda_topk_prune_sums(be, (const double *)in.Qx, nq, d, g.mean));
+        GSB_CUDA_CHECK(gsb__cuda_topk_prune_rows(be, (const double *)in.Qx, nq, d, g.mean, nq,
+                                                 g.qf, g.qaux, NULL, in.slack, g.bad));
+        in.Q = (const T *)g.qf;
+        in.R = (const T *)g.rf;
+    } else {
+        GSB_CUDA_CHECK((row_norms<T, double>(be, in.Q, nq, d, 0, g.qaux, num<T>::big, g.wide)));
+        topk_prep_kernel<T><<<grid_for(be, nq, 256), 256, 0, ms>>>(g.qaux, nq, g.raux,
+                                                                  (T *)g.rb, 0, (int)metric,
+                                                                  in.slack);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    if (!Rhost)
+        GSB_CUDA_CHECK((prep_refs<T, TX>(be, in, g, 0, nr)));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)(nqc_max * k) * sizeof(double), (void **)&g.lv));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)(nqc_max * k) * sizeof(int), (void **)&g.li));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nqc_max * sizeof(int), (void **)&g.len));
@@ -368,24 +572,20 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     for (int b = 0; b < 2; b++)
         GSB_CUDA_CHECK(
             gsb__cuda_alloc(be, (size_t)(nqc_max * nb_max) * sizeof(T), &g.tile[b]));
-    GSB_CUDA_CHECK((row_norms<T, double>(be, Q, nq, d, 0, g.qaux, num<T>::big, g.wide)));
-    GSB_CUDA_CHECK((row_norms<T, double>(be, R, nr, d, 0, g.raux, num<T>::big, g.wide)));
-    topk_prep_kernel<T><<<grid_for(be, nq > nr ? nq : nr, 256), 256, 0, ms>>>(
-        g.qaux, nq, g.raux, (T *)g.rb, nr, (int)metric, slack);
-    CUDA_CHECK(cudaGetLastError());
 
-    /* the side stream starts after the allocations and norms above */
+    /* the GEMM and side streams start after the allocations and norms above */
     CUDA_CHECK(cudaStreamCreateWithFlags(&g.side, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&g.ready, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&g.uploaded, cudaEventDisableTiming));
     for (int b = 0; b < 2; b++) {
         CUDA_CHECK(cudaEventCreateWithFlags(&g.gemm_done[b], cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreateWithFlags(&g.sel_done[b], cudaEventDisableTiming));
     }
-    CUDA_CHECK(cudaEventRecord(g.ready, ms));
-    CUDA_CHECK(cudaStreamWaitEvent(g.side, g.ready, 0));
+    GSB_CUDA_CHECK(stream_after(g.side, ms, g.ready));
+    GSB_CUDA_CHECK(stream_after(g.gs, ms, g.ready));
 
-    a.Q = Q;
-    a.R = R;
+    a.Q = in.Qx;
+    a.R = in.Rx;
     a.ld = nb_max;
     a.d = d;
     a.k = k;
@@ -394,8 +594,9 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     a.qaux = g.qaux;
     a.raux = g.raux;
     a.rb = g.rb;
-    a.slack = slack;
+    a.slack = in.slack;
     a.wide = g.wide;
+    a.abort = g.bad;
     a.lv = g.lv;
     a.li = g.li;
     a.len = g.len;
@@ -415,18 +616,26 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
             a.nb = nr - j0 < nb_max ? nr - j0 : nb_max;
             a.last = j0 + a.nb >= nr;
             a.S = g.tile[b];
+            GSB_CUDA_CHECK((refs_ready<T, TX>(be, in, g, j0 + a.nb)));
             /* buffer b is free once the selection of tile t - 2 is done */
             if (t >= 2)
-                CUDA_CHECK(cudaStreamWaitEvent(ms, g.sel_done[b], 0));
-            GSB_CUDA_CHECK(tile_gemm<T>(ctx->blas, Q, R, q0, a.nqc, j0, a.nb, d, nb_max, tf32,
-                                        (T *)g.tile[b]));
-            CUDA_CHECK(cudaEventRecord(g.gemm_done[b], ms));
+                CUDA_CHECK(cudaStreamWaitEvent(g.gs, g.sel_done[b], 0));
+            GSB_CUDA_CHECK(tile_gemm<T>(g.blas, in.Q, in.R, q0, a.nqc, j0, a.nb, d, nb_max,
+                                        tf32, (T *)g.tile[b]));
+            CUDA_CHECK(cudaEventRecord(g.gemm_done[b], g.gs));
             CUDA_CHECK(cudaStreamWaitEvent(g.side, g.gemm_done[b], 0));
-            select_kernel<T><<<(unsigned)((a.nqc + WARPS - 1) / WARPS), WARPS * 32, 0, g.side>>>(
-                a);
+            select_kernel<T, TX>
+                <<<(unsigned)((a.nqc + WARPS - 1) / WARPS), WARPS * 32, 0, g.side>>>(a);
             CUDA_CHECK(cudaGetLastError());
             CUDA_CHECK(cudaEventRecord(g.sel_done[b], g.side));
         }
+    }
+    if (mixed) {
+        /* the range check of every copy (on the backend's stream, which the
+         * GEMMs and selections do not hold up) */
+        CUDA_CHECK(cudaMemcpyAsync(&host_bad, g.bad, sizeof(int), cudaMemcpyDeviceToHost, ms));
+        CUDA_CHECK(cudaStreamSynchronize(ms));
+        *pruned = host_bad == 0;
     }
 done:
     return gemm_free(be, g, rc);
@@ -459,11 +668,21 @@ extern "C" int gsb__cuda_topk_gemm_applies(int64_t nq, int64_t nr, int64_t d,
 }
 
 extern "C" int gsb__cuda_topk_gemm(const gsb__backend *be, const gsb__tensor *Q,
-                                   const gsb__tensor *R, int64_t k, gsb__metric metric,
-                                   int exclude_self, int tf32, gsb__tensor *dist,
-                                   gsb__tensor *idx)
+                                   const gsb__tensor *R, const void *Rhost, int64_t k,
+                                   gsb__metric metric, int exclude_self, int tf32,
+                                   gsb__tensor *dist, gsb__tensor *idx)
 {
-    return Q->dtype == GSB_F32
-               ? gemm_run<float>(be, Q, R, k, metric, exclude_self, tf32, dist, idx)
-               : gemm_run<double>(be, Q, R, k, metric, exclude_self, 0, dist, idx);
+    if (Q->dtype == GSB_F32)
+        return gemm_run<float, float>(be, Q, R, Rhost, k, metric, exclude_self, tf32, dist, idx,
+                                      NULL);
+    if (gsb__cuda_topk_prune_applies(metric)) {
+        int pruned = 0;
+        int rc = gemm_run<float, double>(be, Q, R, Rhost, k, metric, exclude_self, 1, dist, idx,
+                                         &pruned);
+        if (rc != GSB_OK || pruned)
+            return rc;
+        Rhost = NULL; /* all of R is on the device now */
+    }
+    return gemm_run<double, double>(be, Q, R, Rhost, k, metric, exclude_self, 0, dist, idx,
+                                    NULL);
 }

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "core/estimator.h"
+#include "core/profile.h"
 #include "estimators/common/classes.h"
 #include "estimators/common/partial_stats.h"
 #include "estimators/neighbors/neighbors_radius.h"
@@ -235,15 +236,28 @@ static int knn_search(gsb__ctx *c, const gsb__tensor *X, int64_t k, gsb__tensor 
     GSB_TRY(gsb__knn_search_streamed(c, X, fit_X, k, metric, cdt, dist, idx, &streamed));
     if (streamed)
         return GSB_OK;
-    GSB_CHECK(gsb__tensor_to_dtype(c->be, fit_X, cdt, &R));
-    if (X)
+    if (X && c->be != gsb__cpu_backend() && fit_X->be == gsb__cpu_backend() &&
+        fit_X->dtype == cdt) {
+        /* the training rows stay on the host: a device's topk uploads them
+         * itself, behind its search (backend.h) */
+        R = *fit_X;
+        R.owned = 0;
+    } else {
+        GSB_CHECK(gsb__tensor_to_dtype(c->be, fit_X, cdt, &R));
+        gsb__profile_mark("training rows to the backend");
+    }
+    if (X) {
         GSB_CHECK(gsb__tensor_to_dtype(c->be, X, cdt, &Q));
+        gsb__profile_mark("queries to the backend");
+    }
     const gsb__tensor *q = X ? &Q : &R;
     GSB_CHECK(gsb__tensor_alloc(c->be, cdt, q->rows, k, &d));
     GSB_CHECK(gsb__tensor_alloc(c->be, GSB_I64, q->rows, k, &ix));
     GSB_CHECK(c->be->ops->topk(c->be, q, &R, k, metric, X == NULL, &d, &ix));
+    gsb__profile_mark("search");
     GSB_CHECK(move_to_host(&d));
     GSB_CHECK(move_to_host(&ix));
+    gsb__profile_mark("neighbours to the host");
     *dist = d;
     *idx = ix;
     d = ix = GSB__TENSOR_NONE;
