@@ -28,19 +28,27 @@ static float from_key(uint32_t k)
     return x;
 }
 
-/* LSD radix sort of n keys, 4 passes of 8 bits; tmp holds n keys. */
-static void radix_sort(uint32_t *keys, uint32_t *tmp, int64_t n)
+/* LSD radix sort of n keys, 3 passes of 11 bits (counts in L1) between keys and
+ * tmp (n keys); a pass whose digit all keys share moves nothing.  Returns where
+ * the sorted keys are (keys or tmp). */
+static uint32_t *radix_sort(uint32_t *keys, uint32_t *tmp, int64_t n)
 {
-    for (int shift = 0; shift < 32; shift += 8) {
-        int64_t count[257] = {0};
+    uint32_t *src = keys, *dst = tmp;
+    for (int shift = 0; shift < 32; shift += 11) {
+        int64_t count[2049] = {0};
         for (int64_t i = 0; i < n; i++)
-            count[((keys[i] >> shift) & 0xff) + 1]++;
-        for (int b = 0; b < 256; b++)
+            count[((src[i] >> shift) & 0x7ff) + 1]++;
+        if (n > 0 && count[((src[0] >> shift) & 0x7ff) + 1] == n)
+            continue;
+        for (int b = 0; b < 2048; b++)
             count[b + 1] += count[b];
         for (int64_t i = 0; i < n; i++)
-            tmp[count[(keys[i] >> shift) & 0xff]++] = keys[i];
-        memcpy(keys, tmp, (size_t)n * sizeof *keys);
+            dst[count[(src[i] >> shift) & 0x7ff]++] = src[i];
+        uint32_t *t = src;
+        src = dst;
+        dst = t;
     }
+    return src;
 }
 
 /* A cut between a < b: their midpoint in float32, kept in [a, b). */
@@ -155,9 +163,9 @@ int gsb__forest_edges(const gsb__tensor *X, int n_real, gsb__rng *rng, gsb__tens
                 if (!isnan(x))
                     keys[k++] = sort_key(x);
             }
-            radix_sort(keys, keys + m, k);
+            const uint32_t *sorted = radix_sort(keys, keys + m, k);
             for (int64_t i = 0; i < k; i++)
-                vals[i] = from_key(keys[i]);
+                vals[i] = from_key(sorted[i]);
             float *row = (float *)edges->data + f * width;
             int ne = feature_edges(vals, k, n_real, row);
             for (int j = ne; j < width; j++)

@@ -793,10 +793,12 @@ int gsb__forest_fit(gsb__ctx *c, int classify)
         rc = gsb__err(GSB_EUNSUPPORTED, "%s: more than 2^31 - 1 rows", c->est->name);
         goto done;
     }
+    gsb__profile_mark("inputs (dispatch)");
     GSB_CHECK(gsb__forest_read_cfg(c, classify, n, F, &cfg));
     GSB_CHECK(classify ? class_targets(c, &t) : regression_targets(c, cfg.criterion, &t));
     GSB_CHECK(sample_weights(c, &cfg, &t, &w));
     warn_settings(c, &cfg, n, w);
+    gsb__profile_mark("targets, sample weights (host)");
     s = (fit_state){c, c->be, &cfg, &t, w, {n, bootstrap_size(&cfg, n, w), NULL},
                     GSB__TENSOR_NONE, GSB__TENSOR_NONE, &edges, 0, -1,
                     gsb__forest_nstats(classify ? (int)t.K : 0, (int)t.K), F, 0, &model};
