@@ -35,6 +35,16 @@ static inline void gsb__tensor_as_1d(gsb__tensor *t)
 /* Release if owned and reset to GSB__TENSOR_NONE; safe on NONE. */
 void gsb__tensor_free(gsb__tensor *t);
 
+/* Rows [r0, r0 + rows) of row-major t (any backend), borrowed: not owned. */
+static inline gsb__tensor gsb__tensor_rows(const gsb__tensor *t, int64_t r0, int64_t rows)
+{
+    gsb__tensor v = *t;
+    v.data = (char *)t->data + (size_t)r0 * (size_t)t->cols * gsb_dtype_size(t->dtype);
+    v.rows = rows;
+    v.owned = 0;
+    return v;
+}
+
 /* A tensor borrowing host memory on the CPU backend (not owned). */
 gsb__tensor gsb__tensor_host_view(void *data, gsb_dtype dtype, int64_t rows, int64_t cols);
 

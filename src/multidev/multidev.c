@@ -173,16 +173,6 @@ int gsb__md_each(gsb__mdfit *f, gsb__md_rank_fn fn, void *arg)
 
 /* ---- shards --------------------------------------------------------------------- */
 
-/* Rows [r0, r1) of a host tensor, borrowed. */
-static gsb__tensor row_view(const gsb__tensor *t, int64_t r0, int64_t r1)
-{
-    gsb__tensor v = *t;
-    v.data = (char *)t->data + (size_t)r0 * (size_t)t->cols * gsb_dtype_size(t->dtype);
-    v.rows = r1 - r0;
-    v.owned = 0;
-    return v;
-}
-
 static int place_shard(gsb__mdfit *f, int r, void *arg)
 {
     (void)arg;
@@ -209,11 +199,11 @@ int gsb__md_open(gsb__devset *ds, gsb__model *m, const gsb__tensor *X, const gsb
         gsb__shard *s = &f->sh[r];
         s->be = ds->be[r];
         gsb__multidev_split(X->rows, ds->n, r, &s->r0, &s->r1);
-        s->x = row_view(X, s->r0, s->r1);
+        s->x = gsb__tensor_rows(X, s->r0, s->r1 - s->r0);
         if (y)
-            s->y = row_view(y, s->r0, s->r1);
+            s->y = gsb__tensor_rows(y, s->r0, s->r1 - s->r0);
         if (w)
-            s->w = row_view(w, s->r0, s->r1);
+            s->w = gsb__tensor_rows(w, s->r0, s->r1 - s->r0);
     }
     int rc = gsb__md_each(f, place_shard, NULL);
     if (rc != GSB_OK)

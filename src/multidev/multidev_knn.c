@@ -145,16 +145,6 @@ typedef struct knn_job {
     gsb__tensor I[GSB__MAX_DEVICES]; /* ... and their local rows (int64) */
 } knn_job;
 
-/* Rows [r0, r0 + n) of host tensor t, borrowed. */
-static gsb__tensor host_rows(const gsb__tensor *t, int64_t r0, int64_t n)
-{
-    gsb__tensor v = *t;
-    v.data = (char *)t->data + (size_t)r0 * (size_t)t->cols * gsb_dtype_size(t->dtype);
-    v.rows = n;
-    v.owned = 0;
-    return v;
-}
-
 /* Queries per block on rank r: a quarter of what its device has beside the
  * shard, per query its row and two lists (the op's and its scratch). */
 static int block_rows(const knn_job *j, const gsb__shard *sh, int64_t kk, int64_t *out)
@@ -188,7 +178,7 @@ static int rank_search(gsb__mdfit *f, int r, void *arg)
     GSB_CHECK(gsb__tensor_to_dtype(be, &sh->x, j->cdt, &R));
     for (int64_t q0 = 0; q0 < nq; q0 += qrows) {
         int64_t nb = nq - q0 < qrows ? nq - q0 : qrows;
-        gsb__tensor qh = host_rows(j->Q, q0, nb);
+        gsb__tensor qh = gsb__tensor_rows(j->Q, q0, nb);
         GSB_CHECK(gsb__tensor_to_dtype(be, &qh, j->cdt, &Q));
         GSB_CHECK(gsb__tensor_alloc(be, j->cdt, nb, kk, &d));
         GSB_CHECK(gsb__tensor_alloc(be, GSB_I64, nb, kk, &ix));

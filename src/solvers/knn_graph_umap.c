@@ -83,24 +83,14 @@ static gsb__metric op_metric(gsb__knn_metric m)
     }
 }
 
-/* Rows [r0, r0 + rows) of t as a borrowed tensor. */
-static gsb__tensor row_range(const gsb__tensor *t, int64_t r0, int64_t rows)
-{
-    gsb__tensor v = *t;
-    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
-    v.rows = rows;
-    v.owned = 0;
-    return v;
-}
-
 /* Search rows [r0, r0 + rows) of q into the host outputs' same rows (the
  * CPU backend writes them in place, another backend through a download). */
 static int search_block(const gsb__backend *be, const gsb__tensor *q, const gsb__tensor *r,
                         int64_t r0, int64_t rows, int64_t k, gsb__metric metric,
                         gsb__tensor *dist, gsb__tensor *idx)
 {
-    gsb__tensor qb = row_range(q, r0, rows);
-    gsb__tensor dh = row_range(dist, r0, rows), ih = row_range(idx, r0, rows);
+    gsb__tensor qb = gsb__tensor_rows(q, r0, rows);
+    gsb__tensor dh = gsb__tensor_rows(dist, r0, rows), ih = gsb__tensor_rows(idx, r0, rows);
     int (*topk)(const gsb__backend *, const gsb__tensor *, const gsb__tensor *, int64_t,
                 gsb__metric, int, gsb__tensor *, gsb__tensor *) =
         be->ops->topk_fast ? be->ops->topk_fast : be->ops->topk;

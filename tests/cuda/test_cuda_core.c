@@ -60,16 +60,6 @@ static gsb__tensor host_of(gsb_dtype dt, int64_t rows, int64_t cols, const doubl
     return t;
 }
 
-/* rows [first, first + count) of t, a view */
-static gsb__tensor row_slice(const gsb__tensor *t, int64_t first, int64_t count)
-{
-    gsb__tensor s = *t;
-    s.data = (char *)t->data + (size_t)(first * t->cols) * gsb_dtype_size(t->dtype);
-    s.rows = count;
-    s.owned = 0;
-    return s;
-}
-
 /* row-major C (m x n) = op(A) op(B) in double; op(A) m x k */
 static void matmul(const double *A, int ta, const double *B, int tb, int64_t m, int64_t n,
                    int64_t k, double *C)
@@ -262,7 +252,7 @@ static void test_row_slices(void)
         gsb__tensor g = to_gpu(&h);
         double *fresh = random_values(4 * cols);
         gsb__tensor hf = host_of(dt, 4, cols, fresh);
-        gsb__tensor gs = row_slice(&g, 5, 4);
+        gsb__tensor gs = gsb__tensor_rows(&g, 5, 4);
         CHECK_OK(gpu->ops->upload(gpu, &gs, hf.data));
         double *all = values(&g);
         for (int64_t i = 0; i < rows * cols; i++) {
@@ -271,7 +261,7 @@ static void test_row_slices(void)
             CHECK(all[i] == want);
         }
         gsb__tensor part;
-        gsb__tensor gs2 = row_slice(&g, 1, 2);
+        gsb__tensor gs2 = gsb__tensor_rows(&g, 1, 2);
         CHECK_OK(gsb__tensor_to_host(&gs2, &part));
         for (int64_t i = 0; i < 2 * cols; i++)
             CHECK(gsb__tensor_get(&part, i) == gsb__tensor_get(&h, cols + i));
@@ -377,7 +367,7 @@ static void test_fill(void)
     /* a row range is filled, its neighbours are not */
     gsb__tensor h = host_random(GSB_F64, 8, 3, 1.0);
     gsb__tensor g = to_gpu(&h);
-    gsb__tensor s = row_slice(&g, 2, 3);
+    gsb__tensor s = gsb__tensor_rows(&g, 2, 3);
     CHECK_OK(gpu->ops->fill(gpu, &s, -1.0));
     double *v = values(&g);
     for (int64_t i = 0; i < 24; i++)
@@ -480,10 +470,10 @@ static void test_gemm_slices(void)
         gsb_dtype dt = floats[t];
         gsb__tensor hA = host_random(dt, 40, 7, 1.0), hB = host_random(dt, 9, 5, 1.0);
         gsb__tensor gA = to_gpu(&hA), gB = to_gpu(&hB);
-        gsb__tensor hAs = row_slice(&hA, 3, 30), gAs = row_slice(&gA, 3, 30);
-        gsb__tensor hBs = row_slice(&hB, 1, 7), gBs = row_slice(&gB, 1, 7);
+        gsb__tensor hAs = gsb__tensor_rows(&hA, 3, 30), gAs = gsb__tensor_rows(&gA, 3, 30);
+        gsb__tensor hBs = gsb__tensor_rows(&hB, 1, 7), gBs = gsb__tensor_rows(&gB, 1, 7);
         gsb__tensor hC = host_poisoned(dt, 30, 5), gC = gpu_poisoned(dt, 31, 5);
-        gsb__tensor gCs = row_slice(&gC, 1, 30);
+        gsb__tensor gCs = gsb__tensor_rows(&gC, 1, 30);
         CHECK_OK(cpu->ops->gemm(cpu, 0, 0, 1.0, &hAs, &hBs, 0.0, &hC));
         CHECK_OK(gpu->ops->gemm(gpu, 0, 0, 1.0, &gAs, &gBs, 0.0, &gCs));
         CHECK_MATCH(&gCs, &hC, tol_for(dt));

@@ -139,6 +139,46 @@ def test_ridge_alpha_per_target_ndarray():
     assert_close(g.coef_, s.coef_, rtol=0, scaled_atol=F64_COEF, what="coef_")
 
 
+def _scaled_columns(n, p, cond, seed):
+    """float32 X (n x p) whose columns span `cond` in scale, and a 2-target y."""
+    r = np.random.default_rng(seed)
+    X = (r.normal(size=(n, p)) * np.logspace(0, -np.log10(cond), p)).astype(np.float32)
+    Y = (X.astype(np.float64) @ r.normal(size=(p, 2)) + 0.01 * r.normal(size=(n, 2)))
+    return X, Y.astype(np.float32)
+
+
+def test_linreg_float32_normal_equations():
+    """Well-conditioned float32 X (cond ~ 1e3) goes through the float64 normal
+    equations (linear_gram.c): coef_ and singular_ are the exact solution of the
+    float32 data rounded once to float32, where an SVD in float32 (scikit-learn's,
+    or the fallback) is off by ~cond * eps32."""
+    X, Y = _scaled_columns(3000, 12, 1e3, seed=31)
+    g = gsl.LinearRegression(fit_intercept=False).fit(X, Y)
+    X64, Y64 = X.astype(np.float64), Y.astype(np.float64)
+    exact = np.linalg.lstsq(X64, Y64, rcond=None)[0].T
+    assert g.coef_.dtype == np.float32 and g.rank_ == 12
+    for t in range(2):  # rounding to float32 only, per coefficient
+        np.testing.assert_allclose(g.coef_[t], exact[t].astype(np.float32), rtol=2 * EPS32, atol=0)
+    np.testing.assert_allclose(g.singular_, np.linalg.svd(X64, compute_uv=False), rtol=2 * EPS32)
+    s = skl.LinearRegression(fit_intercept=False).fit(X, Y)
+    assert_as_accurate(g.coef_, s.coef_, exact, "coef_", factor=1.0, floor=0)
+
+
+@pytest.mark.parametrize("cond", [1e6, "rank-deficient"])
+def test_linreg_float32_svd_fallback(cond):
+    """Ill-conditioned or rank-deficient float32 X keeps the SVD: rank_ as
+    scikit-learn's, and coef_ as accurate."""
+    X, Y = _scaled_columns(800, 10, 1e6 if cond == 1e6 else 10.0, seed=32)
+    if cond == "rank-deficient":
+        X[:, 3] = X[:, 1]
+    g = gsl.LinearRegression().fit(X, Y)
+    s = skl.LinearRegression().fit(X, Y)
+    assert g.rank_ == s.rank_
+    Xc, Yc = X.astype(np.float64) - X.mean(0), Y.astype(np.float64) - Y.mean(0)
+    exact = np.linalg.lstsq(Xc, Yc, rcond=None)[0].T
+    assert_as_accurate(g.coef_, s.coef_, exact, "coef_")
+
+
 @pytest.mark.parametrize("name,params,dtype,n_targets", [
     ("LinearRegression", {}, np.float64, 1),
     ("LinearRegression", {}, np.float64, 2),

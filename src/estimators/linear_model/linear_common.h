@@ -84,4 +84,25 @@ static inline double gsb__lin_round(gsb_dtype dtype, double v)
     return dtype == GSB_F32 ? (double)(float)v : v;
 }
 
+/* ---- the float64 normal equations (linear_gram.c) ------------------------------- */
+
+/* Eigenvalues (ascending, p) and eigenvectors (columns of V, p x p) of the
+ * host p x p C, as host float64 tensors (LAPACK). */
+int gsb__lin_eigen(const double *C, int64_t p, gsb__tensor *w, gsb__tensor *V);
+/* coef (k x p, malloc'ed) = for each target t: V diag(f_t(l)) V^T Cxy[:, t],
+ * f_t(l) = 1 / (l + shift[t]) (shift may be NULL: 0) where l > cut2 and
+ * l + shift[t] > 0, else 0. */
+int gsb__lin_spectral_solve(const double *w, const double *V, const double *Cxy,
+                            int64_t p, int64_t k, const double *shift, double cut2,
+                            double **coef);
+/* LinearRegression's singular_ = sqrt(w) descending (X's dtype, the first
+ * min(n, p)) and rank_. */
+int gsb__lin_store_spectrum(gsb__ctx *c, const double *w, int64_t p, int64_t n, gsb_dtype dt,
+                            int64_t rank);
+/* float32 LinearRegression's least squares through the float64 normal
+ * equations when X is well conditioned: coef (k x p), singular_ and rank_
+ * stored, *done = 1; else *done = 0, nothing stored (the caller's SVD). */
+int gsb__lin_lstsq_gram(gsb__ctx *c, const gsb__lin_data *d, double tol, double **coef,
+                        int *done);
+
 #endif

@@ -6,7 +6,7 @@
  * [X | y] in float64 on the backend (gsb__gram: rows scaled by
  * sqrt(sample_weight), shifted by the first batch's means), then the small
  * p x p problem is solved on the host from the eigendecomposition of
- * C = Xc^T W Xc (float64, LAPACK):
+ * C = Xc^T W Xc (float64, LAPACK; linear_gram.c):
  *   LinearRegression  coef^T = V diag(1 / l) V^T Xc^T W yc over the
  *                     eigenvalues l whose singular value sqrt(l) exceeds
  *                     tol * the largest (lstsq's cut-off: the minimum-norm
@@ -75,59 +75,6 @@ static int accumulate(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tens
     return rc;
 }
 
-/* Eigenvalues (ascending, p) and eigenvectors (columns of V, p x p) of C, as
- * host float64 tensors. */
-static int eigen(const double *C, int64_t p, gsb__tensor *w, gsb__tensor *V)
-{
-    const gsb__backend *cpu = gsb__cpu_backend();
-    gsb__tensor A = gsb__tensor_host_view((void *)C, GSB_F64, p, p);
-    *w = *V = GSB__TENSOR_NONE;
-    int rc = gsb__tensor_alloc(cpu, GSB_F64, p, 1, w);
-    if (rc == GSB_OK)
-        rc = gsb__tensor_alloc(cpu, GSB_F64, p, p, V);
-    if (rc == GSB_OK)
-        rc = cpu->ops->eigh(cpu, &A, w, V);
-    if (rc != GSB_OK) {
-        gsb__tensor_free(w);
-        gsb__tensor_free(V);
-    }
-    return rc;
-}
-
-/*
- * coef (k x p, malloc'ed) = for each target t: V diag(f_t(l)) V^T Cxy[:, t],
- * with f_t(l) = 1 / (l + shift[t]) where keep(l) and 0 elsewhere.
- */
-static int spectral_solve(const double *w, const double *V, const double *Cxy, int64_t p,
-                          int64_t k, const double *shift, double cut2, double **coef)
-{
-    double *proj = malloc((size_t)(p > 0 ? p : 1) * sizeof *proj);
-    double *out = calloc((size_t)(k * p > 0 ? k * p : 1), sizeof *out);
-    if (!proj || !out) {
-        free(proj);
-        free(out);
-        return gsb__err(GSB_ENOMEM, "out of host memory");
-    }
-    for (int64_t t = 0; t < k; t++) {
-        for (int64_t j = 0; j < p; j++) { /* proj_j = f(l_j) v_j . b */
-            double dot = 0;
-            for (int64_t i = 0; i < p; i++)
-                dot += V[i * p + j] * Cxy[i * k + t];
-            double den = w[j] + (shift ? shift[t] : 0.0);
-            proj[j] = w[j] > cut2 && den > 0 ? dot / den : 0.0;
-        }
-        for (int64_t i = 0; i < p; i++) {
-            double acc = 0;
-            for (int64_t j = 0; j < p; j++)
-                acc += V[i * p + j] * proj[j];
-            out[t * p + i] = acc;
-        }
-    }
-    free(proj);
-    *coef = out;
-    return GSB_OK;
-}
-
 /* Non-negative coefficients from the co-moments (linear.c's NNLS per target). */
 static int positive_solve(gsb__ctx *c, double *Cxx, const double *Cxy, int64_t p, int64_t k,
                           const double *alpha, double **coef)
@@ -152,20 +99,6 @@ static int positive_solve(gsb__ctx *c, double *Cxx, const double *Cxy, int64_t p
     return rc;
 }
 
-/* LinearRegression's singular_ (X's dtype, the first min(n, p)) and rank_. */
-static int store_spectrum(gsb__ctx *c, const double *w, int64_t p, int64_t n, gsb_dtype dt,
-                          int64_t rank)
-{
-    int64_t r = n < p ? n : p;
-    gsb__tensor S;
-    GSB_TRY(gsb__tensor_alloc(gsb__cpu_backend(), dt, r, 1, &S));
-    for (int64_t j = 0; j < r; j++) /* descending: w ascends */
-        gsb__tensor_set(&S, j, sqrt(fmax(w[p - 1 - j], 0.0)));
-    S.ndim = 1;
-    GSB_TRY(gsb__fit_set(c, "singular_", &S));
-    return gsb__fit_set_scalar(c, "rank_", (double)rank, GSB_I64);
-}
-
 /* Solve from the co-moments and store coef_ / intercept_ (and LR's spectrum). */
 static int solve_and_store(gsb__ctx *c, int ridge, gsb__lin_data *d, double *Cxx,
                            const double *Cxy)
@@ -184,18 +117,18 @@ static int solve_and_store(gsb__ctx *c, int ridge, gsb__lin_data *d, double *Cxx
         if (!ridge && !fit_intercept) /* scipy's float64 nnls result, as linear.c keeps */
             coef_dtype = GSB_F64;
     } else {
-        GSB_CHECK(eigen(Cxx, p, &tw, &tV));
+        GSB_CHECK(gsb__lin_eigen(Cxx, p, &tw, &tV));
         const double *w = tw.data, *V = tV.data;
         double top = p > 0 ? fmax(w[p - 1], 0.0) : 0.0;
         double tol = ridge ? 0.0 : gsb__param_float(c->params, "tol");
         /* sqrt(l) > tol * sqrt(top) (lstsq) or > 1e-15 (Ridge's SVD solver) */
         double cut2 = ridge ? 1e-30 : tol * tol * top;
-        GSB_CHECK(spectral_solve(w, V, Cxy, p, k, alpha, cut2, &coef));
+        GSB_CHECK(gsb__lin_spectral_solve(w, V, Cxy, p, k, alpha, cut2, &coef));
         if (!ridge) {
             int64_t rank = 0;
             for (int64_t j = 0; j < p; j++)
                 rank += w[j] > cut2;
-            GSB_CHECK(store_spectrum(c, w, p, d->n, d->dtype, rank));
+            GSB_CHECK(gsb__lin_store_spectrum(c, w, p, d->n, d->dtype, rank));
         }
     }
     rc = gsb__lin_store(c, d, coef, coef_dtype, fit_intercept, ridge ? k == 1 : d->y_1d);

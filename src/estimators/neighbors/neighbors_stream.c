@@ -120,16 +120,6 @@ static int search_streamed(gsb__ctx *c, gsb__stream *st, block *b, const gsb__te
     return rc;
 }
 
-/* Rows [r0, r0 + m) of host tensor t, as a borrowed host tensor. */
-static gsb__tensor host_rows(const gsb__tensor *t, int64_t r0, int64_t m)
-{
-    gsb__tensor v = *t;
-    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
-    v.rows = m;
-    v.owned = 0;
-    return v;
-}
-
 /* The search block by block; results into the host tensors dist and idx. */
 static int search_blocks(gsb__ctx *c, const gsb__tensor *Qall, const gsb__tensor *fit_X,
                          int64_t k, gsb__metric metric, gsb_dtype cdt, int64_t qrows,
@@ -157,7 +147,7 @@ static int search_blocks(gsb__ctx *c, const gsb__tensor *Qall, const gsb__tensor
             b.dist[i] = HUGE_VAL;
             b.idx[i] = -1;
         }
-        gsb__tensor qh = host_rows(Qall, q0, b.nq);
+        gsb__tensor qh = gsb__tensor_rows(Qall, q0, b.nq);
         rc = gsb__tensor_to_dtype(be, &qh, cdt, &Q);
         if (rc == GSB_OK)
             rc = iplan->streamed ? search_streamed(c, &st, &b, &Q, cdt, metric, td, ti)

@@ -41,15 +41,6 @@ static int rs_oom(const char *what)
     return gsb__err(GSB_ENOMEM, "radius neighbours: out of memory for %s", what);
 }
 
-static gsb__tensor rs_rows(const gsb__tensor *t, int64_t r0, int64_t rows)
-{
-    gsb__tensor v = *t;
-    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
-    v.rows = rows;
-    v.owned = 0;
-    return v;
-}
-
 static int rs_progress(gsb__rsearch *s, int64_t done)
 {
     return s->ctx ? gsb__progress(s->ctx, "neighbourhood rows", done, 0.0) : GSB_OK;
@@ -258,7 +249,7 @@ static int rs_piece(gsb__rsearch *s, const gsb__tensor *Qb, int64_t m, const int
         GSB_CHECK(gsb__tensor_alloc(s->be, GSB_I64, nnz, 1, &ib));
         if (want_dist)
             GSB_CHECK(gsb__tensor_alloc(s->be, GSB_F64, nnz, 1, &db));
-        gsb__tensor Qv = rs_rows(Qb, 0, m);
+        gsb__tensor Qv = gsb__tensor_rows(Qb, 0, m);
         GSB_CHECK(rs_op(s, &Qv, &cb, &ob, &ib, want_dist ? &db : NULL));
         GSB_CHECK(rs_to_host(&ib));
         if (want_dist)
@@ -295,7 +286,7 @@ static int rs_pieces(gsb__rsearch *s, const gsb__tensor *Qb, const int64_t *ids,
         int64_t e = k, nnz = 0;
         while (e < Qb->rows && (e == k || nnz + cnt[e] <= cap))
             nnz += cnt[e++];
-        gsb__tensor Qv = rs_rows(Qb, k, e - k);
+        gsb__tensor Qv = gsb__tensor_rows(Qb, k, e - k);
         GSB_TRY(rs_piece(s, &Qv, e - k, ids + k, cnt + k, want_dist, fn, data));
         *done += e - k;
         GSB_TRY(rs_progress(s, *done));
@@ -312,7 +303,7 @@ int gsb__rsearch_self_counts(gsb__rsearch *s, int64_t *counts)
     int rc = GSB_OK;
     for (int64_t p0 = 0; p0 < s->n && rc == GSB_OK; p0 += RS_CHUNK_ROWS) {
         int64_t rows = s->n - p0 < RS_CHUNK_ROWS ? s->n - p0 : RS_CHUNK_ROWS;
-        gsb__tensor Qv = rs_rows(&s->Rb, p0, rows);
+        gsb__tensor Qv = gsb__tensor_rows(&s->Rb, p0, rows);
         rc = rs_count(s, &Qv, cnt);
         for (int64_t k = 0; k < rows && rc == GSB_OK; k++)
             counts[s->perm ? s->perm[p0 + k] : p0 + k] = cnt[k];
@@ -347,12 +338,12 @@ static int rs_next_chunk(gsb__rsearch *s, const int64_t *counts, const unsigned 
     }
     *rows = m;
     if (!select) {
-        *Qb = rs_rows(&s->Rb, *pos, m);
+        *Qb = gsb__tensor_rows(&s->Rb, *pos, m);
         *pos = p;
         return GSB_OK;
     }
     *pos = p;
-    gsb__tensor Qv = rs_rows(Qh, 0, m);
+    gsb__tensor Qv = gsb__tensor_rows(Qh, 0, m);
     return gsb__tensor_to(s->be, &Qv, Qb);
 }
 
@@ -398,7 +389,7 @@ int gsb__rsearch_query_visit(gsb__rsearch *s, const gsb__tensor *Q, int want_dis
     }
     for (int64_t q0 = 0; q0 < Q->rows; q0 += RS_CHUNK_ROWS) {
         int64_t rows = Q->rows - q0 < RS_CHUNK_ROWS ? Q->rows - q0 : RS_CHUNK_ROWS;
-        gsb__tensor Qv = rs_rows(Q, q0, rows);
+        gsb__tensor Qv = gsb__tensor_rows(Q, q0, rows);
         GSB_CHECK(gsb__tensor_to(s->be, &Qv, &Qb));
         for (int64_t k = 0; k < rows; k++)
             ids[k] = q0 + k;
