@@ -17,11 +17,15 @@
  *    count of non-constant features, proxies and stats within 1e-9 relative;
  *    a different choice is accepted only when the two proxies tie within it,
  *    and never with integral weights and gini (every sum is then exact);
- *    index tensors on the host and on the device; large nodes, nodes of 0 to
- *    160 samples, and tiny ones (0 to 24: many constant features) so nodes of
- *    at most 64 samples without a slot go through the warp-per-node path;
- *    over 4224 (node, feature) items of small and mid-size nodes mixed, so
- *    split_kernel's blocks take chunks of several items and skip the small.
+ *    index tensors on the host and on the device; large nodes (thousands of
+ *    samples: split_kernel's block per (node, feature), from a slot or
+ *    summed), nodes of 0 to 160 samples, tiny ones (0 to 24: many constant
+ *    features) so nodes of at most 64 samples without a slot go through the
+ *    warp-per-node path (split_small), nodes of ~1200 samples (the warp per
+ *    node and feature of split_mid where the histogram fits, split_kernel
+ *    otherwise); over 4224 (node, feature) items of small and mid-size nodes
+ *    mixed, so split_kernel's blocks take chunks of several items and skip
+ *    the others'.
  *  forest_partition: samples and counts equal.
  *  (forest_predict: test_cuda_forest_predict.c.)
  *  Estimators: a classifier and a regressor fitted on each device predict
@@ -241,6 +245,7 @@ static void test_bin(void)
 static const int shapes[][6] = {
     {3, 0, 1, 64, 7, 30000},   {2, 0, 0, 128, 32, 20000}, {0, 1, 0, 128, 9, 40000},
     {0, 3, 1, 32, 5, 15000},   {10, 0, 1, 255, 6, 8000},  {300, 0, 0, 128, 3, 5000},
+    {20, 0, 1, 16, 5, 8000}, /* 21 stats: no warp-per-node path; split_mid from 0 samples */
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
@@ -361,19 +366,22 @@ static void compare_split(problem *p, int crit, int64_t m, int first_only, int64
 
 static void test_split(void)
 {
-    static const int crits[] = {GSB__FOREST_GINI, GSB__FOREST_GINI, GSB__FOREST_MSE,
-                                GSB__FOREST_MSE, GSB__FOREST_ENTROPY, GSB__FOREST_GINI};
+    static const int crits[] = {GSB__FOREST_GINI, GSB__FOREST_GINI,    GSB__FOREST_MSE,
+                                GSB__FOREST_MSE,  GSB__FOREST_ENTROPY, GSB__FOREST_GINI,
+                                GSB__FOREST_ENTROPY};
     for (int sh = 0; sh < N_SHAPES; sh++) {
-        /* 4 large nodes, 300 of ~80 samples, tiny; many (node, feature) items of small
-         * and mid-size nodes mixed (more than split_kernel's grid: its blocks take
-         * chunks of items and skip split_small's) */
-        for (int many = 0; many < 4; many++) {
+        /* 4 large nodes (split_kernel, also without a slot), 300 of ~80 samples, tiny;
+         * many (node, feature) items of small and mid-size nodes mixed (more than
+         * split_kernel's grid: its blocks take chunks of items and skip the others');
+         * nodes of ~1200 samples (split_mid's, a few split_kernel's) */
+        for (int many = 0; many < 5; many++) {
             int before = case_begin();
             problem p;
-            int64_t rows = shapes[sh][5] / (many == 1 || many == 3 ? 1 : 10);
+            int64_t rows = shapes[sh][5] / (many == 2 ? 10 : 1);
             problem_make(&p, 40 + sh, rows, shapes[sh][4], shapes[sh][3], shapes[sh][2],
                          shapes[sh][0], shapes[sh][1],
-                         many == 0 ? 4 : many == 1 ? 300 : many == 2 ? rows / 15 : rows / 75,
+                         many == 0 ? 4 : many == 1 ? 300 : many == 2 ? rows / 15
+                         : many == 3 ? rows / 75 : rows / 1500 + 1,
                          sh % 2);
             int crit = crits[sh];
             if (p.V1 * p.n_bins * 8 > 200 * 1024) { /* too big for shared memory */

@@ -24,12 +24,18 @@
  *                    candidate order); then one thread per node reduces the
  *                    node's features with gsb__forest_reduce.  Nodes of at
  *                    most SMALL_N samples without a slot (the many small
- *                    nodes of deep levels) take one warp per (node, feature)
- *                    instead (split_small): no histogram, each distinct code
- *                    of the node's samples a candidate.  When the items
- *                    outnumber split_kernel's grid its blocks take chunks of
- *                    items and skip split_small's a chunk at a time.
- *                    GSB_PROFILE=2 times the three kernels of each call.
+ *                    nodes of deep levels) take one warp per node instead
+ *                    (split_small): the node's samples loaded once, its
+ *                    features in turn, no histogram, each distinct code of
+ *                    the node's samples a candidate, the features' reduction
+ *                    in the warp (no record per feature).  Other nodes of
+ *                    at most MID_N samples without a slot take one warp per
+ *                    node, its features in turn (split_mid): split_kernel's
+ *                    steps on a histogram in the warp's own shared memory,
+ *                    no block barriers.  When the items outnumber
+ *                    split_kernel's grid its blocks take chunks of items and
+ *                    skip the others' a chunk at a time.
+ *                    GSB_PROFILE=2 times the four kernels of each call.
  *  forest_partition  one block per chunk of PART_CHUNK samples of a node:
  *                    count the chunk's left samples; one thread per node turns
  *                    counts into offsets; each chunk scatters its samples to
@@ -63,6 +69,12 @@ constexpr size_t REC_BYTES = (size_t)256 << 20;
 constexpr size_t HIST_SMEM = (size_t)64 << 10;  /* shared memory per forest_hist block */
 constexpr int SMALL_N = 64;            /* nodes of at most this many samples: a warp each */
 constexpr int SMALL_V = 16;            /* ... when a bin has at most this many stats */
+constexpr int MID_N = 2048;            /* other nodes of at most this many: a warp each */
+constexpr int MID_WARPS = 4;           /* warps per block of split_mid */
+constexpr int MID_UNROLL = 4;          /* samples per lane whose loads split_mid batches */
+constexpr int MID_SCAN = 4;            /* stats whose prefix sums split_mid interleaves */
+constexpr int MID_BLOCKS = 6;          /* split_mid's blocks per SM: registers (80) unspilled */
+constexpr size_t MID_HIST = 12 << 10;  /* ... when a histogram takes at most this many bytes */
 
 /* ---- argument checks (a mismatch is a bug in the caller: GSB_EINTERNAL) ----------- */
 
@@ -386,11 +398,21 @@ struct Rule {
     double min_leaf, min_weight;
 };
 
-/* Whether node b's split search is split_small's: no pool slot, few samples
- * (small_n 0: none is). */
-__device__ inline bool is_small(const int32_t *nodes, int64_t b, int small_n)
+/* Which kernel searches node b's splits: split_small (no pool slot, at most small_n
+ * samples), split_mid (no slot, at most mid_n), else split_kernel; 0 turns a kind off. */
+struct Kinds {
+    int small_n, mid_n;
+};
+enum { KIND_SMALL, KIND_MID, KIND_BIG };
+
+__device__ inline int node_kind(const int32_t *nodes, int64_t b, Kinds k)
 {
-    return nodes[3 * b + 2] < 0 && nodes[3 * b + 1] - nodes[3 * b] <= small_n;
+    if (nodes[3 * b + 2] >= 0)
+        return KIND_BIG;
+    const int n = nodes[3 * b + 1] - nodes[3 * b];
+    return k.small_n > 0 && n <= k.small_n ? KIND_SMALL
+           : k.mid_n > 0 && n <= k.mid_n   ? KIND_MID
+                                           : KIND_BIG;
 }
 
 /* An unlisted feature's record: ignored by the reduction. */
@@ -402,38 +424,43 @@ __device__ inline void rec_unlisted(double *rec, int rec_len)
     rec[GSB__FREC_FEATURE] = -1;
 }
 
-/* What sample (row r, weight w) adds to stat s of its bin (add_sample's terms). */
-__device__ inline double stat_of(const FData &d, int32_t r, float w, int s)
-{
-    if (s == 0)
-        return 1.0;
-    if (d.K > 0)
-        return d.cls[r] == s - 1 ? (double)w : 0.0;
-    if (s == 1)
-        return (double)w;
-    return (double)w * d.y[(int64_t)r * 2 * d.O + (s - 2)];
-}
-
 /* Samples of a small node as a warp holds them in shared memory. */
 struct SmallNode {
     int n;
-    const int *code;
+    const int *code;      /* the current feature's codes */
     const int32_t *row;
     const float *w;
     const int32_t *cls;   /* classification: each sample's class (else NULL) */
     const double *y;      /* one output: each sample's [y, q] (else NULL) */
 };
 
-/* out[s] (V1) = the stats of the node's real samples of code <= c, added in
- * sample order (every sum split_small makes of a candidate's left side). */
-/* One threshold c with left statistics P: the missing values right, then (where the
- * node has some: nanrow) left; the better kept in (bp, bo).  Both split kernels. */
-__device__ inline void consider_threshold(const FData &d, const Rule &rule, const double *P,
+/* acc plus what sample q of the node adds to stat s (add_sample's terms; the
+ * targets from shared memory where cached, products rounded before the sum as
+ * the CPU twin's).  Every sum split_small makes goes through it, so a
+ * candidate's left side, the record's and the totals agree bit for bit. */
+__device__ inline double small_add(const FData &d, const SmallNode &sn, int q, int s, double acc)
+{
+    if (s == 0)
+        return acc + 1.0;
+    const double w = (double)sn.w[q];
+    if (d.K > 0)
+        return sn.cls[q] == s - 1 ? acc + w : acc;
+    if (s == 1)
+        return acc + w;
+    const double y = sn.y ? sn.y[2 * q + (s - 2)] : d.y[(int64_t)sn.row[q] * 2 * d.O + (s - 2)];
+    return GSB__FOREST_MULADD(acc, w, y);
+}
+
+/* One threshold c with left statistics P (K classes or O outputs, as the forest
+ * data's: literals let the compiler keep P in registers): the missing values right,
+ * then (where the node has some: nanrow) left; the better kept in (bp, bo).  Every
+ * split kernel. */
+__device__ inline void consider_threshold(int K, int O, const Rule &rule, const double *P,
                                           const double *nanrow, const double *tot, int n_real,
                                           int c, double &bp, int &bo)
 {
     for (int nan_left = 0; nan_left < (nanrow ? 2 : 1); nan_left++) {
-        const double p = gsb__forest_proxy(P, nan_left ? nanrow : NULL, tot, d.K, d.O,
+        const double p = gsb__forest_proxy(P, nan_left ? nanrow : NULL, tot, K, O,
                                            rule.criterion, rule.min_leaf, rule.min_weight);
         const int o = gsb__forest_order(n_real, c, nan_left, 0);
         if (gsb__forest_better(p, o, bp, bo)) {
@@ -443,186 +470,381 @@ __device__ inline void consider_threshold(const FData &d, const Rule &rule, cons
     }
 }
 
+/* out[s] (V1) = the stats of the node's real samples of code <= c, added in
+ * sample order (small_add's sums; the common shapes without its zero terms:
+ * x + 0.0 == x, the same sums). */
 __device__ inline void small_left(const FData &d, const SmallNode &sn, int c, double *out)
 {
     for (int s = 0; s < d.V1; s++)
         out[s] = 0.0;
-    if (sn.cls) { /* stat_of's terms without its zeros (x + 0.0 == x: the same sums) */
-        for (int q = 0; q < sn.n; q++) {
-            const int cq = sn.code[q];
-            if (cq == d.nan_code || cq > c)
-                continue;
-            out[0] += 1.0;
-            out[1 + sn.cls[q]] += (double)sn.w[q];
-        }
-        return;
-    }
-    if (sn.y) { /* stat_of's terms, the targets from shared memory; products rounded
-                   before the sum, as the CPU twin's */
-        for (int q = 0; q < sn.n; q++) {
-            const int cq = sn.code[q];
-            if (cq == d.nan_code || cq > c)
-                continue;
-            const double w = (double)sn.w[q];
-            out[0] += 1.0;
-            out[1] += w;
-            out[2] = GSB__FOREST_MULADD(out[2], w, sn.y[2 * q]);
-            out[3] = GSB__FOREST_MULADD(out[3], w, sn.y[2 * q + 1]);
-        }
-        return;
-    }
     for (int q = 0; q < sn.n; q++) {
         const int cq = sn.code[q];
         if (cq == d.nan_code || cq > c)
             continue;
-        for (int s = 0; s < d.V1; s++)
-            out[s] += stat_of(d, sn.row[q], sn.w[q], s);
+        if (sn.cls) {
+            out[0] += 1.0;
+            out[1 + sn.cls[q]] += (double)sn.w[q];
+        } else {
+            for (int s = 0; s < d.V1; s++)
+                out[s] = small_add(d, sn, q, s, out[s]);
+        }
     }
 }
 
+/* small_left of one output (no classes: V1 4), the sums in registers: the same
+ * additions. */
+__device__ inline void small_left1(const FData &d, const SmallNode &sn, int c, double *out)
+{
+    double n = 0.0, w = 0.0, sy = 0.0, sq = 0.0;
+    for (int q = 0; q < sn.n; q++) {
+        const int cq = sn.code[q];
+        if (cq == d.nan_code || cq > c)
+            continue;
+        const double wq = (double)sn.w[q];
+        n += 1.0;
+        w += wq;
+        sy = GSB__FOREST_MULADD(sy, wq, sn.y[2 * q]);
+        sq = GSB__FOREST_MULADD(sq, wq, sn.y[2 * q + 1]);
+    }
+    out[0] = n;
+    out[1] = w;
+    out[2] = sy;
+    out[3] = sq;
+}
+
+/* Lane s < V1 of a warp: stat s of the node's samples q that `pick` keeps, in sample
+ * order. */
+template <typename Pick>
+__device__ inline double small_stat(const FData &d, const SmallNode &sn, int s, Pick pick)
+{
+    double acc = 0.0;
+    for (int q = 0; q < sn.n; q++)
+        if (pick(q))
+            acc = small_add(d, sn, q, s, acc);
+    return acc;
+}
+
+/* Per warp of split_small: the node's samples, the current feature's sums, the best
+ * record so far. */
+constexpr int SMALL_REC = GSB__FREC_LEFT + 2 * SMALL_V;
+struct SmallShared {
+    int code[SMALL_N];
+    int32_t row[SMALL_N];
+    float w[SMALL_N];
+    int32_t cls[SMALL_N];
+    double y[2 * SMALL_N];
+    double all[SMALL_V], real[SMALL_V], nan[SMALL_V], tot[SMALL_V];
+    double rec[SMALL_REC];
+};
+
+/* Lane k's samples (lane, lane + 32) of the node: their codes of feature f (-1: none). */
+__device__ inline void small_codes(const FData &d, const SmallShared &sh, int n, int f, int lane,
+                                   int *c)
+{
+    for (int k = 0; k < 2; k++) {
+        const int q = lane + 32 * k;
+        c[k] = f >= 0 && q < n ? code_of(d, sh.row[q], f) : -1;
+    }
+}
+
+/* The listed feature j of node b (warp-uniform j; chunk: the lanes' entries j & ~31 ..). */
+__device__ inline int small_feature(const int32_t *__restrict__ feats, int64_t m, int64_t b,
+                                    int64_t j, int lane, int32_t &chunk)
+{
+    if (j % 32 == 0)
+        chunk = j + lane < m ? feats[b * m + j + lane] : -1;
+    return __shfl_sync(0xffffffffu, chunk, (int)(j % 32));
+}
+
 /*
- * One warp per (node, listed feature) of the nodes split_kernel leaves (no
- * slot, at most SMALL_N samples, V1 <= SMALL_V): the same record as
- * split_kernel's from the samples themselves, no histogram.  The candidates
- * are the node's distinct real codes below its largest (a lane per sample, the
- * first sample of each code), each scored on its left stats summed in sample
- * order (small_left); the totals are summed in sample order too, a lane per
- * stat.  The best (proxy, candidate order) by a warp reduction.
+ * One warp per node of the pass that split_kernel leaves (no slot, at most
+ * SMALL_N samples, V1 <= SMALL_V): the node's record, as split_kernel's
+ * records and split_reduce would make it, straight into out.  The node's
+ * samples (rows, weights, classes or one output's targets) go to shared
+ * memory once; then the listed features in order, each feature's codes loaded
+ * one feature ahead: the candidates are the node's distinct real codes below
+ * its largest (a lane per sample, the first sample of each code), each scored
+ * on its left stats summed in sample order (small_left); the totals are the
+ * node's (summed once, a lane per stat) unless the feature has missing
+ * values.  The best (proxy, candidate order) by a warp reduction; a feature's
+ * record replaces the best so far when its proxy is larger (ties to the
+ * earlier feature), among the non-constant features (only the first with
+ * first_only), as gsb__forest_reduce.
  */
 __global__ void split_small(FData d, const int32_t *__restrict__ nodes,
                             const int32_t *__restrict__ feats, int64_t m, int64_t b0,
-                            int64_t count, Rule rule, int n_real, int rec_len,
-                            double *__restrict__ recs)
+                            int64_t count, Rule rule, int n_real, int rec_len, Kinds kinds,
+                            double *__restrict__ out)
 {
-    __shared__ int s_code[WARPS][SMALL_N];
-    __shared__ int32_t s_row[WARPS][SMALL_N];
-    __shared__ float s_w[WARPS][SMALL_N];
-    __shared__ int32_t s_cls[WARPS][SMALL_N];
-    __shared__ double s_y[WARPS][2 * SMALL_N];
-    __shared__ double s_real[WARPS][SMALL_V], s_nan[WARPS][SMALL_V], s_tot[WARPS][SMALL_V];
+    __shared__ SmallShared s_all[WARPS];
     const int lane = threadIdx.x % 32, wp = threadIdx.x / 32;
-    const int64_t item = blockIdx.x * (int64_t)WARPS + wp;
-    if (item >= count * m)
-        return;
-    const int64_t b = b0 + item / m, j = item % m;
-    if (!is_small(nodes, b, SMALL_N))
-        return; /* split_kernel's */
-    double *rec = recs + item * rec_len;
-    const int f = feats[b * m + j];
-    if (f < 0 || f >= d.F) {
-        if (lane == 0)
-            rec_unlisted(rec, rec_len);
-        return;
-    }
+    const int64_t b = b0 + blockIdx.x * (int64_t)WARPS + wp;
+    if (b >= b0 + count || node_kind(nodes, b, kinds) != KIND_SMALL)
+        return; /* split_mid's or split_kernel's */
+    SmallShared &sh = s_all[wp];
     const int32_t start = nodes[3 * b];
-    const SmallNode sn = {nodes[3 * b + 1] - start, s_code[wp], s_row[wp], s_w[wp],
-                          d.K > 0 ? s_cls[wp] : NULL, d.O == 1 ? s_y[wp] : NULL};
+    const SmallNode sn = {nodes[3 * b + 1] - start, sh.code, sh.row, sh.w,
+                          d.K > 0 ? sh.cls : NULL, d.O == 1 ? sh.y : NULL};
     for (int q = lane; q < sn.n; q += 32) {
         const int32_t r = d.rows[start + q];
-        s_code[wp][q] = code_of(d, r, f);
-        s_row[wp][q] = r;
-        s_w[wp][q] = d.w[start + q];
+        sh.row[q] = r;
+        sh.w[q] = d.w[start + q];
         if (d.K > 0)
-            s_cls[wp][q] = d.cls[r];
+            sh.cls[q] = d.cls[r];
         if (d.O == 1) {
-            s_y[wp][2 * q] = d.y[2 * (int64_t)r];
-            s_y[wp][2 * q + 1] = d.y[2 * (int64_t)r + 1];
+            sh.y[2 * q] = d.y[2 * (int64_t)r];
+            sh.y[2 * q + 1] = d.y[2 * (int64_t)r + 1];
         }
     }
     __syncwarp();
-    if (lane < d.V1) { /* the real and missing samples' stats, a lane per stat */
-        double real = 0.0, nan = 0.0;
-        for (int q = 0; q < sn.n; q++) {
-            const double v = stat_of(d, sn.row[q], sn.w[q], lane);
-            if (sn.code[q] == d.nan_code)
-                nan += v;
+    if (lane < d.V1) /* the node's totals: a feature's unless it has missing values */
+        sh.all[lane] = small_stat(d, sn, lane, [](int) { return true; });
+    int32_t chunk = -1;
+    int nonconst_n = 0, have = 0, cur[2], nxt[2];
+    double best_p = -INFINITY;
+    int f = m > 0 ? small_feature(feats, m, b, 0, lane, chunk) : -1;
+    small_codes(d, sh, sn.n, f >= 0 && f < d.F ? f : -1, lane, cur);
+    for (int64_t j = 0; j < m; j++) {
+        const int fn = j + 1 < m ? small_feature(feats, m, b, j + 1, lane, chunk) : -1;
+        small_codes(d, sh, sn.n, fn >= 0 && fn < d.F ? fn : -1, lane, nxt); /* ahead */
+        const int fc = f;
+        f = fn;
+        const int c0 = cur[0], c1 = cur[1];
+        cur[0] = nxt[0];
+        cur[1] = nxt[1];
+        if (fc < 0 || fc >= d.F)
+            continue; /* unlisted: ignored */
+        __syncwarp(); /* the last feature is done with the codes and sums */
+        if (lane < sn.n)
+            sh.code[lane] = c0;
+        if (lane + 32 < sn.n)
+            sh.code[lane + 32] = c1;
+        __syncwarp();
+        /* per sample: the first of its code?  the codes seen: distinct ones, the largest real */
+        int first[2] = {0, 0}, distinct = 0, top = -1, mine_nan = 0;
+        for (int k = 0; k < 2; k++) {
+            const int q = lane + 32 * k;
+            if (q >= sn.n)
+                continue;
+            const int c = sn.code[q];
+            first[k] = 1;
+            for (int u = 0; u < q && first[k]; u++)
+                first[k] = sn.code[u] != c;
+            distinct += first[k];
+            mine_nan |= c == d.nan_code;
+            if (c != d.nan_code && c > top)
+                top = c;
+        }
+        for (int k = 16; k > 0; k /= 2) {
+            distinct += __shfl_xor_sync(0xffffffffu, distinct, k);
+            top = max(top, __shfl_xor_sync(0xffffffffu, top, k));
+        }
+        const bool has_nan = __any_sync(0xffffffffu, mine_nan) != 0;
+        if (distinct < 2)
+            continue; /* constant: not counted */
+        if (++nonconst_n > 1 && rule.first_only)
+            continue; /* counted, not searched */
+        if (has_nan && lane < d.V1) {
+            const int nc = d.nan_code;
+            const int *code = sn.code;
+            const double real = small_stat(d, sn, lane, [=](int q) { return code[q] != nc; });
+            const double nan = small_stat(d, sn, lane, [=](int q) { return code[q] == nc; });
+            sh.real[lane] = real;
+            sh.nan[lane] = nan;
+            sh.tot[lane] = real + nan;
+        }
+        __syncwarp();
+        const double *tot = has_nan ? sh.tot : sh.all, *nanrow = has_nan ? sh.nan : NULL;
+        double bp = -INFINITY, P[SMALL_V];
+        int bo = INT_MAX;
+        for (int k = 0; k < 2; k++) {
+            const int q = lane + 32 * k;
+            if (!first[k] || q >= sn.n)
+                continue;
+            const int c = sn.code[q];
+            if (c == d.nan_code || c >= top) /* a real code with a real one after it */
+                continue;
+            if (sn.y) { /* one output: the left side in registers */
+                double P1[4];
+                small_left1(d, sn, c, P1);
+                consider_threshold(0, 1, rule, P1, nanrow, tot, n_real, c, bp, bo);
+            } else {
+                small_left(d, sn, c, P);
+                consider_threshold(d.K, d.O, rule, P, nanrow, tot, n_real, c, bp, bo);
+            }
+        }
+        if (lane == 0 && has_nan && top >= 0) { /* all values left */
+            const double p = gsb__forest_proxy(sh.real, NULL, tot, d.K, d.O, rule.criterion,
+                                               rule.min_leaf, rule.min_weight);
+            const int o = gsb__forest_order(n_real, 0, 0, 1);
+            if (gsb__forest_better(p, o, bp, bo)) {
+                bp = p;
+                bo = o;
+            }
+        }
+        for (int k = 16; k > 0; k /= 2) {
+            const double op = __shfl_xor_sync(0xffffffffu, bp, k);
+            const int oo = __shfl_xor_sync(0xffffffffu, bo, k);
+            if (gsb__forest_better(op, oo, bp, bo)) {
+                bp = op;
+                bo = oo;
+            }
+        }
+        bp = __shfl_sync(0xffffffffu, bp, 0);
+        bo = __shfl_sync(0xffffffffu, bo, 0);
+        if (!(bp > -INFINITY) || (have && !(bp > best_p)))
+            continue; /* no candidate, or not better than an earlier feature's */
+        have = 1;
+        best_p = bp;
+        const int all_left = bo == n_real, ml = bo > n_real;
+        const int lo = all_left ? top : ml ? bo - n_real - 1 : bo;
+        int hi = n_real; /* the first real code after lo */
+        for (int k = 0; k < 2 && !all_left; k++) {
+            const int q = lane + 32 * k;
+            const int c = q < sn.n ? sn.code[q] : d.nan_code;
+            if (c != d.nan_code && c > lo && c < hi)
+                hi = c;
+        }
+        for (int k = 16; k > 0; k /= 2)
+            hi = min(hi, __shfl_xor_sync(0xffffffffu, hi, k));
+        if (lane < d.V1) { /* the left side's stat, as small_left sums it */
+            const int nc = d.nan_code, *code = sn.code;
+            const double P_s =
+                all_left ? sh.real[lane]
+                         : small_stat(d, sn, lane,
+                                      [=](int q) { return code[q] != nc && code[q] <= lo; });
+            const double l = P_s + (ml ? nanrow[lane] : 0.0);
+            sh.rec[GSB__FREC_LEFT + lane] = l;
+            sh.rec[GSB__FREC_LEFT + d.V1 + lane] = tot[lane] - l;
+        }
+        __syncwarp();
+        if (lane == 0) {
+            sh.rec[GSB__FREC_PROXY] = bp;
+            sh.rec[GSB__FREC_FEATURE] = fc;
+            sh.rec[GSB__FREC_BIN_LO] = lo;
+            sh.rec[GSB__FREC_BIN_HI] = hi;
+            if (!ml && !all_left && !has_nan) /* no missing values: the side with more samples */
+                sh.rec[GSB__FREC_MISSING_LEFT] = sh.rec[GSB__FREC_LEFT] >
+                                                 sh.rec[GSB__FREC_LEFT + d.V1];
             else
-                real += v;
+                sh.rec[GSB__FREC_MISSING_LEFT] = ml;
         }
-        s_real[wp][lane] = real;
-        s_nan[wp][lane] = nan;
-        s_tot[wp][lane] = real + nan;
     }
-    /* per sample: the first of its code?  the codes seen: distinct ones, the largest real */
-    int first[2] = {0, 0}, distinct = 0, top = -1, mine_nan = 0;
-    for (int k = 0; k < 2; k++) {
-        const int q = lane + 32 * k;
-        if (q >= sn.n)
-            continue;
-        const int c = sn.code[q];
-        first[k] = 1;
-        for (int u = 0; u < q && first[k]; u++)
-            first[k] = sn.code[u] != c;
-        distinct += first[k];
-        mine_nan |= c == d.nan_code;
-        if (c != d.nan_code && c > top)
-            top = c;
-    }
-    for (int k = 16; k > 0; k /= 2) {
-        distinct += __shfl_xor_sync(0xffffffffu, distinct, k);
-        top = max(top, __shfl_xor_sync(0xffffffffu, top, k));
-    }
-    const bool has_nan = __any_sync(0xffffffffu, mine_nan) != 0;
     __syncwarp();
-    const bool nonconst = distinct >= 2;
-    const double *tot = s_tot[wp], *nanrow = has_nan ? s_nan[wp] : NULL;
-    double bp = -INFINITY, P[SMALL_V];
-    int bo = INT_MAX;
-    for (int k = 0; k < 2 && nonconst; k++) {
-        const int q = lane + 32 * k;
-        if (!first[k] || q >= sn.n)
-            continue;
-        const int c = sn.code[q];
-        if (c == d.nan_code || c >= top) /* a real code with a real one after it */
-            continue;
-        small_left(d, sn, c, P);
-        consider_threshold(d, rule, P, nanrow, tot, n_real, c, bp, bo);
+    double *o = out + b * rec_len;
+    for (int s = lane; s < rec_len; s += 32) {
+        double v = have ? sh.rec[s] : s == GSB__FREC_PROXY ? -INFINITY
+                                    : s == GSB__FREC_FEATURE ? -1.0 : 0.0;
+        o[s] = s == GSB__FREC_NONCONST ? (double)nonconst_n : v;
     }
-    if (lane == 0 && nonconst && has_nan && top >= 0) { /* all values left */
-        const double p = gsb__forest_proxy(s_real[wp], NULL, tot, d.K, d.O, rule.criterion,
-                                           rule.min_leaf, rule.min_weight);
+}
+
+/* ---- split searches from a histogram (split_kernel's blocks, split_mid's warps) ---- */
+
+/* A warp: stats s0 .. s0 + NS - 1 (those below V1) of histogram H (nb x V1) into
+ * prefix sums over the real bins (32 bins a step, a shuffle scan: another order of
+ * additions than the twin's, the same sums when they are exact; the NS scans
+ * interleaved, each stat's additions as a scan of its own), tot[s] the total with the
+ * missing bin (nanrow). */
+template <int NS>
+__device__ inline void scan_stats(double *H, int V1, int n_real, const double *nanrow, int s0,
+                                  int lane, double *tot)
+{
+    double run[NS];
+#pragma unroll
+    for (int t = 0; t < NS; t++)
+        run[t] = 0.0;
+    for (int c0 = 0; c0 < n_real; c0 += 32) {
+        const int c = c0 + lane;
+        double v[NS];
+#pragma unroll
+        for (int t = 0; t < NS; t++)
+            v[t] = c < n_real && s0 + t < V1 ? H[(int64_t)c * V1 + s0 + t] : 0.0;
+#pragma unroll
+        for (int k = 1; k < 32; k *= 2) { /* inclusive scans: lanes below add in order */
+#pragma unroll
+            for (int t = 0; t < NS; t++) {
+                const double u = __shfl_up_sync(0xffffffffu, v[t], k);
+                if (lane >= k)
+                    v[t] = u + v[t];
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NS; t++) {
+            if (c < n_real && s0 + t < V1)
+                H[(int64_t)c * V1 + s0 + t] = run[t] + v[t];
+            run[t] += __shfl_sync(0xffffffffu, v[t], 31);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NS; t++)
+        if (lane == 0 && s0 + t < V1)
+            tot[s0 + t] = run[t] + (nanrow ? nanrow[s0 + t] : 0.0);
+}
+
+/* A scanned histogram's candidates at bins c0, c0 + step, ... (a non-empty bin with a
+ * non-empty real bin after it), then (all: one thread) "all values left" where missing
+ * values are; the best kept in (bp, bo). */
+__device__ inline void hist_candidates(const FData &d, const Rule &rule, const double *H,
+                                       const double *tot, const double *nanrow, bool has_nan,
+                                       int n_real, int c0, int step, bool all, double &bp,
+                                       int &bo)
+{
+    const int V1 = d.V1;
+    const double real_count = n_real > 0 ? H[(int64_t)(n_real - 1) * V1] : 0.0;
+    for (int c = c0; c < n_real; c += step) {
+        const double *P = H + (int64_t)c * V1;
+        const double before = c > 0 ? H[(int64_t)(c - 1) * V1] : 0.0;
+        if (!(P[0] - before > 0.5) || !(P[0] < real_count - 0.5))
+            continue;
+        consider_threshold(d.K, d.O, rule, P, has_nan ? nanrow : NULL, tot, n_real, c, bp,
+                           bo);
+    }
+    if (all && has_nan && real_count > 0.5) { /* all values left */
+        const double p = gsb__forest_proxy(H + (int64_t)(n_real - 1) * V1, NULL, tot, d.K, d.O,
+                                           rule.criterion, rule.min_leaf, rule.min_weight);
         const int o = gsb__forest_order(n_real, 0, 0, 1);
         if (gsb__forest_better(p, o, bp, bo)) {
             bp = p;
             bo = o;
         }
     }
-    for (int k = 16; k > 0; k /= 2) {
-        const double op = __shfl_xor_sync(0xffffffffu, bp, k);
-        const int oo = __shfl_xor_sync(0xffffffffu, bo, k);
-        if (gsb__forest_better(op, oo, bp, bo)) {
-            bp = op;
-            bo = oo;
-        }
-    }
-    if (lane != 0)
-        return;
-    rec_unlisted(rec, rec_len);
+}
+
+/* One thread: feature f's record from its scanned histogram and its best candidate
+ * (bp, bo). */
+__device__ inline void hist_record(const FData &d, const double *H, const double *tot,
+                                   const double *nanrow, bool has_nan, int n_real, int f,
+                                   bool nonconst, double bp, int bo, int rec_len, double *rec)
+{
+    const int V1 = d.V1;
+    for (int s = 0; s < rec_len; s++)
+        rec[s] = 0.0;
+    rec[GSB__FREC_PROXY] = -INFINITY;
     rec[GSB__FREC_FEATURE] = f;
     rec[GSB__FREC_NONCONST] = nonconst ? 1.0 : 0.0;
     if (!(bp > -INFINITY))
         return;
     const int all_left = bo == n_real, ml = bo > n_real;
-    const int lo = all_left ? top : ml ? bo - n_real - 1 : bo;
-    int hi = n_real; /* the first real code after lo */
-    for (int q = 0; q < sn.n && !all_left; q++)
-        if (sn.code[q] != d.nan_code && sn.code[q] > lo && sn.code[q] < hi)
-            hi = sn.code[q];
-    if (all_left)
-        for (int s = 0; s < d.V1; s++)
-            P[s] = s_real[wp][s];
-    else
-        small_left(d, sn, lo, P);
-    for (int s = 0; s < d.V1; s++) {
-        const double l = P[s] + (ml ? nanrow[s] : 0.0);
+    int lo = ml ? bo - n_real - 1 : bo;
+    if (all_left) /* the last non-empty real bin */
+        for (lo = n_real - 1; lo > 0 && !(H[(int64_t)lo * V1] - H[(int64_t)(lo - 1) * V1] > 0.5);)
+            lo--;
+    int hi = n_real;
+    if (!all_left) /* the first non-empty real bin after lo */
+        for (hi = lo + 1; hi < n_real && !(H[(int64_t)hi * V1] - H[(int64_t)(hi - 1) * V1] > 0.5);)
+            hi++;
+    const double *lp = H + (int64_t)lo * V1;
+    for (int s = 0; s < V1; s++) {
+        const double l = lp[s] + (ml ? nanrow[s] : 0.0);
         rec[GSB__FREC_LEFT + s] = l;
-        rec[GSB__FREC_LEFT + d.V1 + s] = tot[s] - l;
+        rec[GSB__FREC_LEFT + V1 + s] = tot[s] - l;
     }
     rec[GSB__FREC_PROXY] = bp;
     rec[GSB__FREC_BIN_LO] = lo;
     rec[GSB__FREC_BIN_HI] = hi;
     if (!ml && !all_left && !has_nan) /* no missing values: the side with more samples */
-        rec[GSB__FREC_MISSING_LEFT] = rec[GSB__FREC_LEFT] > rec[GSB__FREC_LEFT + d.V1];
+        rec[GSB__FREC_MISSING_LEFT] = rec[GSB__FREC_LEFT] > rec[GSB__FREC_LEFT + V1];
     else
         rec[GSB__FREC_MISSING_LEFT] = ml;
 }
@@ -632,7 +854,7 @@ __global__ void split_small(FData d, const int32_t *__restrict__ nodes,
  * over the real bins), the totals. */
 __device__ void split_item(const FData &d, const int32_t *__restrict__ nodes,
                            const int32_t *__restrict__ feats, int64_t m, int64_t b0,
-                           const Rule &rule, int n_real, int rec_len, int small_n,
+                           const Rule &rule, int n_real, int rec_len,
                            double *__restrict__ recs, int64_t item)
 {
     extern __shared__ double H[];
@@ -640,8 +862,6 @@ __device__ void split_item(const FData &d, const int32_t *__restrict__ nodes,
     __shared__ int best_o[THREADS];
     __shared__ int nonempty;
     const int64_t b = b0 + item / m, j = item % m;
-    if (is_small(nodes, b, small_n))
-        return; /* split_small's */
     double *rec = recs + item * rec_len;
     const int f = feats[b * m + j];
     const int V1 = d.V1;
@@ -675,53 +895,16 @@ __device__ void split_item(const FData &d, const int32_t *__restrict__ nodes,
     if (mine)
         atomicAdd(&nonempty, mine);
     __syncthreads();
-    /* prefix sums over the real bins, one stat per warp (32 bins a step, a shuffle
-     * scan: another order of additions than the twin's, the same sums when they
-     * are exact); totals with the missing bin */
     const double *nanrow = d.nan_code >= 0 ? H + (int64_t)d.nan_code * V1 : NULL;
-    const int lane = threadIdx.x % 32;
-    for (int s = threadIdx.x / 32; s < V1; s += WARPS) {
-        double run = 0.0;
-        for (int c0 = 0; c0 < n_real; c0 += 32) {
-            const int c = c0 + lane;
-            double v = c < n_real ? H[(int64_t)c * V1 + s] : 0.0;
-            for (int k = 1; k < 32; k *= 2) { /* inclusive scan: lanes below add in order */
-                const double u = __shfl_up_sync(0xffffffffu, v, k);
-                if (lane >= k)
-                    v = u + v;
-            }
-            if (c < n_real)
-                H[(int64_t)c * V1 + s] = run + v;
-            run += __shfl_sync(0xffffffffu, v, 31);
-        }
-        if (lane == 0)
-            tot[s] = run + (nanrow ? nanrow[s] : 0.0);
-    }
+    for (int s = threadIdx.x / 32; s < V1; s += WARPS) /* a stat per warp */
+        scan_stats<1>(H, V1, n_real, nanrow, s, threadIdx.x % 32, tot);
     __syncthreads();
     const bool nonconst = nonempty >= 2, has_nan = nanrow && nanrow[0] > 0.5;
-    const double real_count = n_real > 0 ? H[(int64_t)(n_real - 1) * V1] : 0.0;
     double bp = -INFINITY;
     int bo = INT_MAX;
-    if (nonconst) {
-        for (int c = threadIdx.x; c < n_real; c += blockDim.x) {
-            const double *P = H + (int64_t)c * V1;
-            const double before = c > 0 ? H[(int64_t)(c - 1) * V1] : 0.0;
-            /* a non-empty bin with a non-empty real bin after it */
-            if (!(P[0] - before > 0.5) || !(P[0] < real_count - 0.5))
-                continue;
-            consider_threshold(d, rule, P, has_nan ? nanrow : NULL, tot, n_real, c, bp, bo);
-        }
-        if (threadIdx.x == 0 && has_nan && real_count > 0.5) { /* all values left */
-            const double p = gsb__forest_proxy(H + (int64_t)(n_real - 1) * V1, NULL, tot, d.K,
-                                               d.O, rule.criterion, rule.min_leaf,
-                                               rule.min_weight);
-            const int o = gsb__forest_order(n_real, 0, 0, 1);
-            if (gsb__forest_better(p, o, bp, bo)) {
-                bp = p;
-                bo = o;
-            }
-        }
-    }
+    if (nonconst)
+        hist_candidates(d, rule, H, tot, nanrow, has_nan, n_real, threadIdx.x, blockDim.x,
+                        threadIdx.x == 0, bp, bo);
     best_p[threadIdx.x] = bp;
     best_o[threadIdx.x] = bo;
     __syncthreads();
@@ -734,49 +917,20 @@ __device__ void split_item(const FData &d, const int32_t *__restrict__ nodes,
         }
         __syncthreads();
     }
-    if (threadIdx.x != 0)
-        return;
-    for (int s = 0; s < rec_len; s++)
-        rec[s] = 0.0;
-    rec[GSB__FREC_PROXY] = -INFINITY;
-    rec[GSB__FREC_FEATURE] = f;
-    rec[GSB__FREC_NONCONST] = nonconst ? 1.0 : 0.0;
-    if (!(best_p[0] > -INFINITY))
-        return;
-    const int o = best_o[0];
-    const int all_left = o == n_real, ml = o > n_real;
-    int lo = ml ? o - n_real - 1 : o;
-    if (all_left) /* the last non-empty real bin */
-        for (lo = n_real - 1; lo > 0 && !(H[(int64_t)lo * V1] - H[(int64_t)(lo - 1) * V1] > 0.5);)
-            lo--;
-    int hi = n_real;
-    if (!all_left) /* the first non-empty real bin after lo */
-        for (hi = lo + 1; hi < n_real && !(H[(int64_t)hi * V1] - H[(int64_t)(hi - 1) * V1] > 0.5);)
-            hi++;
-    const double *lp = H + (int64_t)lo * V1;
-    for (int s = 0; s < V1; s++) {
-        const double l = lp[s] + (ml ? nanrow[s] : 0.0);
-        rec[GSB__FREC_LEFT + s] = l;
-        rec[GSB__FREC_LEFT + V1 + s] = tot[s] - l;
-    }
-    rec[GSB__FREC_PROXY] = best_p[0];
-    rec[GSB__FREC_BIN_LO] = lo;
-    rec[GSB__FREC_BIN_HI] = hi;
-    if (!ml && !all_left && !has_nan) /* no missing values: the side with more samples */
-        rec[GSB__FREC_MISSING_LEFT] = rec[GSB__FREC_LEFT] > rec[GSB__FREC_LEFT + V1];
-    else
-        rec[GSB__FREC_MISSING_LEFT] = ml;
+    if (threadIdx.x == 0)
+        hist_record(d, H, tot, nanrow, has_nan, n_real, f, nonconst, best_p[0], best_o[0],
+                    rec_len, rec);
 }
 
 /* Blocks stride over chunks of `chunk` (<= THREADS) consecutive items (node,
  * feature) of a pass: the threads test a chunk's items at once and the block
- * runs split_item on those split_small does not take, so the many small items
- * of deep levels cost a block one parallel load each, not a pass of the item
- * loop each (the order the items run in does not matter: each writes its own
- * record). */
+ * runs split_item on those of large nodes (split_small and split_mid take the
+ * others), so the many small items of deep levels cost a block one parallel
+ * load each, not a pass of the item loop each (the order the items run in does
+ * not matter: each writes its own record). */
 __global__ void split_kernel(FData d, const int32_t *__restrict__ nodes,
                              const int32_t *__restrict__ feats, int64_t m, int64_t b0,
-                             int64_t count, Rule rule, int n_real, int rec_len, int small_n,
+                             int64_t count, Rule rule, int n_real, int rec_len, Kinds kinds,
                              int chunk, double *__restrict__ recs)
 {
     __shared__ int s_off[THREADS];
@@ -789,25 +943,109 @@ __global__ void split_kernel(FData d, const int32_t *__restrict__ nodes,
             s_n = 0;
         __syncthreads();
         const int64_t item = c0 + threadIdx.x;
-        if ((int)threadIdx.x < chunk && item < total && !is_small(nodes, b0 + item / m, small_n))
+        if ((int)threadIdx.x < chunk && item < total &&
+            node_kind(nodes, b0 + item / m, kinds) == KIND_BIG)
             s_off[atomicAdd(&s_n, 1)] = (int)threadIdx.x;
         __syncthreads();
         const int n = s_n;
         for (int k = 0; k < n; k++) {
             __syncthreads(); /* the last item's shared memory is free */
-            split_item(d, nodes, feats, m, b0, rule, n_real, rec_len, small_n, recs,
-                       c0 + s_off[k]);
+            split_item(d, nodes, feats, m, b0, rule, n_real, rec_len, recs, c0 + s_off[k]);
         }
     }
 }
 
-/* One thread per node of a pass: its features' records into its record. */
-__global__ void split_reduce(const double *__restrict__ recs, const int32_t *__restrict__ feats,
-                             int64_t m, int64_t b0, int64_t count, int rec_len, int first_only,
+/*
+ * Nodes of more than SMALL_N samples (or any, when split_small is off) up to
+ * MID_N without a slot: a warp per (node of the pass, group of its listed
+ * features: `groups` per node, more when the pass has few nodes), the group's
+ * features in turn, each feature's histogram in the warp's own shared memory
+ * (no block barriers; blocks of MID_WARPS warps stride over the work), then
+ * split_item's steps a warp at a time: non-empty bins, prefix sums MID_SCAN
+ * stats at a time, the candidates a bin per lane, a warp reduction, the record.
+ */
+__global__ void __launch_bounds__(MID_WARPS * 32, MID_BLOCKS)
+    split_mid(FData d, const int32_t *__restrict__ nodes, const int32_t *__restrict__ feats,
+              int64_t m, int64_t b0, int64_t count, Rule rule, int n_real, int rec_len,
+              Kinds kinds, int64_t groups, double *__restrict__ recs)
+{
+    extern __shared__ double mid_sh[];
+    const int lane = threadIdx.x % 32, wp = threadIdx.x / 32, V1 = d.V1;
+    const int64_t per = (int64_t)d.nb * V1;
+    double *H = mid_sh + wp * (per + V1), *tot = H + per;
+    const double *nanrow = d.nan_code >= 0 ? H + (int64_t)d.nan_code * V1 : NULL;
+    const int64_t per_group = (m + groups - 1) / groups;
+    for (int64_t w = blockIdx.x * (int64_t)MID_WARPS + wp; w < count * groups;
+         w += (int64_t)gridDim.x * MID_WARPS) {
+        const int64_t bb = w / groups, b = b0 + bb, j0 = w % groups * per_group;
+        if (node_kind(nodes, b, kinds) != KIND_MID)
+            continue;
+        const int32_t start = nodes[3 * b], end = nodes[3 * b + 1];
+        for (int64_t j = j0; j < m && j < j0 + per_group; j++) {
+            double *rec = recs + (bb * m + j) * rec_len;
+            const int f = feats[b * m + j];
+            if (f < 0 || f >= d.F) {
+                if (lane == 0)
+                    rec_unlisted(rec, rec_len);
+                continue;
+            }
+            __syncwarp(); /* the last feature is done with the histogram */
+            for (int64_t k = lane; k < per; k += 32)
+                H[k] = 0.0;
+            __syncwarp();
+            for (int32_t i0 = start + lane; i0 < end; i0 += 32 * MID_UNROLL) {
+                int32_t r[MID_UNROLL]; /* a lane's next samples' loads issued together */
+                int c[MID_UNROLL];
+#pragma unroll
+                for (int u = 0; u < MID_UNROLL; u++)
+                    r[u] = i0 + 32 * u < end ? d.rows[i0 + 32 * u] : -1;
+#pragma unroll
+                for (int u = 0; u < MID_UNROLL; u++)
+                    c[u] = r[u] >= 0 ? code_of(d, r[u], f) : 0;
+#pragma unroll
+                for (int u = 0; u < MID_UNROLL; u++)
+                    if (r[u] >= 0)
+                        add_sample(d, i0 + 32 * u, r[u], H + (int64_t)c[u] * V1);
+            }
+            __syncwarp();
+            int nonempty = 0; /* non-empty codes, the missing-value code included */
+            for (int c = lane; c < d.nb; c += 32)
+                nonempty += H[(int64_t)c * V1] > 0.5;
+            for (int k = 16; k > 0; k /= 2)
+                nonempty += __shfl_xor_sync(0xffffffffu, nonempty, k);
+            for (int s = 0; s < V1; s += MID_SCAN)
+                scan_stats<MID_SCAN>(H, V1, n_real, nanrow, s, lane, tot);
+            __syncwarp();
+            const bool nonconst = nonempty >= 2, has_nan = nanrow && nanrow[0] > 0.5;
+            double bp = -INFINITY;
+            int bo = INT_MAX;
+            if (nonconst)
+                hist_candidates(d, rule, H, tot, nanrow, has_nan, n_real, lane, 32, lane == 0,
+                                bp, bo);
+            for (int k = 16; k > 0; k /= 2) {
+                const double op = __shfl_xor_sync(0xffffffffu, bp, k);
+                const int oo = __shfl_xor_sync(0xffffffffu, bo, k);
+                if (gsb__forest_better(op, oo, bp, bo)) {
+                    bp = op;
+                    bo = oo;
+                }
+            }
+            if (lane == 0)
+                hist_record(d, H, tot, nanrow, has_nan, n_real, f, nonconst, bp, bo, rec_len,
+                            rec);
+        }
+    }
+}
+
+/* One thread per node of a pass but split_small's (which wrote its record): its
+ * features' records into its record. */
+__global__ void split_reduce(const double *__restrict__ recs, const int32_t *__restrict__ nodes,
+                             const int32_t *__restrict__ feats, int64_t m, int64_t b0,
+                             int64_t count, int rec_len, int first_only, Kinds kinds,
                              double *__restrict__ out)
 {
     const int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (b >= count)
+    if (b >= count || node_kind(nodes, b0 + b, kinds) == KIND_SMALL)
         return;
     gsb__forest_reduce(recs + b * m * rec_len, feats + (b0 + b) * m, (int)m, rec_len,
                        first_only, out + (b0 + b) * rec_len);
@@ -1126,8 +1364,8 @@ extern "C" int gsb__cuda_forest_split(const gsb__backend *be, const gsb__forest_
     const void *dn = NULL, *df = NULL;
     void *tn = NULL, *tf = NULL, *dtn = NULL, *dtf = NULL, *drecs = NULL, *dout = NULL;
     const bool trace = split_trace_on();
-    cudaEvent_t ev[4] = {NULL, NULL, NULL, NULL};
-    float t_ms[3] = {0.0f, 0.0f, 0.0f};
+    cudaEvent_t ev[5] = {NULL, NULL, NULL, NULL, NULL};
+    float t_ms[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     int rc;
     GSB_CUDA_CHECK(data_of(be, d, false, op, &fd));
     if (!nodes || !feats || on_host(nodes) || on_host(feats)) {
@@ -1180,22 +1418,40 @@ extern "C" int gsb__cuda_forest_split(const gsb__backend *be, const gsb__forest_
         GSB_CUDA_CHECK(scratch(be, per_pass * (m > 0 ? m : 1) * rec_len, sizeof(double), &drecs));
         const Rule r = {rule->criterion, rule->first_only, (double)rule->min_samples_leaf,
                         rule->min_weight_leaf};
-        const int small_n = fd.V1 <= SMALL_V ? SMALL_N : 0;
+        /* split_small's and split_mid's nodes, where their shared memory holds a node */
+        const size_t mid_hist = ((size_t)d->n_bins * fd.V1 + fd.V1) * sizeof(double);
+        const Kinds kinds = {fd.V1 <= SMALL_V ? SMALL_N : 0, mid_hist <= MID_HIST ? MID_N : 0};
+        const size_t mid_smem = MID_WARPS * mid_hist;
+        if (kinds.mid_n > 0 && mid_smem > 48 * 1024)
+            CUDA_CHECK(cudaFuncSetAttribute(split_mid, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)mid_smem));
         cudaStream_t s = gsb__cuda_ctx_of(be)->stream;
-        for (int k = 0; trace && k < 4; k++)
+        for (int k = 0; trace && k < 5; k++)
             CUDA_CHECK(cudaEventCreate(&ev[k]));
         for (int64_t b0 = 0; b0 < B; b0 += per_pass) {
             const int64_t count = B - b0 < per_pass ? B - b0 : per_pass;
             if (trace)
                 CUDA_CHECK(cudaEventRecord(ev[0], s));
-            if (m > 0 && small_n > 0) {
-                split_small<<<(unsigned)((count * m + WARPS - 1) / WARPS), THREADS, 0, s>>>(
+            if (kinds.small_n > 0) { /* the small nodes' records, straight into out */
+                split_small<<<(unsigned)((count + WARPS - 1) / WARPS), THREADS, 0, s>>>(
                     fd, (const int32_t *)dn, (const int32_t *)df, m, b0, count, r, n_real,
-                    rec_len, (double *)drecs);
+                    rec_len, kinds, out);
                 CUDA_CHECK(cudaGetLastError());
             }
             if (trace)
                 CUDA_CHECK(cudaEventRecord(ev[1], s));
+            if (kinds.mid_n > 0 && m > 0) { /* blocks stride over (node, feature group) */
+                const int64_t cap = split_blocks(be);
+                int64_t groups = (cap * MID_WARPS + count - 1) / count; /* few nodes: split */
+                groups = groups < 1 ? 1 : groups > m ? m : groups;
+                const int64_t want = (count * groups + MID_WARPS - 1) / MID_WARPS;
+                split_mid<<<(unsigned)(want < cap ? want : cap), MID_WARPS * 32, mid_smem, s>>>(
+                    fd, (const int32_t *)dn, (const int32_t *)df, m, b0, count, r, n_real,
+                    rec_len, kinds, groups, (double *)drecs);
+                CUDA_CHECK(cudaGetLastError());
+            }
+            if (trace)
+                CUDA_CHECK(cudaEventRecord(ev[2], s));
             if (m > 0) { /* chunks: one item each while the items fit the grid */
                 const int64_t items = count * m, cap = split_blocks(be);
                 int64_t chunk = (items + cap - 1) / cap;
@@ -1203,19 +1459,19 @@ extern "C" int gsb__cuda_forest_split(const gsb__backend *be, const gsb__forest_
                 const int64_t blocks = (items + chunk - 1) / chunk;
                 split_kernel<<<(unsigned)(blocks < cap ? blocks : cap), THREADS, smem, s>>>(
                     fd, (const int32_t *)dn, (const int32_t *)df, m, b0, count, r, n_real,
-                    rec_len, small_n, (int)chunk, (double *)drecs);
+                    rec_len, kinds, (int)chunk, (double *)drecs);
                 CUDA_CHECK(cudaGetLastError());
             }
             if (trace)
-                CUDA_CHECK(cudaEventRecord(ev[2], s));
+                CUDA_CHECK(cudaEventRecord(ev[3], s));
             split_reduce<<<(unsigned)((count + THREADS - 1) / THREADS), THREADS, 0, s>>>(
-                (const double *)drecs, (const int32_t *)df, m, b0, count, rec_len,
-                rule->first_only, out);
+                (const double *)drecs, (const int32_t *)dn, (const int32_t *)df, m, b0, count,
+                rec_len, rule->first_only, kinds, out);
             CUDA_CHECK(cudaGetLastError());
             if (trace) {
-                CUDA_CHECK(cudaEventRecord(ev[3], s));
-                CUDA_CHECK(cudaEventSynchronize(ev[3]));
-                for (int k = 0; k < 3; k++) {
+                CUDA_CHECK(cudaEventRecord(ev[4], s));
+                CUDA_CHECK(cudaEventSynchronize(ev[4]));
+                for (int k = 0; k < 4; k++) {
                     float ms = 0.0f;
                     CUDA_CHECK(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]));
                     t_ms[k] += ms;
@@ -1224,8 +1480,9 @@ extern "C" int gsb__cuda_forest_split(const gsb__backend *be, const gsb__forest_
         }
         if (trace)
             fprintf(stderr, "gsb profile:   forest_split %lld nodes x %lld features (first_only "
-                    "%d): split_small %.3f ms, split_kernel %.3f ms, split_reduce %.3f ms\n",
-                    (long long)B, (long long)m, rule->first_only, t_ms[0], t_ms[1], t_ms[2]);
+                    "%d): split_small %.3f ms, split_mid %.3f ms, split_kernel %.3f ms, "
+                    "split_reduce %.3f ms\n", (long long)B, (long long)m, rule->first_only,
+                    t_ms[0], t_ms[1], t_ms[2], t_ms[3]);
         if (on_host(best))
             GSB_CUDA_CHECK(gsb__cuda_copy_d2h(be, best->data, out,
                                               (size_t)(B * rec_len) * sizeof(double)));
@@ -1237,7 +1494,7 @@ done:
     gsb__cuda_free(be, dtf);
     gsb__cuda_free(be, drecs);
     gsb__cuda_free(be, dout);
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 5; k++)
         if (ev[k])
             (void)cudaEventDestroy(ev[k]); /* nothing to do about a failure here */
     return rc;
