@@ -256,13 +256,11 @@ static int op_model_get_attr(gsb__conn *c, gsb__req *rq, gsb__reply *rp)
 /* ops of the form "text JSON from the API on a model -> reply[key]" */
 typedef int (*model_json_fn)(const gsb_model *m, char **out);
 
-static int model_json(gsb__conn *c, gsb__req *rq, gsb__reply *rp, model_json_fn fn,
-                      const char *key)
+/* The reply of an op on h's model whose last API call returned rc and text
+ * (the API's allocation, or NULL): reply[key] = text and reply.fitted; h is
+ * released and text consumed either way. */
+static int reply_model_text(gsb__reply *rp, gsb__handle *h, int rc, const char *key, char *text)
 {
-    gsb__handle *h;
-    GSB_TRY(model_handle(c, rq, &h));
-    char *text = NULL;
-    int rc = fn(h->model, &text);
     if (rc == GSB_OK)
         rc = set_new(rp->head, "fitted", json_boolean(gsb_model_is_fitted(h->model)));
     gsb__handle_put(h);
@@ -271,6 +269,16 @@ static int model_json(gsb__conn *c, gsb__req *rq, gsb__reply *rp, model_json_fn 
         return rc;
     }
     return set_json_text(rp->head, key, text);
+}
+
+static int model_json(gsb__conn *c, gsb__req *rq, gsb__reply *rp, model_json_fn fn,
+                      const char *key)
+{
+    gsb__handle *h;
+    GSB_TRY(model_handle(c, rq, &h));
+    char *text = NULL;
+    int rc = fn(h->model, &text);
+    return reply_model_text(rp, h, rc, key, text);
 }
 
 static int op_model_list_attrs(gsb__conn *c, gsb__req *rq, gsb__reply *rp)
@@ -307,14 +315,7 @@ static int model_set(gsb__conn *c, gsb__req *rq, gsb__reply *rp, const char *key
     char *back = NULL;
     if (rc == GSB_OK)
         rc = get(h->model, &back);
-    if (rc == GSB_OK)
-        rc = set_new(rp->head, "fitted", json_boolean(gsb_model_is_fitted(h->model)));
-    gsb__handle_put(h);
-    if (rc != GSB_OK) {
-        gsb_free(back);
-        return rc;
-    }
-    return set_json_text(rp->head, key, back);
+    return reply_model_text(rp, h, rc, key, back);
 }
 
 static int op_model_set_params(gsb__conn *c, gsb__req *rq, gsb__reply *rp)

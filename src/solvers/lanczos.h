@@ -27,7 +27,8 @@ typedef struct gsb__lanczos_opts {
     int64_t ncv;        /* basis vectors, nev + 2 <= ncv <= n */
     double tol;         /* converged when ||A x - theta x|| <= tol for each pair (x unit) */
     int64_t max_matvec; /* budget of operator applications */
-    const double *v0;   /* start vector (n, not all zero), or NULL for all ones */
+    const double *v0;   /* start vector (n, not all zero), or NULL for
+                         * gsb__lanczos_default_start (lanczos_state.h) */
     /* called after each restart cycle with the operator applications so far
      * and the largest residual of the wanted pairs; a status other than
      * GSB_OK stops the solver with that status (cancellation); may be NULL */
@@ -46,10 +47,5 @@ typedef struct gsb__lanczos_opts {
  */
 int gsb__lanczos_largest(gsb__linop_fn op, void *data, const gsb__lanczos_opts *o,
                          double *evals, double *evecs, int *converged, int64_t *matvecs);
-
-/* The start vector the solver takes without v0: ones slightly perturbed by a
- * fixed pseudo-random vector (so no eigenvector is missed by symmetry);
- * lanczos_seg.c starts each block from it too. */
-void gsb__lanczos_default_start(double *x, int64_t n);
 
 #endif

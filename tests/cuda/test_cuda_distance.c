@@ -17,46 +17,18 @@
 #include <string.h>
 
 #include "cuda_testing.h"
+#include "distance_reference.h"
 
 static const gsb_dtype dtypes[2] = {GSB_F32, GSB_F64};
 static const gsb__metric metrics[4] = {GSB__METRIC_SQEUCLIDEAN, GSB__METRIC_EUCLIDEAN,
                                        GSB__METRIC_MANHATTAN, GSB__METRIC_COSINE};
-static const char *const metric_names[4] = {"sqeuclidean", "euclidean", "manhattan", "cosine"};
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-/* Host tensor of integers in [0, r): exact distances, exact ties. */
-static gsb__tensor host_ints(gsb_dtype dt, int64_t rows, int64_t cols, int r)
-{
-    gsb__tensor t = host_random(dt, rows, cols, 1.0);
-    for (int64_t i = 0; i < rows * cols; i++)
-        gsb__tensor_set(&t, i, floor(testing_uniform() * r));
-    return t;
-}
 
 static void zero_row(gsb__tensor *t, int64_t i)
 {
     for (int64_t j = 0; j < t->cols; j++)
         gsb__tensor_set(t, i * t->cols + j, 0.0);
-}
-
-/* The metric by its definition, in double, between host rows. */
-static double ref_dist(const gsb__tensor *A, int64_t i, const gsb__tensor *B, int64_t j,
-                       gsb__metric m)
-{
-    double s = 0, aa = 0, bb = 0, ab = 0;
-    for (int64_t c = 0; c < A->cols; c++) {
-        double a = gsb__tensor_get(A, i * A->cols + c), b = gsb__tensor_get(B, j * B->cols + c);
-        s += m == GSB__METRIC_MANHATTAN ? fabs(a - b) : (a - b) * (a - b);
-        aa += a * a;
-        bb += b * b;
-        ab += a * b;
-    }
-    if (m == GSB__METRIC_EUCLIDEAN)
-        return sqrt(s);
-    if (m == GSB__METRIC_COSINE)
-        return aa > 0 && bb > 0 ? 1.0 - ab / (sqrt(aa) * sqrt(bb)) : 1.0;
-    return s;
 }
 
 /* The CPU op's message, kept while the GPU op overwrites the thread's. */
@@ -110,7 +82,7 @@ static void pairwise_case(gsb_dtype dt, gsb__metric m, int64_t n, int64_t mm, in
     gsb__tensor_free(&Xg);
     gsb__tensor_free(&X);
     CASE_END(before, "pairwise %s %s n=%lld m=%lld d=%lld same=%d", gsb_dtype_name(dt),
-             metric_names[m], (long long)n, (long long)mm, (long long)d, same);
+             metric_name(m), (long long)n, (long long)mm, (long long)d, same);
 }
 
 static void test_pairwise(void)
@@ -426,7 +398,7 @@ static void topk_case(gsb_dtype dt, gsb__metric m, int64_t nq, int64_t nr, int64
     gsb__tensor_free(&Rg);
     gsb__tensor_free(&R);
     CASE_END(before, "topk %s %s nq=%lld nr=%lld d=%lld k=%lld self=%d ints=%d",
-             gsb_dtype_name(dt), metric_names[m], (long long)nq, (long long)nr, (long long)d,
+             gsb_dtype_name(dt), metric_name(m), (long long)nq, (long long)nr, (long long)d,
              (long long)k, self, ints);
 }
 

@@ -16,17 +16,11 @@
 #include <string.h>
 
 #include "cuda_testing.h"
+#include "distance_reference.h"
 
 static const gsb_dtype dtypes[2] = {GSB_F32, GSB_F64};
 static const gsb__metric metrics[4] = {GSB__METRIC_SQEUCLIDEAN, GSB__METRIC_EUCLIDEAN,
                                        GSB__METRIC_COSINE, GSB__METRIC_MANHATTAN};
-static const char *metric_name(gsb__metric m)
-{
-    return m == GSB__METRIC_SQEUCLIDEAN ? "sqeuclidean"
-           : m == GSB__METRIC_EUCLIDEAN ? "euclidean"
-           : m == GSB__METRIC_COSINE    ? "cosine"
-                                        : "manhattan";
-}
 
 /* The op under test: topk (exact GEMM) or topk_fast (TF32 GEMM for float32). */
 typedef int (*topk_fn)(const gsb__backend *, const gsb__tensor *, const gsb__tensor *, int64_t,
@@ -36,30 +30,12 @@ typedef int (*topk_fn)(const gsb__backend *, const gsb__tensor *, const gsb__ten
  * duplicate rows) when ints > 0. */
 static gsb__tensor host_data(gsb_dtype dt, int64_t rows, int64_t cols, int ints, double offset)
 {
+    if (ints)
+        return host_ints(dt, rows, cols, ints);
     gsb__tensor t = host_random(dt, rows, cols, 1.0);
     for (int64_t i = 0; i < rows * cols; i++)
-        gsb__tensor_set(&t, i,
-                        ints ? floor(testing_uniform() * ints) : gsb__tensor_get(&t, i) + offset);
+        gsb__tensor_set(&t, i, gsb__tensor_get(&t, i) + offset);
     return t;
-}
-
-/* The metric by its definition, in double, between host rows. */
-static double ref_dist(const gsb__tensor *A, int64_t i, const gsb__tensor *B, int64_t j,
-                       gsb__metric m)
-{
-    double s = 0, aa = 0, bb = 0, ab = 0;
-    for (int64_t c = 0; c < A->cols; c++) {
-        double a = gsb__tensor_get(A, i * A->cols + c), b = gsb__tensor_get(B, j * B->cols + c);
-        s += m == GSB__METRIC_MANHATTAN ? fabs(a - b) : (a - b) * (a - b);
-        aa += a * a;
-        bb += b * b;
-        ab += a * b;
-    }
-    if (m == GSB__METRIC_EUCLIDEAN)
-        return sqrt(s);
-    if (m == GSB__METRIC_COSINE)
-        return aa > 0 && bb > 0 ? 1.0 - ab / (sqrt(aa) * sqrt(bb)) : 1.0;
-    return s;
 }
 
 /* Count the rows of the GPU's (dh, ih) that differ from the CPU's (dc, ic):

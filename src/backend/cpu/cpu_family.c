@@ -22,6 +22,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_util.h"
+#include "backend/logistic_math.h"
 #include "core/error.h"
 
 /* Bytes of one block of rows converted to double (logistic): about a
@@ -46,21 +47,6 @@ static void fam_reduce(const double *part, int64_t nch, int64_t stride, int64_t 
     }
 }
 
-/* log(1 + exp(t)) without overflow or loss of precision for large |t|. */
-static inline double log1pexp(double t)
-{
-    return t > 0.0 ? t + log1p(exp(-t)) : log1p(exp(t));
-}
-
-/* 1 / (1 + exp(-t)) without overflow. */
-static inline double sigmoid(double t)
-{
-    if (t >= 0.0)
-        return 1.0 / (1.0 + exp(-t));
-    double e = exp(t);
-    return e / (1.0 + e);
-}
-
 /*
  * One row's loss (unweighted) and its gradient with respect to z (K entries,
  * overwriting z): binary (K == 1) log(1 + exp(-s z)) with s = 2y - 1, whose
@@ -71,8 +57,8 @@ static inline double row_loss_grad(double *z, int64_t K, int32_t y)
 {
     if (K == 1) {
         double t = z[0];
-        z[0] = y ? -sigmoid(-t) : sigmoid(t);
-        return log1pexp(y ? -t : t);
+        z[0] = y ? -gsb__sigmoid(-t) : gsb__sigmoid(t);
+        return gsb__log1pexp(y ? -t : t);
     }
     double m = z[0];
     for (int64_t c = 1; c < K; c++)

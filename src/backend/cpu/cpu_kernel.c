@@ -32,6 +32,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_util.h"
+#include "backend/kernel_map.h"
 #include "core/error.h"
 
 /* At most this many rows of X take the direct path. */
@@ -47,31 +48,6 @@
 #define KER_PAR_MIN ((int64_t)1 << 22)
 #define KER_DIRECT_PAR_MIN ((int64_t)1 << 20)
 
-enum { KER_LINEAR = 0, KER_POLY = 1, KER_RBF = 2, KER_SIGMOID = 3 };
-
-/* base^times by repeated squaring: libsvm's powi, so poly kernels round as
- * scikit-learn's do (pow() would differ in the last bits). */
-static inline double ker_powi(double base, int times)
-{
-    double tmp = base, ret = 1.0;
-    for (int t = times; t > 0; t /= 2) {
-        if (t % 2 == 1)
-            ret *= tmp;
-        tmp = tmp * tmp;
-    }
-    return ret;
-}
-
-/* The kernel from v: the dot product x.y, or for rbf the squared distance. */
-static inline double ker_map(int kind, double v, double gamma, double coef0, int degree)
-{
-    switch (kind) {
-    case KER_POLY: return ker_powi(gamma * v + coef0, degree);
-    case KER_RBF: return exp(-gamma * v);
-    case KER_SIGMOID: return tanh(gamma * v + coef0);
-    default: return v;
-    }
-}
 
 /* ---- the generic bodies, once per float dtype --------------------------- */
 
@@ -102,9 +78,9 @@ int gsb__cpu_kernel(const gsb__backend *be, const gsb__tensor *X, const gsb__ten
     GSB_TRY(cpu_check(X, 0, -1, -1, "kernel", "X"));
     GSB_TRY(cpu_check(Y, X->dtype, -1, X->cols, "kernel", "Y"));
     GSB_TRY(cpu_check(K, X->dtype, X->rows, Y->rows, "kernel", "K"));
-    if (kind < KER_LINEAR || kind > KER_SIGMOID)
+    if (kind < GSB__KER_LINEAR || kind > GSB__KER_SIGMOID)
         return gsb__err(GSB_EINTERNAL, "kernel: unknown kernel kind %d", kind);
-    if (kind == KER_POLY && degree < 0)
+    if (kind == GSB__KER_POLY && degree < 0)
         return gsb__err(GSB_EINVAL, "kernel: degree of polynomial kernel < 0");
     GSB_TRY(cpu_blas_dims(X->cols, Y->rows, "kernel"));
     if (X->rows == 0 || Y->rows == 0)
@@ -128,9 +104,9 @@ static void SFX(kernel_direct)(const T *X, int64_t n, const T *Y, int64_t m, int
         for (int64_t j = b * KER_COL_BLOCK; j < j1; j++) {
             const T *y = Y + j * d;
             for (int64_t i = 0; i < n; i++) {
-                double v = kind == KER_RBF ? SFX(cpu_sqdist)(X + i * d, y, d)
+                double v = kind == GSB__KER_RBF ? SFX(cpu_sqdist)(X + i * d, y, d)
                                            : SFX(cpu_dot)(X + i * d, y, d);
-                K[i * m + j] = (T)ker_map(kind, v, gamma, coef0, degree);
+                K[i * m + j] = (T)gsb__ker_map(kind, v, gamma, coef0, degree);
             }
         }
     }
@@ -142,7 +118,7 @@ static int SFX(kernel_gemm)(const T *X, int64_t n, const T *Y, int64_t m, int64_
                             double gamma, double coef0, int degree, T *K)
 {
     double *xn = NULL, *yn = NULL;
-    if (kind == KER_RBF) {
+    if (kind == GSB__KER_RBF) {
         xn = cpu_alloc(n, sizeof *xn);
         yn = cpu_alloc(m, sizeof *yn);
         if (!xn || !yn) {
@@ -189,11 +165,11 @@ static int SFX(kernel_gemm)(const T *X, int64_t n, const T *Y, int64_t m, int64_
                 for (int64_t r = 0; r < rows; r++)
                     for (int64_t c = 0; c < cols; c++) {
                         double v = tile[r * cols + c];
-                        if (kind == KER_RBF) {
+                        if (kind == GSB__KER_RBF) {
                             v = xn[i0 + r] + yn[j0 + c] - 2.0 * v;
                             v = v > 0.0 ? v : 0.0;
                         }
-                        K[(i0 + r) * m + j0 + c] = (T)ker_map(kind, v, gamma, coef0, degree);
+                        K[(i0 + r) * m + j0 + c] = (T)gsb__ker_map(kind, v, gamma, coef0, degree);
                     }
             }
         free(tile);

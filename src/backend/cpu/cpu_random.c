@@ -2,8 +2,8 @@
  * cpu_random.c - counter-based N(0, 1) numbers (rand_normal).
  *
  * Element i depends only on (seed, i), never on the tensor's length, the
- * thread count or the backend, so the CUDA twin must reproduce exactly
- * this formula (all integer arithmetic modulo 2^64):
+ * thread count or the backend: the CUDA twin takes the same formula from
+ * backend/rand_normal.h (all integer arithmetic modulo 2^64):
  *
  *   mix(z):  z ^= z >> 30; z *= 0xBF58476D1CE4E5B9;
  *            z ^= z >> 27; z *= 0x94D049BB133111EB;
@@ -26,31 +26,17 @@
 #include <stdint.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/rand_normal.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
 enum { PAR_MIN = 1 << 14 }; /* pairs below which the loop stays serial */
 
-static inline uint64_t mix(uint64_t z)
-{
-    z ^= z >> 30;
-    z *= 0xBF58476D1CE4E5B9ull;
-    z ^= z >> 27;
-    z *= 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return z;
-}
-
 /* the Box-Muller pair p: elements 2p and 2p + 1 */
 static inline void normal_pair(uint64_t key, uint64_t p, double *even, double *odd)
 {
-    const double two_pow_m53 = 1.0 / 9007199254740992.0;
-    uint64_t h1 = mix(key + (2 * p + 1) * 0x9E3779B97F4A7C15ull);
-    uint64_t h2 = mix(key + (2 * p + 2) * 0x9E3779B97F4A7C15ull);
-    double u1 = (double)((h1 >> 11) + 1) * two_pow_m53;
-    double u2 = (double)(h2 >> 11) * two_pow_m53;
-    double r = sqrt(-2.0 * log(u1));
-    double theta = 2.0 * 3.141592653589793 * u2;
+    double r, theta;
+    gsb__rand_normal_polar(key, p, &r, &theta);
     *even = r * cos(theta);
     *odd = r * sin(theta);
 }
@@ -65,7 +51,7 @@ int gsb__cpu_rand_normal(const gsb__backend *be, gsb__tensor *t, uint64_t seed)
     int64_t count = gsb__tensor_numel(t);
     if (count < 0 || (!t->data && count > 0))
         return gsb__err(GSB_EINTERNAL, "rand_normal: t is malformed");
-    uint64_t key = mix(seed);
+    uint64_t key = gsb__rand_mix(seed);
     int64_t pairs = (count + 1) / 2;
     int f32 = t->dtype == GSB_F32;
     float *xf = t->data;

@@ -40,10 +40,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_block_sum.cuh"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_logistic_fused.h"
-#include "backend/cuda/cuda_logistic_math.cuh"
 #include "backend/cuda/cuda_kernel_map.cuh"
+#include "backend/logistic_math.h"
 
 namespace {
 
@@ -155,17 +156,6 @@ __global__ void fill_value(T *dst, int64_t count, T v)
         dst[i] = v;
 }
 
-/* Sum of BLOCK values in sh (thread t's at sh[t]) by a fixed tree; the
- * result is in sh[0] after the call (all threads must call it). */
-__device__ inline void block_sum(double *sh)
-{
-    for (int h = BLOCK / 2; h >= 1; h /= 2) {
-        if ((int)threadIdx.x < h)
-            sh[threadIdx.x] += sh[threadIdx.x + h];
-        __syncthreads();
-    }
-}
-
 /*
  * Rows [i0, i0 + rows) with Z (rows x K) holding X_b coef^T: thread r takes
  * row r, adds the intercept, and replaces z by w_i dloss/dz, as the CPU's
@@ -217,25 +207,9 @@ __global__ void logistic_rows(T *Z, int64_t rows, int64_t K, const int32_t *__re
             }
         }
     }
-    sh[threadIdx.x] = li;
-    __syncthreads();
-    block_sum(sh);
+    double loss = gsb__block_sum<BLOCK>(li, sh);
     if (threadIdx.x == 0)
-        loss_part[blockIdx.x] = sh[0];
-}
-
-/* *out = sum of part[0 .. count) in a fixed order (one block) */
-__global__ void sum_fixed(const double *__restrict__ part, int64_t count, double *out)
-{
-    __shared__ double sh[BLOCK];
-    double a = 0.0;
-    for (int64_t c = threadIdx.x; c < count; c += BLOCK)
-        a += part[c];
-    sh[threadIdx.x] = a;
-    __syncthreads();
-    block_sum(sh);
-    if (threadIdx.x == 0)
-        *out = sh[0];
+        loss_part[blockIdx.x] = loss;
 }
 
 /* What the host reads back at the end of logistic_loss_grad. */
@@ -303,7 +277,8 @@ int logistic_blocks(const gsb__backend *be, const T *X, int64_t n, int64_t d, co
         if (fit_intercept)
             CUBLAS_TRY(gemv(ctx->blas, (int)K, rows, Z, (int)K, ones, beta, gacc + d, (int)p));
     }
-    sum_fixed<<<1, BLOCK, 0, ctx->stream>>>(loss_part, nparts, &res->loss);
+    /* the blocks' losses added in a fixed order */
+    gsb__block_sums_kernel<BLOCK><<<1, BLOCK, 0, ctx->stream>>>(loss_part, nparts, &res->loss);
     CUDA_LAUNCH_CHECK();
     return GSB_OK;
 }
@@ -322,7 +297,7 @@ __global__ void kernel_direct(const T *__restrict__ X, int64_t n, const T *__res
 {
     const int lane = LANES == 1 ? 0 : (int)(threadIdx.x % LANES);
     const int64_t groups = (int64_t)gridDim.x * blockDim.x / LANES;
-    const bool rbf = kp.kind == KER_RBF;
+    const bool rbf = kp.kind == GSB__KER_RBF;
     for (int64_t j = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / LANES; j < m;
          j += groups) {
         double acc[KER_DIRECT_ROWS];
@@ -366,7 +341,7 @@ __global__ void kernel_map(T *K, int64_t n, int64_t m, const double *__restrict_
         for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < m;
              j += (int64_t)gridDim.x * blockDim.x) {
             double v = (double)K[i * m + j];
-            if (kp.kind == KER_RBF) {
+            if (kp.kind == GSB__KER_RBF) {
                 v = __dsub_rn(__dadd_rn(xn[i], yn[j]), __dmul_rn(2.0, v));
                 v = v > 0.0 ? v : 0.0;
             }
@@ -395,7 +370,7 @@ int kernel_typed(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tenso
 
     int rc = GSB_OK;
     double *norms = NULL;
-    if (kp.kind == KER_RBF) {
+    if (kp.kind == GSB__KER_RBF) {
         GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)(n + m) * sizeof(double), (void **)&norms));
         gsb__tensor xn = {norms, GSB_F64, n, 1, 1, be, 0};
         gsb__tensor yn = {norms + n, GSB_F64, m, 1, 1, be, 0};
@@ -412,7 +387,7 @@ int kernel_typed(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tenso
             CUDA_CHECK(cudaMemsetAsync(K + i0 * m, 0, (size_t)rows * (size_t)m * sizeof(T),
                                        ctx->stream));
     }
-    if (kp.kind != KER_LINEAR) {
+    if (kp.kind != GSB__KER_LINEAR) {
         dim3 block(32, 8);
         int64_t gx = (m + 31) / 32, gy = (n + 7) / 8;
         dim3 grid((unsigned)(gx < 1024 ? gx : 1024), (unsigned)(gy < 4096 ? gy : 4096));
@@ -559,9 +534,9 @@ extern "C" int gsb__cuda_kernel(const gsb__backend *be, const gsb__tensor *X,
         rc = check(be, K, X->dtype, X->rows, Y->rows, false, op, "K");
     if (rc != GSB_OK)
         return rc;
-    if (kind < KER_LINEAR || kind > KER_SIGMOID)
+    if (kind < GSB__KER_LINEAR || kind > GSB__KER_SIGMOID)
         return GSB_CUDA_ERR(GSB_EINTERNAL, "kernel: unknown kernel kind %d", kind);
-    if (kind == KER_POLY && degree < 0)
+    if (kind == GSB__KER_POLY && degree < 0)
         return GSB_CUDA_ERR(GSB_EINVAL, "kernel: degree of polynomial kernel < 0");
     if (X->cols > INT_MAX || Y->rows > INT_MAX)
         return GSB_CUDA_ERR(GSB_EUNSUPPORTED, "kernel: dimension too large for cuBLAS (%lld)",

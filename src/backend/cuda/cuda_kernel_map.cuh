@@ -1,15 +1,15 @@
 /*
- * cuda_kernel_map.cuh - the SVM kernels' elementwise map on the device,
- * shared by the kernel op (cuda_family.cu) and the two-level SMO's kernel
- * rows (cuda_svm.cu): libsvm's kinds and powi, with explicit roundings (no
- * fused multiply-add) as the CPU twins compute them.
+ * cuda_kernel_map.cuh - the SVM kernel's parameters as the device kernels
+ * of the kernel op (cuda_family.cu) and the two-level SMO's kernel rows
+ * (cuda_svm.cu) take them, and their elementwise map (backend/kernel_map.h,
+ * the CPU twins' own).
  */
 #ifndef GSB_CUDA_KERNEL_MAP_CUH
 #define GSB_CUDA_KERNEL_MAP_CUH
 
-namespace {
+#include "backend/kernel_map.h"
 
-enum { KER_LINEAR = 0, KER_POLY = 1, KER_RBF = 2, KER_SIGMOID = 3 };
+namespace {
 
 struct KerParams {
     int kind;
@@ -17,28 +17,10 @@ struct KerParams {
     int degree;
 };
 
-/* base^times by repeated squaring: libsvm's powi, as the CPU twin */
-__device__ inline double ker_powi(double base, int times)
-{
-    double tmp = base, ret = 1.0;
-    for (int t = times; t > 0; t /= 2) {
-        if (t % 2 == 1)
-            ret = __dmul_rn(ret, tmp);
-        tmp = __dmul_rn(tmp, tmp);
-    }
-    return ret;
-}
-
-/* The kernel from v (x.y, or for rbf the squared distance); explicit
- * roundings (no fused multiply-add) as the CPU computes it. */
+/* The kernel from v (x.y, or for rbf the squared distance), as the CPU computes it. */
 __device__ inline double ker_map(const KerParams &kp, double v)
 {
-    switch (kp.kind) {
-    case KER_POLY: return ker_powi(__dadd_rn(__dmul_rn(kp.gamma, v), kp.coef0), kp.degree);
-    case KER_RBF: return exp(__dmul_rn(-kp.gamma, v));
-    case KER_SIGMOID: return tanh(__dadd_rn(__dmul_rn(kp.gamma, v), kp.coef0));
-    default: return v;
-    }
+    return gsb__ker_map(kp.kind, v, kp.gamma, kp.coef0, kp.degree);
 }
 
 } /* namespace */

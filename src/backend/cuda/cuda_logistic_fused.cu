@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "backend/cuda/cuda_logistic_fused.h"
-#include "backend/cuda/cuda_logistic_math.cuh"
+#include "backend/logistic_math.h"
 
 namespace {
 

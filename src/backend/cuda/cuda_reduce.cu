@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "backend/cuda/cuda_common.h"
+#include "backend/rand_normal.h"
 
 namespace {
 
@@ -389,34 +390,18 @@ __global__ void clip_kernel(T *x, int64_t count, T lo, T hi)
     }
 }
 
-/* ---- counter-based normals (the formula is in cpu_random.c's comment) ---- */
-
-/* the splitmix64 finaliser: the key on the host, the counters on the GPU */
-__host__ __device__ inline uint64_t mix64(uint64_t z)
-{
-    z ^= z >> 30;
-    z *= 0xBF58476D1CE4E5B9ull;
-    z ^= z >> 27;
-    z *= 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return z;
-}
+/* ---- counter-based normals (the formula: backend/rand_normal.h) ----------- */
 
 /* pair p gives elements 2p (r cos) and 2p + 1 (r sin); an odd count drops
  * the last sine */
 template <typename T>
 __global__ void rand_normal_kernel(T *x, int64_t count, uint64_t key)
 {
-    const double two_pow_m53 = 1.0 / 9007199254740992.0;
     const int64_t pairs = (count + 1) / 2;
     for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < pairs;
          p += (int64_t)gridDim.x * blockDim.x) {
-        uint64_t h1 = mix64(key + (2 * (uint64_t)p + 1) * 0x9E3779B97F4A7C15ull);
-        uint64_t h2 = mix64(key + (2 * (uint64_t)p + 2) * 0x9E3779B97F4A7C15ull);
-        double u1 = (double)((h1 >> 11) + 1) * two_pow_m53;
-        double u2 = (double)(h2 >> 11) * two_pow_m53;
-        double r = sqrt(-2.0 * log(u1));
-        double theta = 2.0 * 3.141592653589793 * u2;
+        double r, theta;
+        gsb__rand_normal_polar(key, (uint64_t)p, &r, &theta);
         int64_t i = 2 * p;
         x[i] = (T)(r * cos(theta));
         if (i + 1 < count)
@@ -618,7 +603,7 @@ extern "C" int gsb__cuda_rand_normal(const gsb__backend *be, gsb__tensor *t, uin
     if (count == 0)
         return GSB_OK;
     cudaStream_t st = gsb__cuda_ctx_of(be)->stream;
-    const uint64_t key = mix64(seed);
+    const uint64_t key = gsb__rand_mix(seed);
     unsigned g = grid_for(be, (count + 1) / 2, BLOCK);
     if (t->dtype == GSB_F32)
         rand_normal_kernel<float><<<g, BLOCK, 0, st>>>((float *)t->data, count, key);

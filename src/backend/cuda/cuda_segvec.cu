@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backend/cuda/cuda_block_sum.cuh"
 #include "backend/cuda/cuda_common.h"
 #include "backend/seg_index.h"
 
@@ -70,19 +71,6 @@ __device__ void slice_range(const int64_t *seg, int64_t c, int64_t p, int64_t sl
     *b = lo + (hi - lo) * (p + 1) / slices;
 }
 
-/* the block's sum of v (one value a thread), a fixed tree; valid in thread 0 */
-__device__ double block_sum(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = BLOCK / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s)
-            sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    return sh[0];
-}
-
 /* block (c * slices + p, i): slice p of segment c against row i of V; out[(i K + c) slices + p] */
 __global__ void dots_kernel(const double *__restrict__ V, const double *__restrict__ x,
                             const int64_t *__restrict__ seg, int64_t n, int64_t K,
@@ -97,7 +85,7 @@ __global__ void dots_kernel(const double *__restrict__ V, const double *__restri
     double s = 0.0;
     for (int64_t e = a + threadIdx.x; e < b; e += BLOCK)
         s += v[e] * x[e];
-    double total = block_sum(s, sh);
+    double total = gsb__block_sum<BLOCK>(s, sh);
     if (threadIdx.x == 0)
         out[(i * K + c) * slices + p] = total;
 }
@@ -142,7 +130,7 @@ __global__ void sqsum_kernel(const double *x, const int64_t *__restrict__ seg, i
     double s = 0.0;
     for (int64_t e = a + threadIdx.x; e < b; e += BLOCK)
         s += x[e] * x[e];
-    double total = block_sum(s, sh);
+    double total = gsb__block_sum<BLOCK>(s, sh);
     if (threadIdx.x == 0)
         part[blockIdx.x] = total;
 }
@@ -163,7 +151,7 @@ __global__ void scale_kernel(const double *x, const int64_t *__restrict__ seg, i
         double s = 0.0;
         for (int64_t e = a + threadIdx.x; e < b; e += BLOCK)
             s += x[e] * x[e];
-        total = block_sum(s, sh); /* every thread reads sh[0] after the last sync */
+        total = gsb__block_sum<BLOCK>(s, sh); /* every thread gets it */
     } else {
         total = 0.0;
         for (int64_t q = 0; q < slices; q++)

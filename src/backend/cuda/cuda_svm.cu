@@ -288,7 +288,7 @@ __global__ void map_rows(const T *P, int64_t c, int64_t n, const int32_t *rows,
         for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n;
              j += (int64_t)gridDim.x * blockDim.x) {
             double v = (double)P[i * n + j];
-            if (kp.kind == KER_RBF) {
+            if (kp.kind == GSB__KER_RBF) {
                 v = __dsub_rn(__dadd_rn(xi, norms[j]), __dmul_rn(2.0, v));
                 v = v > 0.0 ? v : 0.0;
             }
@@ -321,14 +321,14 @@ int kernel_rows_typed(const gsb__backend *be, const gsb__tensor *X, const int32_
     const int64_t n = X->rows, d = X->cols;
     const int64_t chunk = ROWS_ELEMS / n < 1 ? 1 : ROWS_ELEMS / n < m ? ROWS_ELEMS / n : m;
     Carve cv;
-    const size_t o_norm = kp.kind == KER_RBF ? cv.take((size_t)n * sizeof(double)) : 0;
+    const size_t o_norm = kp.kind == GSB__KER_RBF ? cv.take((size_t)n * sizeof(double)) : 0;
     const size_t o_g = cv.take((size_t)(chunk * (d > 0 ? d : 1)) * sizeof(T));
     const size_t o_p = cv.take((size_t)(chunk * n) * sizeof(T));
     char *buf = NULL;
     int rc = GSB_OK;
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, cv.bytes, (void **)&buf));
     {
-        double *norms = kp.kind == KER_RBF ? (double *)(buf + o_norm) : NULL;
+        double *norms = kp.kind == GSB__KER_RBF ? (double *)(buf + o_norm) : NULL;
         T *G = (T *)(buf + o_g), *P = (T *)(buf + o_p);
         if (norms) {
             gsb__tensor nt = {norms, GSB_F64, n, 1, 1, be, 0};
@@ -620,9 +620,9 @@ extern "C" int gsb__cuda_svm_kernel_rows(const gsb__backend *be, const gsb__tens
     if (m != m2)
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: %lld rows but %lld slots", op, (long long)m,
                             (long long)m2);
-    if (kind < KER_LINEAR || kind > KER_SIGMOID)
+    if (kind < GSB__KER_LINEAR || kind > GSB__KER_SIGMOID)
         return GSB_CUDA_ERR(GSB_EINTERNAL, "%s: unknown kernel kind %d", op, kind);
-    if (kind == KER_POLY && degree < 0)
+    if (kind == GSB__KER_POLY && degree < 0)
         return GSB_CUDA_ERR(GSB_EINVAL, "%s: degree of polynomial kernel < 0", op);
     if (X->rows > INT_MAX || X->cols > INT_MAX)
         return GSB_CUDA_ERR(GSB_EUNSUPPORTED, "%s: dimension too large for cuBLAS", op);

@@ -28,6 +28,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backend/cuda/cuda_block_sum.cuh"
 #include "backend/cuda/cuda_tsne.cuh"
 
 using namespace gsb_tsne;
@@ -36,42 +37,6 @@ namespace {
 
 constexpr int SUM_BLOCKS = 256; /* partial sums of gsb__cuda_tsne_sum */
 constexpr int CHUNK = 4;        /* dimensions per pass of the generic paths */
-
-/* ---- deterministic sum ------------------------------------------------------ */
-
-__device__ double block_sum(double v)
-{
-    __shared__ double s[BLOCK];
-    s[threadIdx.x] = v;
-    __syncthreads();
-    for (int half = BLOCK / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half)
-            s[threadIdx.x] += s[threadIdx.x + half];
-        __syncthreads();
-    }
-    return s[0];
-}
-
-__global__ void sum_partial_k(const double *v, int64_t n, double *part)
-{
-    double acc = 0.0;
-    for (int64_t i = (int64_t)blockIdx.x * BLOCK + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * BLOCK)
-        acc += v[i];
-    double s = block_sum(acc);
-    if (threadIdx.x == 0)
-        part[blockIdx.x] = s;
-}
-
-__global__ void sum_final_k(const double *part, int m, double *out)
-{
-    double acc = 0.0;
-    for (int i = threadIdx.x; i < m; i += BLOCK)
-        acc += part[i];
-    double s = block_sum(acc);
-    if (threadIdx.x == 0)
-        *out = s;
-}
 
 /* ---- attraction ----------------------------------------------------------------- */
 
@@ -261,9 +226,9 @@ int gsb__cuda_tsne_sum(const gsb__backend *be, const double *v, int64_t n,
     double *part = NULL;
     int rc;
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, SUM_BLOCKS * sizeof(double), (void **)&part));
-    sum_partial_k<<<SUM_BLOCKS, BLOCK, 0, s>>>(v, n, part);
+    gsb__block_sums_kernel<BLOCK><<<SUM_BLOCKS, BLOCK, 0, s>>>(v, n, part);
     CUDA_CHECK(cudaGetLastError());
-    sum_final_k<<<1, BLOCK, 0, s>>>(part, SUM_BLOCKS, out);
+    gsb__block_sums_kernel<BLOCK><<<1, BLOCK, 0, s>>>(part, SUM_BLOCKS, out);
     CUDA_CHECK(cudaGetLastError());
 done:
     gsb__cuda_free(be, part);

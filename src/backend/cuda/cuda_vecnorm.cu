@@ -13,25 +13,13 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backend/cuda/cuda_block_sum.cuh"
 #include "backend/cuda/cuda_common.h"
 
 namespace {
 
 constexpr int BLOCK = 256;
 constexpr int64_t MAX_PARTS = BLOCK; /* one partial per thread of the second kernel */
-
-/* the block's sum of v (one value a thread), a fixed tree; valid in thread 0 */
-__device__ double block_sum(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = BLOCK / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s)
-            sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    return sh[0];
-}
 
 template <typename T>
 __global__ void partial_sqsums(const T *__restrict__ x, int64_t n, double *__restrict__ part)
@@ -41,7 +29,7 @@ __global__ void partial_sqsums(const T *__restrict__ x, int64_t n, double *__res
     for (int64_t i = blockIdx.x * (int64_t)BLOCK + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * BLOCK)
         s += (double)x[i] * (double)x[i];
-    double total = block_sum(s, sh);
+    double total = gsb__block_sum<BLOCK>(s, sh);
     if (threadIdx.x == 0)
         part[blockIdx.x] = total;
 }
@@ -51,7 +39,8 @@ __global__ void scale_by_norm(const T *x, int64_t n, const double *__restrict__ 
                               int nparts, T *y, double *__restrict__ nrm_out)
 {
     __shared__ double sh[BLOCK];
-    double total = block_sum((int)threadIdx.x < nparts ? part[threadIdx.x] : 0.0, sh);
+    double mine = (int)threadIdx.x < nparts ? part[threadIdx.x] : 0.0;
+    double total = gsb__block_sum<BLOCK>(mine, sh);
     const double nrm = sqrt(total), inv = nrm > 0.0 ? 1.0 / nrm : 0.0;
     for (int64_t i = blockIdx.x * (int64_t)BLOCK + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * BLOCK)

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/kernel_map.h"
 #include "core/alloc.h"
 #include "core/estimator.h"
 #include "core/profile.h"
@@ -153,17 +154,6 @@ static int oom(const gsb__ctx *c, const char *what)
     return gsb__err(GSB_ENOMEM, "%s: out of memory for %s", c->est->name, what);
 }
 
-/* libsvm's powi: base^times by repeated squaring. */
-static double powi(double base, int times)
-{
-    double tmp = base, ret = 1.0;
-    for (int t = times; t > 0; t /= 2) {
-        if (t % 2 == 1)
-            ret *= tmp;
-        tmp = tmp * tmp;
-    }
-    return ret;
-}
 
 /* The kernel kind, degree and coef0 from the parameters (gamma is set by
  * the caller: computed at fit, the fitted _gamma afterwards). */
@@ -215,7 +205,7 @@ static double resolve_gamma(gsb__ctx *c, const svm_kernel *k, const gsb__tensor 
 static double kernel_diag(const svm_kernel *k, double sqnorm)
 {
     switch (k->kind) {
-    case KIND_POLY: return powi(k->gamma * sqnorm + k->coef0, k->degree);
+    case KIND_POLY: return gsb__ker_powi(k->gamma * sqnorm + k->coef0, k->degree);
     case KIND_RBF: return 1.0;
     case KIND_SIGMOID: return tanh(k->gamma * sqnorm + k->coef0);
     default: return sqnorm;
