@@ -52,4 +52,39 @@ GSB_XOSHIRO_FN int64_t gsb__xoshiro_below(uint64_t s[4], int64_t n)
     return (int64_t)(x % un);
 }
 
+/*
+ * gsb__xoshiro_below for many draws with one n: its rejection limit and a
+ * reciprocal computed once, the modulo then a multiply (two 64-bit divisions
+ * a draw cost more than the generator).  The same draws, bit for bit.
+ */
+typedef struct gsb__xoshiro_divider {
+    uint64_t n, limit, recip;   /* recip = floor((2^64 - 1) / n) */
+} gsb__xoshiro_divider;
+
+GSB_XOSHIRO_FN gsb__xoshiro_divider gsb__xoshiro_divider_of(int64_t n)
+{
+    uint64_t un = (uint64_t)n;
+    gsb__xoshiro_divider d = {un, UINT64_MAX - UINT64_MAX % un, UINT64_MAX / un};
+    return d;
+}
+
+/* gsb__xoshiro_below(s, d->n): q = mulhi(x, recip) is floor(x / n) or up to
+ * two less (recip > 2^64 / n - 1 and x < 2^64), so x - q n < 3n. */
+GSB_XOSHIRO_FN int64_t gsb__xoshiro_below_div(uint64_t s[4], const gsb__xoshiro_divider *d)
+{
+    uint64_t x;
+    do
+        x = gsb__xoshiro_next(s);
+    while (x >= d->limit);
+#ifdef __CUDA_ARCH__
+    uint64_t q = __umul64hi(x, d->recip);
+#else
+    uint64_t q = (uint64_t)(((unsigned __int128)x * d->recip) >> 64);
+#endif
+    uint64_t r = x - q * d->n;
+    while (r >= d->n)
+        r -= d->n;
+    return (int64_t)r;
+}
+
 #endif

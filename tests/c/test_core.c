@@ -9,6 +9,7 @@
 #include "core/dispatch.h"
 #include "core/model.h"
 #include "core/rng.h"
+#include "core/xoshiro.h"
 #include "core/validate.h"
 #include <stdatomic.h>
 #include <time.h>
@@ -387,6 +388,28 @@ static void test_rng(void)
         CHECK(counts[k] > 9000 && counts[k] < 11000);
 }
 
+/* The divider's draws are gsb__xoshiro_below's, bit for bit, for any n (small,
+ * powers of two and their neighbours, large, near 2^63) */
+static void test_xoshiro_divider(void)
+{
+    const int64_t ns[] = {1, 2, 3, 7, 10, 1000, 99991, 100000, 1 << 20, (1 << 20) + 1,
+                          (int64_t)1 << 31, ((int64_t)1 << 31) - 1, (int64_t)1 << 40,
+                          ((int64_t)1 << 62) + 12345, INT64_MAX - 1, INT64_MAX};
+    int same = 1;
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+        gsb__rng a, b;
+        gsb__rng_seed(&a, 11 + k);
+        gsb__rng_seed(&b, 11 + k);
+        gsb__xoshiro_divider d = gsb__xoshiro_divider_of(ns[k]);
+        for (int i = 0; i < 20000; i++) {
+            int64_t x = gsb__xoshiro_below(a.s, ns[k]), y = gsb__xoshiro_below_div(b.s, &d);
+            same &= x == y && y >= 0 && y < ns[k];
+        }
+        same &= memcmp(a.s, b.s, sizeof a.s) == 0;
+    }
+    CHECK(same);
+}
+
 int main(void)
 {
     CHECK_OK(gsb_open(NULL, &sess));
@@ -402,6 +425,7 @@ int main(void)
     RUN(test_sessions_and_registry);
     RUN(test_meta_roundtrip);
     RUN(test_rng);
+    RUN(test_xoshiro_divider);
     gsb_close(sess);
     return testing_done();
 }

@@ -1069,6 +1069,50 @@ static void test_level_grower(void)
     }
 }
 
+/*
+ * The trees' samples packed one group at a time (forest_fit.c's draw_samples:
+ * each tree counted, then drawn into its place): trees 4..9 grown as a group
+ * of their own (warm_start) are a cold 9-tree group's, leaf for leaf, through
+ * both growers, for bootstraps of every kind: plain, max_samples, weights
+ * (some zero), class weights per bootstrap, none.
+ */
+static void test_group_packing(void)
+{
+    enum { N = 700 };
+    static double X[N * 6], y[N], w[N];
+    blob_data(X, y, N, 9);
+    uint64_t s = 4;
+    for (int64_t i = 0; i < N; i++)
+        w[i] = i % 11 == 0 ? 0.0 : 0.5 + 2 * urand(&s);
+    gsb_array xa = gsb_array_2d(X, GSB_F64, N, 6), ya = gsb_array_1d(y, GSB_F64, N);
+    gsb_array wa = gsb_array_1d(w, GSB_F64, N);
+    const char *params[5] = {"",
+                             "\"max_samples\": 333, ",
+                             "\"max_samples\": 0.4, ",
+                             "\"class_weight\": \"balanced_subsample\", ",
+                             "\"bootstrap\": false, \"max_features\": 2, "};
+    for (int k = 0; k < 10; k++) {
+        char cold[200], warm[200];
+        snprintf(cold, sizeof cold, "{%s\"n_estimators\": 9, \"random_state\": 3}",
+                 params[k % 5]);
+        snprintf(warm, sizeof warm, "{%s\"n_estimators\": 4, \"random_state\": 3, "
+                 "\"warm_start\": true}", params[k % 5]);
+        const gsb_array *sw = k % 5 == 2 || k % 5 == 4 ? &wa : NULL;
+        setenv("GSB_FOREST_GROWER", k < 5 ? "host" : "level", 1);
+        gsb_model *a = fit_model("RandomForestClassifier", cold, &xa, &ya, sw);
+        gsb_model *b = fit_model("RandomForestClassifier", warm, &xa, &ya, sw);
+        if (a && b) {
+            CHECK_OK(gsb_model_set_params(b, "{\"n_estimators\": 9}"));
+            CHECK_OK(testing_fit(b, &xa, &ya, sw));
+            CHECK(same_values(a, b, "apply", &xa));
+            CHECK(same_values(a, b, "predict_proba", &xa));
+        }
+        gsb_model_free(a);
+        gsb_model_free(b);
+    }
+    unsetenv("GSB_FOREST_GROWER");
+}
+
 static int progress_trees, progress_levels;
 static int on_progress(void *data, const char *stage, int64_t it, double loss)
 {
@@ -1305,6 +1349,7 @@ int main(void)
     RUN(test_oob_weights_importances);
     RUN(test_pool_paths);
     RUN(test_level_grower);
+    RUN(test_group_packing);
     RUN(test_progress_cancel);
     RUN(test_blob);
     RUN(test_errors);

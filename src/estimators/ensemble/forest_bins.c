@@ -28,19 +28,27 @@ static float from_key(uint32_t k)
     return x;
 }
 
-/* LSD radix sort of n keys, 4 passes of 8 bits; tmp holds n keys. */
-static void radix_sort(uint32_t *keys, uint32_t *tmp, int64_t n)
+/* LSD radix sort of n keys, 3 passes of 11 bits (counts in L1) between keys and
+ * tmp (n keys); a pass whose digit all keys share moves nothing.  Returns where
+ * the sorted keys are (keys or tmp). */
+static uint32_t *radix_sort(uint32_t *keys, uint32_t *tmp, int64_t n)
 {
-    for (int shift = 0; shift < 32; shift += 8) {
-        int64_t count[257] = {0};
+    uint32_t *src = keys, *dst = tmp;
+    for (int shift = 0; shift < 32; shift += 11) {
+        int64_t count[2049] = {0};
         for (int64_t i = 0; i < n; i++)
-            count[((keys[i] >> shift) & 0xff) + 1]++;
-        for (int b = 0; b < 256; b++)
+            count[((src[i] >> shift) & 0x7ff) + 1]++;
+        if (n > 0 && count[((src[0] >> shift) & 0x7ff) + 1] == n)
+            continue;
+        for (int b = 0; b < 2048; b++)
             count[b + 1] += count[b];
         for (int64_t i = 0; i < n; i++)
-            tmp[count[(keys[i] >> shift) & 0xff]++] = keys[i];
-        memcpy(keys, tmp, (size_t)n * sizeof *keys);
+            dst[count[(src[i] >> shift) & 0x7ff]++] = src[i];
+        uint32_t *t = src;
+        src = dst;
+        dst = t;
     }
+    return src;
 }
 
 /* A cut between a < b: their midpoint in float32, kept in [a, b). */
@@ -125,16 +133,61 @@ static int64_t *pick_rows(int64_t n, gsb__rng *rng, int64_t *m)
     return rows;
 }
 
+/* Rows rows[0..m) of columns [f0, f0 + fc) of X as float32, column after column
+ * (cols[j * m + i]): X is read row by row, once, instead of a strided gather
+ * per feature, whose cache misses cost more than the sorts. */
+static void gather_columns(const gsb__tensor *X, const int64_t *rows, int64_t m, int64_t f0,
+                           int64_t fc, float *cols)
+{
+    int64_t d = X->cols;
+#pragma omp for schedule(static)
+    for (int64_t i0 = 0; i0 < m; i0 += 256) {
+        int64_t i1 = i0 + 256 < m ? i0 + 256 : m;
+        for (int64_t i = i0; i < i1; i++) {
+            int64_t at = rows[i] * d + f0;
+            if (X->dtype == GSB_F32)
+                for (int64_t j = 0; j < fc; j++)
+                    cols[j * m + i] = ((const float *)X->data)[at + j];
+            else
+                for (int64_t j = 0; j < fc; j++)
+                    cols[j * m + i] = (float)((const double *)X->data)[at + j];
+        }
+    }
+}
+
+/* Feature f's edges into its row of edges, from its m values v (NaN skipped);
+ * keys: 2m of scratch, vals: m. */
+static void one_feature(const float *v, int64_t m, int n_real, uint32_t *keys, float *vals,
+                        float *row, int width)
+{
+    int64_t k = 0;
+    for (int64_t i = 0; i < m; i++)
+        if (!isnan(v[i]))
+            keys[k++] = sort_key(v[i]);
+    const uint32_t *sorted = radix_sort(keys, keys + m, k);
+    for (int64_t i = 0; i < k; i++)
+        vals[i] = from_key(sorted[i]);
+    int ne = feature_edges(vals, k, n_real, row);
+    for (int j = ne; j < width; j++)
+        row[j] = INFINITY;
+}
+
+/* columns gathered at once: at most this many bytes of them */
+#define GATHER_BYTES ((int64_t)64 << 20)
+
 int gsb__forest_edges(const gsb__tensor *X, int n_real, gsb__rng *rng, gsb__tensor *edges)
 {
     int64_t n = X->rows, d = X->cols, m = 0;
     int width = n_real > 1 ? n_real - 1 : 1;
     int64_t *rows = pick_rows(n, rng, &m);
-    if (!rows)
-        return gsb__err(GSB_ENOMEM, "random forest: out of memory for the bins");
-    int rc = gsb__tensor_alloc(gsb__cpu_backend(), GSB_F32, d, width, edges);
+    int64_t per = GATHER_BYTES / (4 * (m > 0 ? m : 1));
+    per = per < 1 ? 1 : per > d ? d : per;
+    float *cols = rows ? gsb__alloc_array(per * (m > 0 ? m : 1), sizeof *cols) : NULL;
+    int rc = cols ? gsb__tensor_alloc(gsb__cpu_backend(), GSB_F32, d, width, edges)
+                  : gsb__err(GSB_ENOMEM, "random forest: out of memory for the bins");
     if (rc != GSB_OK) {
         free(rows);
+        free(cols);
         return rc;
     }
     int failed = 0;
@@ -143,30 +196,20 @@ int gsb__forest_edges(const gsb__tensor *X, int n_real, gsb__rng *rng, gsb__tens
         uint32_t *keys = gsb__alloc_array(2 * m, sizeof *keys);
         float *vals = gsb__alloc_array(m, sizeof *vals);
         failed = !keys || !vals;
+        for (int64_t f0 = 0; f0 < d; f0 += per) {
+            int64_t fc = d - f0 < per ? d - f0 : per;
+            gather_columns(X, rows, m, f0, fc, cols);
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t f = 0; f < d; f++) {
-            if (failed)
-                continue;
-            int64_t k = 0;
-            for (int64_t i = 0; i < m; i++) {
-                int64_t at = rows[i] * d + f;
-                float x = X->dtype == GSB_F32 ? ((const float *)X->data)[at]
-                                              : (float)((const double *)X->data)[at];
-                if (!isnan(x))
-                    keys[k++] = sort_key(x);
-            }
-            radix_sort(keys, keys + m, k);
-            for (int64_t i = 0; i < k; i++)
-                vals[i] = from_key(keys[i]);
-            float *row = (float *)edges->data + f * width;
-            int ne = feature_edges(vals, k, n_real, row);
-            for (int j = ne; j < width; j++)
-                row[j] = INFINITY;
+            for (int64_t j = 0; j < fc; j++)
+                if (!failed)
+                    one_feature(cols + j * m, m, n_real, keys, vals,
+                                (float *)edges->data + (f0 + j) * width, width);
         }
         free(keys);
         free(vals);
     }
     free(rows);
+    free(cols);
     if (failed) {
         gsb__tensor_free(edges);
         return gsb__err(GSB_ENOMEM, "random forest: out of memory for the bins");

@@ -24,11 +24,13 @@
 
 #include "backend/forest_math.h"
 #include "core/alloc.h"
+#include "core/hostmem.h"
 #include "core/model.h"
 #include "core/profile.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "core/warn.h"
+#include "core/xoshiro.h"
 #include "estimators/common/classes.h"
 #include "estimators/ensemble/forest_bins.h"
 #include "estimators/ensemble/forest_model.h"
@@ -251,23 +253,24 @@ static void bootstrap_counts(const sampler *s, uint64_t seed, int32_t *counts)
     gsb__rng r;
     gsb__rng_seed(&r, seed);
     memset(counts, 0, (size_t)s->n * sizeof *counts);
+    if (!s->cdf) { /* gsb__rng_below(&r, n)'s draws, the division done once */
+        gsb__xoshiro_divider d = gsb__xoshiro_divider_of(s->n);
+        for (int64_t k = 0; k < s->n_boot; k++)
+            counts[gsb__xoshiro_below_div(r.s, &d)]++;
+        return;
+    }
+    /* weighted: the first row whose cumulative weight exceeds u */
     for (int64_t k = 0; k < s->n_boot; k++) {
-        int64_t i;
-        if (!s->cdf) {
-            i = gsb__rng_below(&r, s->n);
-        } else { /* the first row whose cumulative weight exceeds u */
-            double u = gsb__rng_uniform(&r) * s->cdf[s->n - 1];
-            int64_t lo = 0, hi = s->n - 1;
-            while (lo < hi) {
-                int64_t mid = (lo + hi) / 2;
-                if (s->cdf[mid] > u)
-                    hi = mid;
-                else
-                    lo = mid + 1;
-            }
-            i = lo;
+        double u = gsb__rng_uniform(&r) * s->cdf[s->n - 1];
+        int64_t lo = 0, hi = s->n - 1;
+        while (lo < hi) {
+            int64_t mid = (lo + hi) / 2;
+            if (s->cdf[mid] > u)
+                hi = mid;
+            else
+                lo = mid + 1;
         }
-        counts[i]++;
+        counts[lo]++;
     }
 }
 
@@ -326,8 +329,8 @@ static void subsample_weights(const fit_state *s, const int32_t *counts, double 
 }
 
 /* The samples of one tree: rows with their weights (bootstrap counts, or the
- * sample weights without bootstrap), into rows/w; returns their number.
- * Scratch: counts (n), cw (2K: balanced_subsample). */
+ * sample weights without bootstrap), into rows/w (both NULL: only counted);
+ * returns their number.  Scratch: counts (n), cw (2K: balanced_subsample). */
 static int64_t tree_samples(const fit_state *s, uint64_t seed, int32_t *counts, double *cw,
                             int32_t *rows, float *w)
 {
@@ -335,12 +338,20 @@ static int64_t tree_samples(const fit_state *s, uint64_t seed, int32_t *counts, 
     if (!s->cfg->bootstrap) {
         for (int64_t i = 0; i < n; i++)
             if (!s->w || s->w[i] > 0) {
-                rows[k] = (int32_t)i;
-                w[k++] = s->w ? (float)s->w[i] : 1.0f;
+                if (rows) {
+                    rows[k] = (int32_t)i;
+                    w[k] = s->w ? (float)s->w[i] : 1.0f;
+                }
+                k++;
             }
         return k;
     }
     bootstrap_counts(&s->smp, seed, counts);
+    if (!rows) {
+        for (int64_t i = 0; i < n; i++)
+            k += counts[i] > 0;
+        return k;
+    }
     if (s->cfg->balanced_subsample)
         subsample_weights(s, counts, cw + s->t->K, cw);
     for (int64_t i = 0; i < n; i++)
@@ -381,45 +392,70 @@ static int64_t tree_cap(const fit_state *s)
     return s->cfg->bootstrap && s->smp.n_boot < s->t->n ? s->smp.n_boot : s->t->n;
 }
 
+/* Tree g's samples at offset off[g] of rows/w, and their root stats. */
+static void place_tree(const fit_state *s, uint64_t seed, int64_t g, const int64_t *off,
+                       int32_t *counts, double *cw, int32_t *rows, float *w, double *stats)
+{
+    int64_t k = tree_samples(s, seed, counts, cw, rows + off[g], w + off[g]);
+    root_stats(s, rows + off[g], w + off[g], k, stats + g * s->V1);
+}
+
 /*
  * The samples of trees [t0, t0 + G) packed one tree after the other into
- * rows/w (G tree_cap()s of room), their root stats (G x V1) and the trees'
- * segments; the number of samples, or -1 (with the status set) on failure.
+ * *rows / *w (allocated here: gsb__host_free them), their root stats (G x
+ * V1) and the trees' segments; the number of samples, or -1 (with the status
+ * set) on failure.  A tree per thread, twice: each tree's samples counted
+ * (its offset follows), then drawn again (the same seed, the same draws)
+ * straight into their place: the threads pack the trees, and only the
+ * samples' room is touched.
  */
 static int64_t draw_samples(fit_state *s, const uint64_t *seeds, int64_t t0, int64_t G,
-                            int32_t *rows, float *w, double *stats, gsb__grow_tree *trees)
+                            int32_t **rows, float **w, double *stats, gsb__grow_tree *trees)
 {
-    int64_t n = s->t->n, cap = tree_cap(s);
-    int64_t *len = gsb__alloc_array(G, sizeof *len);
-    int failed = !len;
-#pragma omp parallel reduction(| : failed) if (n * G > 65536 && len)
-    {
-        int32_t *counts = gsb__alloc_array(n, sizeof *counts);
-        double *cw = gsb__alloc_array(2 * s->t->K, sizeof *cw);
-        failed = !counts || !cw || !len;
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t g = 0; g < G; g++)
-            if (!failed) { /* each tree at its own offset first */
-                len[g] = tree_samples(s, seeds[t0 + g], counts, cw, rows + g * cap, w + g * cap);
-                root_stats(s, rows + g * cap, w + g * cap, len[g], stats + g * s->V1);
-            }
-        free(counts);
-        free(cw);
-    }
-    if (failed) {
-        free(len);
+    int64_t n = s->t->n, *off = gsb__alloc_array(G + 1, sizeof *off), S = -1;
+    int bad = 0; /* shared: a thread's scratch, or the samples' room, missing */
+    if (!off) {
         oom(s->c, "the bootstrap samples");
         return -1;
     }
-    int64_t off = 0;
-    for (int64_t g = 0; g < G; g++) { /* packed */
-        memmove(rows + off, rows + g * cap, (size_t)len[g] * sizeof *rows);
-        memmove(w + off, w + g * cap, (size_t)len[g] * sizeof *w);
-        trees[g] = (gsb__grow_tree){off, off + len[g], seeds[t0 + g], stats + g * s->V1};
-        off += len[g];
+    seeds += t0;
+#pragma omp parallel if (n * G > 65536)
+    {
+        int32_t *counts = gsb__alloc_array(n, sizeof *counts);
+        double *cw = gsb__alloc_array(2 * s->t->K, sizeof *cw);
+        if (!counts || !cw) {
+#pragma omp atomic write
+            bad = 1;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t g = 0; g < G; g++)
+            if (counts && cw)
+                off[g + 1] = tree_samples(s, seeds[g], counts, cw, NULL, NULL);
+#pragma omp single
+        if (!bad) {
+            off[0] = 0;
+            for (int64_t g = 0; g < G; g++)
+                off[g + 1] += off[g];
+            *rows = gsb__host_alloc((size_t)off[G] * sizeof **rows);
+            *w = gsb__host_alloc((size_t)off[G] * sizeof **w);
+            bad = !*rows || !*w;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t g = 0; g < G; g++)
+            if (!bad && counts && cw)
+                place_tree(s, seeds[g], g, off, counts, cw, *rows, *w, stats);
+        free(counts);
+        free(cw);
     }
-    free(len);
-    return off;
+    if (bad) {
+        oom(s->c, "the bootstrap samples");
+    } else {
+        for (int64_t g = 0; g < G; g++)
+            trees[g] = (gsb__grow_tree){off[g], off[g + 1], seeds[g], stats + g * s->V1};
+        S = off[G];
+    }
+    free(off);
+    return S;
 }
 
 /*
@@ -440,19 +476,19 @@ static int grow_group(fit_state *s, const uint64_t *seeds, int64_t t0, int64_t t
 {
     const gsb__backend *be = s->be;
     int64_t G = t1 - t0, K = s->cfg->classify ? s->t->K : 0;
-    int32_t *rows = gsb__alloc_array(G * tree_cap(s), sizeof *rows);
-    float *w = gsb__alloc_array(G * tree_cap(s), sizeof *w);
+    int32_t *rows = NULL;
+    float *w = NULL;
     double *stats = gsb__alloc_array(G * s->V1, sizeof *stats);
     gsb__grow_tree *trees = gsb__calloc_array(G, sizeof *trees);
     gsb__grown *grown = gsb__calloc_array(G, sizeof *grown);
     double *root_w = NULL;
     gsb__tensor rb = GSB__TENSOR_NONE, wb = GSB__TENSOR_NONE;
     int rc = GSB_OK;
-    if (!rows || !w || !stats || !trees || !grown) {
+    if (!stats || !trees || !grown) {
         rc = oom(s->c, "the bootstrap samples");
         goto done;
     }
-    int64_t S = draw_samples(s, seeds, t0, G, rows, w, stats, trees);
+    int64_t S = draw_samples(s, seeds, t0, G, &rows, &w, stats, trees);
     if (S < 0) {
         rc = GSB_ENOMEM;
         goto done;
@@ -496,8 +532,8 @@ done:
         gsb__grown_free(&grown[g]);
     gsb__tensor_free(&rb);
     gsb__tensor_free(&wb);
-    free(rows);
-    free(w);
+    gsb__host_free(rows);
+    gsb__host_free(w);
     free(stats);
     free(trees);
     free(grown);
@@ -757,10 +793,12 @@ int gsb__forest_fit(gsb__ctx *c, int classify)
         rc = gsb__err(GSB_EUNSUPPORTED, "%s: more than 2^31 - 1 rows", c->est->name);
         goto done;
     }
+    gsb__profile_mark("inputs (dispatch)");
     GSB_CHECK(gsb__forest_read_cfg(c, classify, n, F, &cfg));
     GSB_CHECK(classify ? class_targets(c, &t) : regression_targets(c, cfg.criterion, &t));
     GSB_CHECK(sample_weights(c, &cfg, &t, &w));
     warn_settings(c, &cfg, n, w);
+    gsb__profile_mark("targets, sample weights (host)");
     s = (fit_state){c, c->be, &cfg, &t, w, {n, bootstrap_size(&cfg, n, w), NULL},
                     GSB__TENSOR_NONE, GSB__TENSOR_NONE, &edges, 0, -1,
                     gsb__forest_nstats(classify ? (int)t.K : 0, (int)t.K), F, 0, &model};

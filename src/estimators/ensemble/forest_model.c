@@ -170,14 +170,20 @@ int gsb__forest_model_append(gsb__forest_model *m, const gsb__grown *g, int64_t 
     int64_t *base = gsb__alloc_array(2 * (G + 1), sizeof *base), *leaf = base + G + 1;
     if (!base)
         return gsb__err(GSB_ENOMEM, "random forest: out of memory for the fitted trees");
-    base[0] = m->n_nodes;
-    leaf[0] = m->n_leaves;
+    /* each tree's leaves counted by a thread (a serial pass over millions of
+     * nodes cost a GPU fit more than the rest of the append) */
+#pragma omp parallel for schedule(dynamic, 1) if (G > 1)
     for (int64_t k = 0; k < G; k++) {
         int64_t leaves = 0;
         for (int64_t i = 0; i < g[k].n_nodes; i++)
             leaves += g[k].nodes[i].feature < 0;
+        leaf[k + 1] = leaves;
+    }
+    base[0] = m->n_nodes;
+    leaf[0] = m->n_leaves;
+    for (int64_t k = 0; k < G; k++) {
         base[k + 1] = base[k] + g[k].n_nodes;
-        leaf[k + 1] = leaf[k] + leaves;
+        leaf[k + 1] += leaf[k];
     }
     int rc = GSB_OK;
     if (base[G] > INT32_MAX || leaf[G] > INT32_MAX)
