@@ -74,17 +74,6 @@ static inline gsb__tensor from_gpu(const gsb__tensor *g)
     return h;
 }
 
-/* Rows [r0, r0 + rows) of t as a borrowed view (the backends allow it):
- * data off any vector alignment, as a caller's row range can be. */
-static inline gsb__tensor rows_view(const gsb__tensor *t, int64_t r0, int64_t rows)
-{
-    gsb__tensor v = *t;
-    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
-    v.rows = rows;
-    v.owned = 0;
-    return v;
-}
-
 /* A GPU tensor poisoned with NaN / -1. */
 static inline gsb__tensor gpu_poisoned(gsb_dtype dt, int64_t rows, int64_t cols)
 {

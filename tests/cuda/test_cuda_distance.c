@@ -105,11 +105,11 @@ static void test_pairwise_view(void)
     for (int t = 0; t < 2; t++) {
         gsb_dtype dt = dtypes[t];
         gsb__tensor X = host_random(dt, 101, 3, 1.0), Y = host_random(dt, 40, 3, 1.0);
-        gsb__tensor Xv = rows_view(&X, 1, 99), Yv = rows_view(&Y, 3, 37);
+        gsb__tensor Xv = gsb__tensor_rows(&X, 1, 99), Yv = gsb__tensor_rows(&Y, 3, 37);
         gsb__tensor Dc = host_poisoned(dt, 99, 37);
         CHECK_OK(cpu->ops->pairwise(cpu, &Xv, &Yv, GSB__METRIC_SQEUCLIDEAN, &Dc));
         gsb__tensor Xg = to_gpu(&X), Yg = to_gpu(&Y);
-        gsb__tensor Xgv = rows_view(&Xg, 1, 99), Ygv = rows_view(&Yg, 3, 37);
+        gsb__tensor Xgv = gsb__tensor_rows(&Xg, 1, 99), Ygv = gsb__tensor_rows(&Yg, 3, 37);
         gsb__tensor Dg = gpu_poisoned(dt, 99, 37);
         CHECK_OK(gpu->ops->pairwise(gpu, &Xgv, &Ygv, GSB__METRIC_SQEUCLIDEAN, &Dg));
         CHECK_MATCH(&Dg, &Dc, tol_for(dt));
@@ -278,9 +278,9 @@ static void test_argmin_view(void)
     for (int t = 0; t < 2; t++) {
         gsb_dtype dt = dtypes[t];
         gsb__tensor X = host_random(dt, 1001, 3, 1.0), C = host_random(dt, 20, 3, 1.0);
-        gsb__tensor Xv = rows_view(&X, 1, 999), Cv = rows_view(&C, 1, 17);
+        gsb__tensor Xv = gsb__tensor_rows(&X, 1, 999), Cv = gsb__tensor_rows(&C, 1, 17);
         gsb__tensor Xg = to_gpu(&X), Cg = to_gpu(&C);
-        gsb__tensor Xgv = rows_view(&Xg, 1, 999), Cgv = rows_view(&Cg, 1, 17);
+        gsb__tensor Xgv = gsb__tensor_rows(&Xg, 1, 999), Cgv = gsb__tensor_rows(&Cg, 1, 17);
         argmin_check(&Xv, &Cv, &Xgv, &Cgv);
         gsb__tensor_free(&Xg);
         gsb__tensor_free(&Cg);
@@ -444,11 +444,11 @@ static void test_topk_view(void)
     for (int t = 0; t < 2; t++) {
         gsb_dtype dt = dtypes[t];
         gsb__tensor Q = host_random(dt, 51, 3, 1.0), R = host_random(dt, 302, 3, 1.0);
-        gsb__tensor Qv = rows_view(&Q, 1, 50), Rv = rows_view(&R, 1, 301);
+        gsb__tensor Qv = gsb__tensor_rows(&Q, 1, 50), Rv = gsb__tensor_rows(&R, 1, 301);
         gsb__tensor dc = host_poisoned(dt, 50, 7), ic = host_poisoned(GSB_I64, 50, 7);
         CHECK_OK(cpu->ops->topk(cpu, &Qv, &Rv, 7, GSB__METRIC_EUCLIDEAN, 0, &dc, &ic));
         gsb__tensor Qg = to_gpu(&Q), Rg = to_gpu(&R);
-        gsb__tensor Qgv = rows_view(&Qg, 1, 50), Rgv = rows_view(&Rg, 1, 301);
+        gsb__tensor Qgv = gsb__tensor_rows(&Qg, 1, 50), Rgv = gsb__tensor_rows(&Rg, 1, 301);
         gsb__tensor dg = gpu_poisoned(dt, 50, 7), ig = gpu_poisoned(GSB_I64, 50, 7);
         CHECK_OK(gpu->ops->topk(gpu, &Qgv, &Rgv, 7, GSB__METRIC_EUCLIDEAN, 0, &dg, &ig));
         CHECK_MATCH(&ig, &ic, 0.0);

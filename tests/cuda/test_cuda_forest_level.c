@@ -47,7 +47,7 @@ static gsb__tensor hzeros(gsb_dtype dt, int64_t rows, int64_t cols)
 }
 
 /* The first rows of t (a borrowed view). */
-static gsb__tensor first(const gsb__tensor *t, int64_t rows) { return rows_view(t, 0, rows); }
+static gsb__tensor first(const gsb__tensor *t, int64_t rows) { return gsb__tensor_rows(t, 0, rows); }
 
 /* Equal element for element (ints, or doubles within tol relative). */
 #define CHECK_SAME(g, h, tol) CHECK_MATCH((g), (h), (tol))

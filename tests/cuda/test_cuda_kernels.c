@@ -126,7 +126,7 @@ static void test_col_moments_empty(void)
     for (int t = 0; t < 2; t++) {
         gsb__tensor Xh = host_random(dtypes[t], 1, 5, 1.0);
         gsb__tensor Xg = to_gpu(&Xh);
-        gsb__tensor X0 = rows_view(&Xg, 0, 0);
+        gsb__tensor X0 = gsb__tensor_rows(&Xg, 0, 0);
         gsb__tensor mg = gpu_poisoned(dtypes[t], 5, 1), vg = gpu_poisoned(GSB_F64, 5, 1);
         CHECK_OK(gpu->ops->col_moments(gpu, &X0, NULL, &mg, &vg));
         CHECK(all_nan(&mg) && all_nan(&vg));
@@ -239,14 +239,14 @@ static void affine_case(gsb_dtype dt, int64_t n, int64_t d, int mask, gsb_dtype 
 {
     int before = case_begin();
     gsb__tensor Xfull = host_random(dt, n + skip_rows, d, 2.0);
-    gsb__tensor Xh = rows_view(&Xfull, skip_rows, n);
+    gsb__tensor Xh = gsb__tensor_rows(&Xfull, skip_rows, n);
     gsb__tensor vh[3], vg[3];
     for (int k = 0; k < 3; k++) {
         vh[k] = host_random(vdt, 1, d, 1.0);
         vg[k] = to_gpu(&vh[k]);
     }
     gsb__tensor Xgfull = to_gpu(&Xfull);
-    gsb__tensor Xg = rows_view(&Xgfull, skip_rows, n);
+    gsb__tensor Xg = gsb__tensor_rows(&Xgfull, skip_rows, n);
     gsb__tensor oh = host_poisoned(dt, n, d);
     gsb__tensor og = alias ? GSB__TENSOR_NONE : gpu_poisoned(dt, n, d);
     const gsb__tensor *sh = mask & 1 ? &vh[0] : NULL, *mh = mask & 2 ? &vh[1] : NULL,
@@ -260,8 +260,8 @@ static void affine_case(gsb_dtype dt, int64_t n, int64_t d, int mask, gsb_dtype 
     if (mask == 0) /* every vector skipped: X bit for bit */
         CHECK_MATCH(alias ? &Xg : &og, &Xh, 0.0);
     if (alias && skip_rows > 0) { /* rows before the view untouched */
-        gsb__tensor head = rows_view(&Xgfull, 0, skip_rows);
-        gsb__tensor headh = rows_view(&Xfull, 0, skip_rows);
+        gsb__tensor head = gsb__tensor_rows(&Xgfull, 0, skip_rows);
+        gsb__tensor headh = gsb__tensor_rows(&Xfull, 0, skip_rows);
         CHECK_MATCH(&head, &headh, 0.0);
     }
     CASE_END(before, "col_affine %s %lld x %lld mask %d vectors %s alias %d skip %lld",
@@ -348,7 +348,7 @@ static void test_rand_normal(void)
     gsb__tensor a = gpu_poisoned(GSB_F64, 1000, 1), b = gpu_poisoned(GSB_F64, 999, 1);
     CHECK_OK(gpu->ops->rand_normal(gpu, &a, 7));
     CHECK_OK(gpu->ops->rand_normal(gpu, &b, 7));
-    gsb__tensor a999 = rows_view(&a, 0, 999), bh = from_gpu(&b);
+    gsb__tensor a999 = gsb__tensor_rows(&a, 0, 999), bh = from_gpu(&b);
     CHECK_MATCH(&a999, &bh, 0.0);
     gsb__tensor_free(&a);
     gsb__tensor_free(&b);

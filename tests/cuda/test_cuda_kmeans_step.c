@@ -213,7 +213,7 @@ static void test_kmeans_step_errors(void)
 {
     int64_t n = 12, d = 3, k = 4;
     gsb__tensor X = host_random(GSB_F32, n, d, 1.0), C = host_random(GSB_F32, k, d, 1.0);
-    gsb__tensor Xg = to_gpu(&X), Cg = to_gpu(&C), C0 = rows_view(&Cg, 0, 0);
+    gsb__tensor Xg = to_gpu(&X), Cg = to_gpu(&C), C0 = gsb__tensor_rows(&Cg, 0, 0);
     gsb__tensor lab = gpu_poisoned(GSB_I32, n, 1), mind = gpu_poisoned(GSB_F32, n, 1);
     gsb__tensor sums = gpu_poisoned(GSB_F64, k, d), counts = gpu_poisoned(GSB_F64, k, 1);
     gsb__tensor inertia = gpu_poisoned(GSB_F64, 1, 1), wf = gpu_poisoned(GSB_F32, n, 1);

@@ -212,7 +212,7 @@ static void test_row_slice(void)
         const int64_t n = 4100, d = 3, k = 12;
         int before = case_begin();
         gsb__tensor Bh = host_random(dtypes[di], n + 2, d, 1.0), Bg = to_gpu(&Bh);
-        gsb__tensor Xh = rows_view(&Bh, 1, n), Xg = rows_view(&Bg, 1, n);
+        gsb__tensor Xh = gsb__tensor_rows(&Bh, 1, n), Xg = gsb__tensor_rows(&Bg, 1, n);
         gsb__tensor wh = host_weights(n), wg = to_gpu(&wh);
         compare_run(&Xh, &wh, &Xg, &wg, k);
         CASE_END(before, "%s slice n=%lld d=%lld k=%lld", gsb_dtype_name(dtypes[di]),

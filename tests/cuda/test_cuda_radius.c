@@ -166,9 +166,9 @@ static double search_eps(const gsb__tensor *R, gsb__metric metric, double p, int
 static void compare_op(const gsb__tensor *Qfull, int64_t q0, int64_t nq, const gsb__tensor *R,
                        gsb__metric metric, double p, double eps)
 {
-    gsb__tensor Qh = rows_view(Qfull, q0, nq);
+    gsb__tensor Qh = gsb__tensor_rows(Qfull, q0, nq);
     gsb__tensor Qfull_g = to_gpu(Qfull), Rg = to_gpu(R);
-    gsb__tensor Qg = rows_view(&Qfull_g, q0, nq);
+    gsb__tensor Qg = gsb__tensor_rows(&Qfull_g, q0, nq);
     double thr = gsb__radius_threshold(metric, p, eps);
     double dtol = metric == GSB__METRIC_MINKOWSKI ? 1e-9 : 1e-12;
 
@@ -248,7 +248,7 @@ static void test_op_brute(void)
                 int64_t nq = sizes[k][0], nr = sizes[k][1], d = dims[k];
                 gsb__tensor Q = clustered(dtypes[t], nq + 3, d, 2.0);
                 gsb__tensor R = clustered(dtypes[t], nr, d, 2.0);
-                gsb__tensor Qv = rows_view(&Q, 3, nq);
+                gsb__tensor Qv = gsb__tensor_rows(&Q, 3, nq);
                 double eps = pick_eps(&Qv, &R, metric, p);
                 compare_op(&Q, 3, nq, &R, metric, p, eps); /* a row range: odd alignment */
                 gsb__tensor_free(&Q);

@@ -124,7 +124,7 @@ static void test_spmm_bad_arguments(void)
     gsb__tensor gp = to_gpu(&a.ptr), gc = to_gpu(&a.col), gv = to_gpu(&a.val);
     gsb__tensor gX = gpu_poisoned(GSB_F64, 50, 1), gY = gpu_poisoned(GSB_F64, 100, 1);
     gsb__tensor gX32 = gpu_poisoned(GSB_F32, 50, 1);
-    gsb__tensor short_ptr = rows_view(&gp, 0, 100);
+    gsb__tensor short_ptr = gsb__tensor_rows(&gp, 0, 100);
     CHECK_ERR(gpu->ops->csr_spmm(gpu, &short_ptr, &gc, &gv, &gX, &gY), GSB_EINTERNAL, "indptr");
     CHECK_ERR(gpu->ops->csr_spmm(gpu, &gp, &gc, &gv, &gX32, &gY), GSB_EINTERNAL, "Y");
     CHECK_ERR(gpu->ops->csr_spmm(gpu, &gp, &gc, &a.val, &gX, &gY), GSB_EINTERNAL, "val");

@@ -198,18 +198,6 @@ static int download_doubles(const gsb__backend *be, const gsb__tensor *t, double
     return rc;
 }
 
-/* Rows [r0, r0 + m) of a contiguous tensor as a borrowed tensor.  Row-major
- * storage makes them contiguous, and device pointers allow the offset. */
-static gsb__tensor row_view(const gsb__tensor *t, int64_t r0, int64_t m)
-{
-    gsb__tensor v = *t;
-    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
-    v.rows = m;
-    v.ndim = 2;
-    v.owned = 0;
-    return v;
-}
-
 /* Elements [off, off + rows * cols) of a contiguous float64 tensor as a
  * borrowed rows x cols tensor. */
 static gsb__tensor stats_view(const gsb__tensor *t, int64_t off, int64_t rows, int64_t cols)
@@ -233,7 +221,7 @@ static int fetch_rows(const km_data *km, const int64_t *idx, int64_t m, double *
     gsb__tensor rows = GSB__TENSOR_NONE;
     int rc = gsb__tensor_alloc(km->be, km->dtype, m, km->d, &rows);
     for (int64_t j = 0; rc == GSB_OK && j < m; j++) {
-        gsb__tensor src = row_view(&km->X, idx[j], 1), dst = row_view(&rows, j, 1);
+        gsb__tensor src = gsb__tensor_rows(&km->X, idx[j], 1), dst = gsb__tensor_rows(&rows, j, 1);
         rc = km->be->ops->copy(km->be, &dst, &src);
     }
     if (rc == GSB_OK)
