@@ -13,12 +13,11 @@
  *                        frontier, its stats)
  *   forest_level_partition  the samples of the nodes that split
  * The host reads back the candidate counts and the count of splits (to size
- * the next calls), and each level's nodes and importances once its partition
- * is done.  They join their trees on the host, a tree per thread, while the
- * backend searches the next level's splits (forest_split returns before a GPU
- * is done): the join costs the growth nothing there, and the host holds one
- * level, not a store of millions of nodes read back at the end.  (A serial
- * append of millions of nodes cost the GPU more than the split searches.)
+ * the next calls).  The levels' nodes and importances stay in a store on the
+ * backend, one level after another, read back once when the growth ends (or
+ * when the store would pass STORE_MAX nodes) and joined to their trees on
+ * the host, a tree per thread: a read-back per level and a serial append of
+ * millions of nodes cost the GPU more than the split searches.
  *
  * Histograms: when the nodes draw most of the features (2 max_features >=
  * n_features), nodes of at least gsb__grow_large samples keep every
@@ -40,6 +39,10 @@
 #include "core/tensor.h"
 #include "estimators/ensemble/tree_grow.h"
 
+/* the most nodes the store keeps on the backend before its levels join their
+ * trees (48 bytes each: 768 MiB) */
+#define STORE_MAX ((int64_t)1 << 24)
+
 /* The kinds of step a level takes, as GSB_PROFILE reports them. */
 enum { PH_FEATS, PH_SPLIT, PH_DECIDE, PH_PART, PH_READ, PH_SLOTS, PH_HOST, PH_N };
 static const char *const ph_name[PH_N] = {
@@ -47,7 +50,7 @@ static const char *const ph_name[PH_N] = {
     "  level: split search (forest_split)",
     "  level: decide (forest_level_decide)",
     "  level: partition (forest_level_partition + count read)",
-    "  level: nodes read back (each level); the last level joined (host)",
+    "  level: nodes stored; read back and appended at the end (host)",
     "  level: histogram slots (read-back, forest_hist, forest_hist_sub)",
     "  level: room, slots upload, progress (host)"};
 
@@ -59,13 +62,15 @@ typedef struct lgrow {
     gsb__tensor seeds, root_w, tcount, counts, owner, srows, sw;
     gsb__tensor front[2], stats[2];                  /* the frontier, ping-pong */
     gsb__tensor map, map2, seg, feats, feats2, recs, recs2, splits;
+    int32_t *h_nodes;                                 /* a level's nodes on the host (slots) */
     int64_t h_cap;
-    /* a level's nodes and importances: on the backend, then read back and
-     * pending on the host until they join their trees */
-    gsb__tensor l_nodes, l_imp;
-    int32_t *h_pend;
-    double *h_pend_imp;
-    int64_t n_pend, pend_cap;
+    /* the store: levels' nodes and importances on the backend, not yet appended */
+    gsb__tensor all_nodes, all_imp;
+    int64_t n_all, store_cap;
+    int64_t *lvl_off, n_lvl, lvl_cap;                 /* where each stored level starts */
+    int32_t *h_all;                                   /* the store read back */
+    double *h_all_imp;
+    int64_t h_all_cap;
     /* histogram slots (none unless full) */
     gsb__tensor pool, slots;
     int64_t large, n_free;
@@ -75,7 +80,7 @@ typedef struct lgrow {
     int any_slot;                                     /* a frontier node has a slot */
     /* GSB_PROFILE: time per kind of step summed over the levels (ms; each step
      * waits for the device, so these add up to the growth), and counts */
-    double ms[PH_N], t_last, ms_join;
+    double ms[PH_N], t_last;
     int64_t n_levels, n_nodes, n_cands[2], n_splits, n_waits, n_slot_nodes;
 } lgrow;
 
@@ -100,8 +105,6 @@ static void report(const lgrow *g)
         return;
     for (int k = 0; k < PH_N; k++)
         gsb__profile_note(ph_name[k], g->ms[k]);
-    gsb__profile_note("  level: nodes joined to their trees (host, during the next level's "
-                      "split search: inside its time)", g->ms_join);
     gsb__profile_count("  levels", g->n_levels);
     gsb__profile_count("  level nodes (all levels)", g->n_nodes);
     gsb__profile_count("  split-search candidates, pass 0", g->n_cands[0]);
@@ -129,6 +132,14 @@ static gsb__tensor head(const gsb__tensor *t, int64_t rows)
     gsb__tensor v = *t;
     v.owned = 0;
     v.rows = rows;
+    return v;
+}
+
+/* Rows [r0, r0 + rows) of t (a row range is a tensor on every backend). */
+static gsb__tensor rows_of(const gsb__tensor *t, int64_t r0, int64_t rows)
+{
+    gsb__tensor v = head(t, rows);
+    v.data = (char *)t->data + (size_t)(r0 * t->cols) * gsb_dtype_size(t->dtype);
     return v;
 }
 
@@ -265,8 +276,6 @@ static int level_room(lgrow *g, int64_t n, int nxt)
         GSB_TRY(ensure(be, GSB_F64, n, g->R, &g->recs2));
     }
     GSB_TRY(ensure(be, GSB_I32, n, GSB__FLS_COLS, &g->splits));
-    GSB_TRY(ensure(be, GSB_I32, n, GSB__FLV_NODE, &g->l_nodes));
-    GSB_TRY(ensure(be, GSB_F64, n, 1, &g->l_imp));
     GSB_TRY(ensure(be, GSB_I32, 2 * n, GSB__FLV_FRONT, &g->front[nxt]));
     GSB_TRY(ensure(be, GSB_F64, 2 * n, g->V1, &g->stats[nxt]));
     if (g->any_slot)
@@ -275,10 +284,12 @@ static int level_room(lgrow *g, int64_t n, int nxt)
         int64_t cap = n + n / 2 + 16;
         int32_t *kslot = g->h_kslot;
         g->h_kslot = NULL;
+        free(g->h_nodes);
         free(g->h_splits);
         free(g->h_build);
         free(g->h_pairs);
         free(g->h_drop);
+        g->h_nodes = gsb__alloc_array(cap * GSB__FLV_NODE, sizeof *g->h_nodes);
         g->h_splits = gsb__alloc_array(cap * GSB__FLS_COLS, sizeof *g->h_splits);
         g->h_build = gsb__alloc_array(3 * cap, sizeof *g->h_build);
         g->h_pairs = gsb__alloc_array(2 * cap, sizeof *g->h_pairs);
@@ -291,7 +302,7 @@ static int level_room(lgrow *g, int64_t n, int nxt)
         free(g->h_slot);
         free(kslot);
         g->h_slot = slot;
-        if (!g->h_splits || !g->h_build || !g->h_pairs ||
+        if (!g->h_nodes || !g->h_splits || !g->h_build || !g->h_pairs ||
             !g->h_drop || !g->h_slot || !g->h_kslot)
             return oom("a level's nodes");
         g->h_cap = cap;
@@ -299,13 +310,9 @@ static int level_room(lgrow *g, int64_t n, int nxt)
     return GSB_OK;
 }
 
-static int join_pending(lgrow *g, gsb__grown *out);
-
-/* One pass of split searches: the candidates' features, then their records;
- * out given, the pending level joins its trees while the searches run. */
+/* One pass of split searches: the candidates' features, then their records. */
 static int search_pass(lgrow *g, gsb__forest_level *lv, int pass, gsb__tensor *map,
-                       gsb__tensor *feats, gsb__tensor *recs, gsb__tensor *recs_view,
-                       gsb__grown *out)
+                       gsb__tensor *feats, gsb__tensor *recs, gsb__tensor *recs_view)
 {
     const gsb__backend *be = g->be;
     int64_t n = lv->n;
@@ -320,16 +327,13 @@ static int search_pass(lgrow *g, gsb__forest_level *lv, int pass, gsb__tensor *m
                         (long long)c, (long long)n);
     g->n_cands[pass ? 1 : 0] += c;
     *recs_view = head(recs, c);
-    if (c > 0) {
-        gsb__forest_rule rule = {g->p->rule.criterion, g->p->rule.min_samples_leaf,
-                                 g->p->rule.min_weight_leaf, pass};
-        gsb__tensor sc = head(&g->seg, c), fc = head(feats, c);
-        GSB_TRY(be->ops->forest_split(be, g->d, &sc, &fc, &rule, recs_view));
-    }
-    if (out) /* before any wait: on a GPU the searches are still running */
-        GSB_TRY(join_pending(g, out));
-    if (c > 0)
-        tick(g, PH_SPLIT);
+    if (c == 0)
+        return GSB_OK;
+    gsb__forest_rule rule = {g->p->rule.criterion, g->p->rule.min_samples_leaf,
+                             g->p->rule.min_weight_leaf, pass};
+    gsb__tensor sc = head(&g->seg, c), fc = head(feats, c);
+    GSB_TRY(be->ops->forest_split(be, g->d, &sc, &fc, &rule, recs_view));
+    tick(g, PH_SPLIT);
     return GSB_OK;
 }
 
@@ -338,7 +342,7 @@ static int search_pass(lgrow *g, gsb__forest_level *lv, int pass, gsb__tensor *m
  * the slots of the nodes that did not split go back, in frontier order; then
  * for each split of a node with a slot, in order, the larger child takes the
  * parent's slot minus the smaller child's histograms, built in a new slot the
- * smaller child keeps if it is large itself.  h_pend and h_splits hold the
+ * smaller child keeps if it is large itself.  h_nodes and h_splits hold the
  * level; n_split the count of splits.
  */
 static int derive_slots(lgrow *g, int64_t n, int64_t n_split)
@@ -351,7 +355,7 @@ static int derive_slots(lgrow *g, int64_t n, int64_t n_split)
         if (g->h_splits[i * GSB__FLS_COLS + GSB__FLS_FEATURE] < 0)
             give_slot(g, g->h_slot[i]);
     for (int64_t i = 0; i < n; i++) {
-        const int32_t *sp = g->h_splits + i * GSB__FLS_COLS, *x = g->h_pend + i * GSB__FLV_NODE;
+        const int32_t *sp = g->h_splits + i * GSB__FLS_COLS, *x = g->h_nodes + i * GSB__FLV_NODE;
         int32_t ps = g->h_slot[i], c = sp[GSB__FLS_CHILD], s;
         if (sp[GSB__FLS_FEATURE] < 0 || ps < 0)
             continue;
@@ -437,55 +441,95 @@ static int64_t first_of(const int32_t *x, int64_t lo, int64_t hi, int64_t t)
     return lo;
 }
 
-/* The level just partitioned (n nodes) read back, pending until it joins its trees. */
-static int read_level(lgrow *g, int64_t n)
+/*
+ * The stored levels join their trees: read back at once, then a tree per
+ * thread takes its nodes level by level.  A level lists each tree's nodes
+ * together, trees in order (the roots are; forest_level_decide numbers the
+ * children in frontier order), so a tree finds its run of a level by
+ * bisection; the runs must cover the store.
+ */
+static int flush(lgrow *g, gsb__grown *out)
 {
-    if (n > g->pend_cap) {
-        int64_t cap = n + n / 2 + 16;
-        free(g->h_pend);
-        free(g->h_pend_imp);
-        g->h_pend = gsb__alloc_array(cap * GSB__FLV_NODE, sizeof *g->h_pend);
-        g->h_pend_imp = gsb__alloc_array(cap, sizeof *g->h_pend_imp);
-        g->pend_cap = g->h_pend && g->h_pend_imp ? cap : 0;
-        if (!g->pend_cap)
-            return oom("a level's nodes");
+    int64_t N = g->n_all, appended = 0;
+    if (N == 0)
+        return GSB_OK;
+    if (N > g->h_all_cap) {
+        free(g->h_all);
+        free(g->h_all_imp);
+        g->h_all = gsb__alloc_array(N * GSB__FLV_NODE, sizeof *g->h_all);
+        g->h_all_imp = gsb__alloc_array(N, sizeof *g->h_all_imp);
+        g->h_all_cap = g->h_all && g->h_all_imp ? N : 0;
+        if (!g->h_all_cap)
+            return oom("the trees' nodes");
     }
-    gsb__tensor nv = head(&g->l_nodes, n), iv = head(&g->l_imp, n);
-    GSB_TRY(g->be->ops->download(g->be, &nv, g->h_pend));
-    GSB_TRY(g->be->ops->download(g->be, &iv, g->h_pend_imp));
+    gsb__tensor nv = head(&g->all_nodes, N), iv = head(&g->all_imp, N);
+    GSB_TRY(g->be->ops->download(g->be, &nv, g->h_all));
+    GSB_TRY(g->be->ops->download(g->be, &iv, g->h_all_imp));
     g->n_waits += 2;
-    g->n_pend = n;
+    g->lvl_off[g->n_lvl] = N;
+    int failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) reduction(+ : appended) \
+    if (N > 8192)
+    for (int64_t t = 0; t < g->T; t++)
+        for (int64_t L = 0; L < g->n_lvl && !failed; L++) {
+            int64_t lo = first_of(g->h_all, g->lvl_off[L], g->lvl_off[L + 1], t);
+            int64_t hi = first_of(g->h_all, lo, g->lvl_off[L + 1], t + 1);
+            failed |= append_tree(g, g->h_all, g->h_all_imp, lo, hi, &out[t]);
+            appended += hi - lo;
+        }
+    g->n_all = g->n_lvl = 0;
+    if (failed & 2)
+        return oom("tree nodes");
+    if (failed || appended != N)
+        return gsb__err(GSB_EINTERNAL, "random forest: level nodes out of order");
     return GSB_OK;
 }
 
-/*
- * The pending level joins its trees, a tree per thread.  A level lists each
- * tree's nodes together, trees in order (the roots are; forest_level_decide
- * numbers the children in frontier order), so a tree finds its run by
- * bisection; the runs must cover the level.  Levels join in order, so each
- * tree takes its nodes in level order, its importances summed as a serial
- * append sums them.
- */
-static int join_pending(lgrow *g, gsb__grown *out)
+/* Room in the store for a level of n nodes: it grows (the stored levels
+ * copied over) up to STORE_MAX nodes; past that its levels join their trees
+ * first. */
+static int store_room(lgrow *g, int64_t n, gsb__grown *out)
 {
-    int64_t n = g->n_pend, appended = 0;
-    int failed = 0;
-    if (n == 0)
-        return GSB_OK;
-    double t0 = gsb__profile_clock(NULL);
-    g->n_pend = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) reduction(+ : appended) \
-    if (n > 8192)
-    for (int64_t t = 0; t < g->T; t++) {
-        int64_t lo = first_of(g->h_pend, 0, n, t), hi = first_of(g->h_pend, lo, n, t + 1);
-        failed |= append_tree(g, g->h_pend, g->h_pend_imp, lo, hi, &out[t]);
-        appended += hi - lo;
+    const gsb__backend *be = g->be;
+    if (g->n_lvl + 2 > g->lvl_cap) {
+        int64_t cap = 2 * g->lvl_cap + 16;
+        int64_t *lo = realloc(g->lvl_off, (size_t)cap * sizeof *lo);
+        if (!lo)
+            return oom("the stored levels");
+        g->lvl_off = lo;
+        g->lvl_cap = cap;
     }
-    g->ms_join += gsb__profile_clock(NULL) - t0;
-    if (failed & 2)
-        return oom("tree nodes");
-    if (failed || appended != n)
-        return gsb__err(GSB_EINTERNAL, "random forest: level nodes out of order");
+    if (g->n_all + n <= g->store_cap)
+        return GSB_OK;
+    if (g->n_all + n > STORE_MAX) {
+        GSB_TRY(flush(g, out));
+        if (n <= g->store_cap)
+            return GSB_OK;
+    }
+    int64_t need = g->n_all + n, cap = need + need / 2 + 4096;
+    if (cap > STORE_MAX)
+        cap = need > STORE_MAX ? need : STORE_MAX;
+    gsb__tensor nn = GSB__TENSOR_NONE, ni = GSB__TENSOR_NONE;
+    int rc = gsb__tensor_alloc(be, GSB_I32, cap, GSB__FLV_NODE, &nn);
+    if (rc == GSB_OK)
+        rc = gsb__tensor_alloc(be, GSB_F64, cap, 1, &ni);
+    if (rc == GSB_OK && g->n_all > 0) {
+        gsb__tensor dn = head(&nn, g->n_all), di = head(&ni, g->n_all);
+        gsb__tensor sn = head(&g->all_nodes, g->n_all), si = head(&g->all_imp, g->n_all);
+        rc = be->ops->copy(be, &dn, &sn);
+        if (rc == GSB_OK)
+            rc = be->ops->copy(be, &di, &si);
+    }
+    if (rc != GSB_OK) {
+        gsb__tensor_free(&nn);
+        gsb__tensor_free(&ni);
+        return rc;
+    }
+    gsb__tensor_free(&g->all_nodes);
+    gsb__tensor_free(&g->all_imp);
+    g->all_nodes = nn;
+    g->all_imp = ni;
+    g->store_cap = cap;
     return GSB_OK;
 }
 
@@ -500,9 +544,10 @@ static int grow(lgrow *g, gsb__grown *out, gsb__grow_progress progress, void *pr
         g->n_levels++;
         g->n_nodes += n;
         GSB_TRY(level_room(g, n, 1 - cur));
+        GSB_TRY(store_room(g, n, out));
         gsb__tensor fr = head(&g->front[cur], n), st = head(&g->stats[cur], n);
-        gsb__tensor nv = head(&g->l_nodes, n), iv = head(&g->l_imp, n);
-        gsb__tensor sp = head(&g->splits, n);
+        gsb__tensor nv = rows_of(&g->all_nodes, g->n_all, n);
+        gsb__tensor iv = rows_of(&g->all_imp, g->n_all, n), sp = head(&g->splits, n);
         gsb__tensor kv = head(&g->front[1 - cur], 2 * n), ks = head(&g->stats[1 - cur], 2 * n);
         gsb__tensor mv = head(&g->map, n), m2 = head(&g->map2, n), rv, r2;
         gsb__tensor slv = head(&g->slots, n);
@@ -517,11 +562,11 @@ static int grow(lgrow *g, gsb__grown *out, gsb__grow_progress progress, void *pr
                 g->n_slot_nodes += g->h_slot[i] >= 0;
         }
         tick(g, PH_HOST);
-        GSB_TRY(search_pass(g, &lv, 0, &g->map, &g->feats, &g->recs, &rv, out));
+        GSB_TRY(search_pass(g, &lv, 0, &g->map, &g->feats, &g->recs, &rv));
         lv.map = &mv;
         lv.recs = &rv;
         if (g->m < g->F) {
-            GSB_TRY(search_pass(g, &lv, 1, &g->map2, &g->feats2, &g->recs2, &r2, NULL));
+            GSB_TRY(search_pass(g, &lv, 1, &g->map2, &g->feats2, &g->recs2, &r2));
             lv.map2 = &m2;
             lv.recs2 = &r2;
         }
@@ -535,11 +580,12 @@ static int grow(lgrow *g, gsb__grown *out, gsb__grow_progress progress, void *pr
         if (counts[1] != 0 || counts[0] < 0 || counts[0] > n)
             return gsb__err(GSB_EINTERNAL, "random forest: %d of %d partitions disagree with "
                             "the split search", counts[1], counts[0]);
-        GSB_TRY(read_level(g, n));
-        tick(g, PH_READ);
+        g->lvl_off[g->n_lvl++] = g->n_all;
+        g->n_all += n;
         if (with_slots) {
+            GSB_TRY(be->ops->download(be, &nv, g->h_nodes));
             GSB_TRY(be->ops->download(be, &sp, g->h_splits));
-            g->n_waits++;
+            g->n_waits += 2;
             GSB_TRY(derive_slots(g, n, counts[0]));
             tick(g, PH_SLOTS);
             int32_t *t = g->h_slot;
@@ -551,7 +597,7 @@ static int grow(lgrow *g, gsb__grown *out, gsb__grow_progress progress, void *pr
         if (progress)
             GSB_TRY(progress(progress_data, step + 1));
     }
-    GSB_TRY(join_pending(g, out));
+    GSB_TRY(flush(g, out));
     tick(g, PH_READ);
     return GSB_OK;
 }
@@ -590,12 +636,14 @@ done:
     d->scratch_rows = d->scratch_weights = NULL;
     gsb__tensor *all[] = {&g.seeds, &g.root_w, &g.tcount, &g.counts, &g.owner, &g.srows, &g.sw,
                           &g.front[0], &g.front[1], &g.stats[0], &g.stats[1], &g.map, &g.map2,
-                          &g.seg, &g.feats, &g.feats2, &g.recs, &g.recs2, &g.l_nodes,
-                          &g.l_imp, &g.splits, &g.pool, &g.slots};
+                          &g.seg, &g.feats, &g.feats2, &g.recs, &g.recs2, &g.all_nodes,
+                          &g.all_imp, &g.splits, &g.pool, &g.slots};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         gsb__tensor_free(all[i]);
-    free(g.h_pend);
-    free(g.h_pend_imp);
+    free(g.h_nodes);
+    free(g.lvl_off);
+    free(g.h_all);
+    free(g.h_all_imp);
     free(g.free_slots);
     free(g.h_slot);
     free(g.h_kslot);
