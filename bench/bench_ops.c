@@ -6,9 +6,7 @@
  * (counting 2*n*k*d for the distance dot products), the reductions their
  * bytes/s as a fraction of the copy bandwidth.  umap_sgd_epoch (UMAP's
  * layout SGD) reports the edge and negative-sample steps it takes per
- * second (random reads of the embedding: no meaningful ceiling).  KMeans'
- * Lloyd pass per dtype: argmin_sqdist and segment_sum apart, then the fused
- * kmeans_step (one pass over X) with the two ops' total beside it.  topk's
+ * second (random reads of the embedding: no meaningful ceiling).  topk's
  * fused and GEMM paths (and topk_fast's TF32 one) go against the GEMM of the
  * same shape; float64's exact mode, tile sizes and R from the host too.
  *
@@ -101,25 +99,6 @@ static int run_argmin(void *p)
 {
     struct argmin_args *a = p;
     return be->ops->argmin_sqdist(be, &a->X, &a->C, &a->labels, &a->mind);
-}
-
-/* KMeans' Lloyd pass: the M-step alone (segment_sum) and the fused step */
-struct kmeans_args { gsb__tensor X, C, labels, mind, sums, counts, inertia; };
-static int run_segment(void *p)
-{
-    struct kmeans_args *a = p;
-    return be->ops->segment_sum(be, &a->X, &a->labels, NULL, &a->sums, &a->counts);
-}
-static int run_kmeans_argmin(void *p)
-{
-    struct kmeans_args *a = p;
-    return be->ops->argmin_sqdist(be, &a->X, &a->C, &a->labels, &a->mind);
-}
-static int run_kmeans_step(void *p)
-{
-    struct kmeans_args *a = p;
-    return be->ops->kmeans_step(be, &a->X, &a->C, NULL, &a->labels, &a->mind, &a->sums,
-                                &a->counts, &a->inertia);
 }
 
 struct topk_args { gsb__tensor Q, R, dist, idx; int64_t k; };
@@ -297,43 +276,6 @@ static void bench_topk_f64(struct topk_path_args *a, double limit)
  * against the same-shape GEMM (nq x nr written whole: the fair limit of a
  * GEMM-based top-k), measured first.
  */
-/* One Lloyd iteration of KMeans(100) on 1M x 64 per dtype: argmin_sqdist
- * and segment_sum (the two-op path, ms added) against kmeans_step (one
- * pass over X; backends without it skip that row). */
-static void bench_kmeans(int big, double gemm_rate)
-{
-    int64_t n = big ? 1000000 : 100000, d = 64, k = 100;
-    for (int f64 = 0; f64 < 2; f64++) {
-        gsb_dtype dt = f64 ? GSB_F64 : GSB_F32;
-        const char *dn = f64 ? "float64" : "float32";
-        struct kmeans_args a = {.X = random_tensor(dt, n, d, 11), .C = random_tensor(dt, k, d, 12)};
-        if (gsb__tensor_alloc(be, GSB_I32, n, 1, &a.labels) ||
-            gsb__tensor_alloc(be, dt, n, 1, &a.mind) ||
-            gsb__tensor_alloc(be, GSB_F64, k, d, &a.sums) ||
-            gsb__tensor_alloc(be, GSB_F64, k, 1, &a.counts) ||
-            gsb__tensor_alloc(be, GSB_F64, 1, 1, &a.inertia))
-            die("alloc");
-        double ta = time_it(run_kmeans_argmin, &a, &a.mind, 9);
-        double ts = time_it(run_segment, &a, &a.counts, 9);
-        double bw = (double)n * d * (double)gsb_dtype_size(dt) / ts;
-        printf("| argmin_sqdist %s (KMeans) | %lld x %lld, k=%lld | %.3f | %.1f TFLOP/s | %.2f |\n",
-               dn, (long long)n, (long long)d, (long long)k, ta * 1e3,
-               2.0 * n * k * d / ta / 1e12, 2.0 * n * k * d / ta / gemm_rate);
-        printf("| segment_sum %s (KMeans) | %lld x %lld, k=%lld | %.3f | %.0f GB/s | - |\n", dn,
-               (long long)n, (long long)d, (long long)k, ts * 1e3, bw / 1e9);
-        if (be->ops->kmeans_step) {
-            double tk = time_it(run_kmeans_step, &a, &a.inertia, 9);
-            printf("| kmeans_step %s (vs the two: %.3f ms) | %lld x %lld, k=%lld | %.3f | "
-                   "%.1f TFLOP/s | %.2f |\n",
-                   dn, (ta + ts) * 1e3, (long long)n, (long long)d, (long long)k, tk * 1e3,
-                   2.0 * n * k * d / tk / 1e12, 2.0 * n * k * d / tk / gemm_rate);
-        }
-        gsb__tensor *all[] = {&a.X, &a.C, &a.labels, &a.mind, &a.sums, &a.counts, &a.inertia};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-            gsb__tensor_free(all[i]);
-    }
-}
-
 static void bench_topk_paths(int big)
 {
     static const struct { gsb_dtype dt; int64_t nq, nr, d, k; } shapes[] = {
@@ -440,7 +382,6 @@ int main(int argc, char **argv)
     printf("| col_moments (scalers) | %lld x %lld | %.3f | %.0f GB/s | %.2f |\n", (long long)rn,
            (long long)rd, t * 1e3, bw / 1e9, bw / copy_bw);
 
-    bench_kmeans(big, gemm_rate);
     bench_umap(big);
     bench_topk_paths(big);
 

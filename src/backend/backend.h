@@ -622,15 +622,6 @@ typedef struct gsb__backend_ops {
                        gsb__tensor *Y);
     int (*seg_normalize)(const gsb__backend *be, const gsb__tensor *x, const gsb__tensor *seg,
                          gsb__tensor *y, gsb__tensor *nrm);
-    /* One Lloyd iteration of KMeans in one pass over X: argmin_sqdist of X
-     * (n x d) against C (k x d, k >= 1) into labels and mind, segment_sum of
-     * X by those labels weighted by w (n, GSB_F64, may be NULL) into sums
-     * and counts, and inertia (1, GSB_F64) = sum_i w_i mind_i (mind as
-     * stored, summed in double); deterministic as segment_sum.  NULL where
-     * the backend has no fused form (the CPU: callers run the two ops). */
-    int (*kmeans_step)(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *C,
-                       const gsb__tensor *w, gsb__tensor *labels, gsb__tensor *mind,
-                       gsb__tensor *sums, gsb__tensor *counts, gsb__tensor *inertia);
 
     /* ---- random -------------------------------------------------------- */
     /* fill with N(0, 1) from a counter-based generator: element i depends only
@@ -682,7 +673,7 @@ const gsb__backend *gsb__cpu_backend(void);
 
 /* ---- backend plugins (shared objects loaded at run time) ------------------ */
 
-#define GSB__BACKEND_ABI 19 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
+#define GSB__BACKEND_ABI 20 /* 2: kmeanspp; 3: enet_cd_gram, gather_cols; 4: the t-SNE ops;
                               5: the forest ops; 6: radius_neighbors; 7: umap_sgd_epoch;
                               8: axpy, row_scale, stage_*, strided_copy, device_import/export,
                               copy_stats; 9: sync; 10: forest_level_*; 11: csr_spmm;
@@ -691,7 +682,7 @@ const gsb__backend *gsb__cpu_backend(void);
                               svm_kernel_rows, svm_inner, svm_update_f; 15: forest_predict's
                               mean and best; 16: topk_fast; 17: seg_dots, seg_combine,
                               seg_normalize; 18: kmeans_step; 19: topk takes R on
-                              the host */
+                              the host; 20: kmeans_step taken out again */
 
 /*
  * What libgsb hands a plugin when it loads it.  libgsb's own symbols are

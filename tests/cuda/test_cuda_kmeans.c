@@ -1,9 +1,8 @@
 /*
  * test_cuda_kmeans.c - KMeans through the public API on device=cuda against
  * device=cpu, from the same explicit initial centres.  kmeans.c keeps the
- * labels and distances on the backend (on the GPU each iteration is one
- * kmeans_step, whose inertia is its sum of the distances; the CPU sums them
- * by col_moments; strict convergence without empty clusters is decided by a zero
+ * labels and distances on the backend (the inertia is a col_moments of the
+ * distances; strict convergence without empty clusters is decided by a zero
  * centre shift; iterations with empty clusters bring labels and distances
  * to the host): both devices must stop at the same iteration with the same
  * partition, the same inertia (every iteration's, through the progress

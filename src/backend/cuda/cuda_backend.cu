@@ -644,7 +644,6 @@ static void bind_ops(gsb__backend_ops *o)
     o->seg_dots = guarded<gsb__cuda_seg_dots>::call;
     o->seg_combine = guarded<gsb__cuda_seg_combine>::call;
     o->seg_normalize = guarded<gsb__cuda_seg_normalize>::call;
-    o->kmeans_step = guarded<gsb__cuda_kmeans_step>::call;
     o->rand_normal = guarded<gsb__cuda_rand_normal>::call;
     o->host_register = cuda_host_register;
     o->host_unregister = cuda_host_unregister;

@@ -5,10 +5,15 @@
  * Twins: cpu_distance.c and cpu_family.c.
  *
  * argmin_sqdist is fused: a block takes BM rows of X and sweeps every centre
- * through the tile engine (dot products by fp32/fp64 FMA), keeping each
- * row's running (min, argmin) in registers (cuda_argmin_rows.cuh, shared
- * with the fused KMeans step of cuda_kmeans_step.cu; ||c||^2 is computed
- * once per call).  No n x k matrix exists.
+ * through the tile engine (dot products by fp32/fp64 FMA), ranks centres by
+ * ||c||^2 - 2 x.c (||x||^2 is the same for every centre; ||c||^2 is
+ * computed once per call) and keeps each row's running (min, argmin) in
+ * registers; the TX threads that share a row then combine theirs with warp
+ * shuffles (ties to the smaller index, as the CPU twin's strict scan).  No
+ * n x k matrix exists.  The winner's squared distance is then recomputed
+ * directly, sum (x - c)^2 in double, as the CPU twin does: so inertia does
+ * not carry the expansion's cancellation and a row equal to its centre has
+ * distance exactly 0.
  *
  * pairwise materialises n x m.  Euclidean distances are summed directly as
  * (x - y)^2 rather than by the expansion: twice the arithmetic of a dot
@@ -33,7 +38,6 @@
 #include <stdint.h>
 
 #include "backend/cuda/cuda_common.h"
-#include "backend/cuda/cuda_argmin_rows.cuh"
 #include "backend/cuda/cuda_distance_tile.cuh"
 
 using namespace gsb_dist;
@@ -42,12 +46,23 @@ namespace {
 
 /* ---- argmin_sqdist -------------------------------------------------------------- */
 
+/* (av, aj) ranks before (bv, bj): closer, or as close with a smaller index;
+ * j < 0 is "no candidate yet" and ranks last. */
+template <typename T>
+__device__ __forceinline__ bool argmin_before(T av, int aj, T bv, int bj)
+{
+    if (aj < 0)
+        return false;
+    if (bj < 0)
+        return true;
+    return av < bv || (av == bv && aj < bj);
+}
+
 /*
  * Blocks of BM rows of X, grid-stride (the grid holds as many blocks as
  * are resident at once, so each streams many row blocks and fetches the
  * next one's first slice while finishing the current one): labels and
- * exact squared distances of the rows (cuda_argmin_rows.cuh).  cn holds
- * ||c||^2 in T.
+ * exact squared distances of the rows.  cn holds ||c||^2 in T.
  */
 template <class C, typename T>
 __global__ void __launch_bounds__(C::NT, 2)
@@ -57,16 +72,89 @@ __global__ void __launch_bounds__(C::NT, 2)
 {
     __shared__ __align__(16) typename C::smem sm;
     const int tid = threadIdx.x, tx = tid % C::TX, ty = tid / C::TX;
+    const T inf = (T)INFINITY;
     int64_t nblocks = (n + C::BM - 1) / C::BM;
     tile_pipe<C> pipe;
     if ((int64_t)blockIdx.x < nblocks)
         tile_prefetch(pipe, X, n, (int64_t)blockIdx.x * C::BM, Cc, k, 0, d, tid);
     for (int64_t blk = blockIdx.x; blk < nblocks; blk += gridDim.x) {
-        int64_t nxt = blk + gridDim.x;
+        int64_t r0 = blk * C::BM;
+        T bv[C::TM];
         int bj[C::TM];
+#pragma unroll
+        for (int i = 0; i < C::TM; i++) {
+            bv[i] = inf;
+            bj[i] = -1;
+        }
+        for (int64_t c0 = 0; c0 < k; c0 += C::BN) {
+            /* next: this row block's next centres, else the next row block's first */
+            bool more_c = c0 + C::BN < k;
+            int64_t nxt = blk + gridDim.x;
+            T acc[C::TM][C::TN];
+            tile_accumulate<OP_DOT, C>(sm, pipe, X, n, r0, Cc, k, c0, d, more_c || nxt < nblocks,
+                                       more_c ? r0 : nxt * C::BM, more_c ? c0 + C::BN : 0, tid,
+                                       tx, ty, acc);
+            /* columns in increasing order, so a strict < keeps the smaller index */
+#pragma unroll
+            for (int j = 0; j < C::TN; j++) {
+                int64_t c = c0 + C::col(tx, j);
+                if (c >= k)
+                    continue;
+                T cnj = cn[c];
+#pragma unroll
+                for (int i = 0; i < C::TM; i++) {
+                    T v = fma(T(-2), acc[i][j], cnj);
+                    v = isnan(v) ? inf : v; /* overflowed inputs: still a valid label */
+                    if (bj[i] < 0 || v < bv[i]) {
+                        bv[i] = v;
+                        bj[i] = (int)c;
+                    }
+                }
+            }
+        }
+        /* the TX threads of a row are TX consecutive lanes: a butterfly
+         * leaves every one of them with the row's winner */
+#pragma unroll
+        for (int i = 0; i < C::TM; i++)
+#pragma unroll
+            for (int off = C::TX / 2; off > 0; off >>= 1) {
+                T ov = __shfl_xor_sync(FULL_MASK, bv[i], off);
+                int oj = __shfl_xor_sync(FULL_MASK, bj[i], off);
+                if (argmin_before(ov, oj, bv[i], bj[i])) {
+                    bv[i] = ov;
+                    bj[i] = oj;
+                }
+            }
+        /* the winners' exact distances: the TX threads of a row split its
+         * columns, all TM rows at once so their loads are in flight together */
+        const T *xr[C::TM], *cr[C::TM];
         double s[C::TM];
-        argmin_rows<C>(sm, pipe, X, n, blk * C::BM, Cc, k, d, cn, nxt < nblocks, nxt * C::BM,
-                       tid, tx, ty, labels, mind, bj, s);
+#pragma unroll
+        for (int i = 0; i < C::TM; i++) {
+            int64_t r = r0 + C::row(ty, i);
+            bool ok = r < n && bj[i] >= 0;
+            xr[i] = ok ? X + r * d : NULL;
+            cr[i] = ok ? Cc + (int64_t)bj[i] * d : NULL;
+            s[i] = 0.0;
+        }
+        for (int64_t q = tx; q < d; q += C::TX)
+#pragma unroll
+            for (int i = 0; i < C::TM; i++)
+                if (xr[i]) {
+                    double t = (double)xr[i][q] - (double)cr[i][q];
+                    s[i] += t * t;
+                }
+#pragma unroll
+        for (int i = 0; i < C::TM; i++) {
+#pragma unroll
+            for (int off = C::TX / 2; off > 0; off >>= 1)
+                s[i] += __shfl_xor_sync(FULL_MASK, s[i], off);
+            int64_t r = r0 + C::row(ty, i);
+            if (tx == 0 && r < n) {
+                labels[r] = bj[i];
+                mind[r] = (T)s[i];
+            }
+        }
     }
 }
 
@@ -87,6 +175,7 @@ int argmin_launch(const gsb__backend *be, const T *X, int64_t n, const T *Cc, in
     return GSB_OK;
 }
 
+/* The centre tile follows k, so few centres do not pay for a 128-wide tile. */
 template <typename T>
 int argmin_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
                gsb__tensor *labels, gsb__tensor *mind)
@@ -98,11 +187,19 @@ int argmin_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor 
     if (rc != GSB_OK)
         return rc;
     rc = row_norms<T, T>(be, Cc, k, d, 0, cn, 0.0, NULL);
-    if (rc == GSB_OK)
-        rc = argmin_with_cfg<T>(k, [&](auto cfg) {
-            return argmin_launch<typename decltype(cfg)::type>(
-                be, X, n, Cc, k, d, cn, (int32_t *)labels->data, (T *)mind->data);
-        });
+    if (rc == GSB_OK) {
+        int32_t *lab = (int32_t *)labels->data;
+        T *md = (T *)mind->data;
+        /* float64 stops at 4 x 4 per thread: more doubles would spill registers */
+        if (k <= 32)
+            rc = argmin_launch<tile_cfg<T, 128, 32, 8, 4, 4>>(be, X, n, Cc, k, d, cn, lab, md);
+        else if constexpr (sizeof(T) == 8)
+            rc = argmin_launch<tile_cfg<T, 64, 64, 8, 4, 4>>(be, X, n, Cc, k, d, cn, lab, md);
+        else if (k <= 64)
+            rc = argmin_launch<tile_cfg<T, 128, 64, 8, 8, 4>>(be, X, n, Cc, k, d, cn, lab, md);
+        else
+            rc = argmin_launch<tile_cfg<T, 128, 128, 8, 8, 8>>(be, X, n, Cc, k, d, cn, lab, md);
+    }
     gsb__cuda_free(be, cn);
     return rc;
 }

@@ -9,7 +9,6 @@
  *   cuda_topk_gemm.cu ... GEMM tiles + selection; topk_fast's TF32 GEMM
  *   cuda_family.cu    logistic_loss_grad, kernel
  *   cuda_kmeanspp.cu  kmeanspp (greedy k-means++, no host wait inside a call)
- *   cuda_kmeans_step.cu  kmeans_step (argmin and centre sums in one pass over X)
  *   cuda_enet.cu      enet_cd_gram (coordinate descent in one launch), gather_cols
  *   cuda_tsne.cu      tsne_attract, tsne_repulse_exact, tsne_update
  *   cuda_tsne_fft.cu  tsne_repulse_fft (FIt-SNE with cuFFT); no tsne_repulse_bh
@@ -78,11 +77,6 @@ int gsb__cuda_topk(const gsb__backend *be, const gsb__tensor *Q, const gsb__tens
 int gsb__cuda_segment_sum(const gsb__backend *be, const gsb__tensor *X,
                           const gsb__tensor *labels, const gsb__tensor *w, gsb__tensor *sums,
                           gsb__tensor *counts);
-
-/* cuda_kmeans_step.cu */
-int gsb__cuda_kmeans_step(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *C,
-                          const gsb__tensor *w, gsb__tensor *labels, gsb__tensor *mind,
-                          gsb__tensor *sums, gsb__tensor *counts, gsb__tensor *inertia);
 
 int gsb__cuda_kmeanspp(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *w,
                        int64_t first, const double *u, int64_t steps, int64_t trials,

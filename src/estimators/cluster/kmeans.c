@@ -4,17 +4,15 @@
  * Lloyd's algorithm on the backend's fused ops: argmin_sqdist is the E-step
  * (label and squared distance of each row to its nearest centre, without an
  * n x k matrix) and segment_sum the M-step (weighted per-cluster sums and
- * counts); a backend with kmeans_step (the GPU) does both, and the inertia,
- * in one pass over X and one wait.  The k x d centre update, the relocation
- * of empty clusters and the convergence tests are small and run on the host
- * in double.  The n labels and distances stay on the backend: per
- * iteration only the k x d sums, the k counts and the inertia (kmeans_step's
- * sum, else a col_moments of the distances) come to the host, in one copy
- * from one buffer (the iteration's only wait besides, without kmeans_step,
+ * counts).  The k x d centre update, the relocation of empty clusters and the
+ * convergence tests are small and run on the host in double.  The n labels
+ * and distances stay on the backend: per iteration only the k x d sums, the
+ * k counts and the inertia (a col_moments of the distances) come to the
+ * host, in one copy from one buffer (the iteration's only wait besides
  * segment_sum's own label check), and the k x d centres go back, queued
- * without a wait.  The labels come to the host once at the end of a run,
- * and in the rare iterations that relocate empty clusters (which need the
- * distances).  How the strict-convergence test
+ * without a wait.  The labels come to the host once at
+ * the end of a run, and in the rare iterations that relocate empty
+ * clusters (which need the distances).  How the strict-convergence test
  * (labels unchanged) gets by without them is explained above lloyd().
  *
  * Initialisation: greedy k-means++ (D^2 sampling with 2 + int(log(k)) local
@@ -660,9 +658,9 @@ typedef struct km_run {
  *
  * The labels stay on the backend, so "labels repeat" is decided without
  * comparing them, except around relocations:
- *  - segment_sum (and kmeans_step) is a deterministic function of (X,
- *    labels, weights) on every backend (fixed summation order), and so are
- *    the counts, the averaging and the rounding to X's dtype.  When no cluster is empty in
+ *  - segment_sum is a deterministic function of (X, labels, weights) on
+ *    every backend (fixed summation order), and so are the counts, the
+ *    averaging and the rounding to X's dtype.  When no cluster is empty in
  *    this iteration, labels equal to the previous iteration's give bit for
  *    bit the sums and counts of the previous M-step, which did not relocate
  *    either (its counts, a function of the same labels, had no empty
@@ -684,8 +682,7 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
     int64_t max_iter = gsb__param_int(c->params, "max_iter");
     gsb__tensor ct = GSB__TENSOR_NONE, stats_t = GSB__TENSOR_NONE;
     /* one iteration's statistics, on be and on the host: sums (k x d), counts
-     * (k) and the mean distance (1; kmeans_step: the inertia), so a single
-     * copy brings them back */
+     * (k) and the mean distance (1), so a single copy brings them back */
     const int64_t n_stats = k * d + k + 1;
     double *stats = alloc_array((size_t)n_stats, sizeof(double));
     double *sums = stats, *counts = stats ? stats + k * d : NULL;
@@ -712,15 +709,6 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
         if (km->ks) { /* E- and M-step in one pass over the batches */
             GSB_CHECK(gsb__km_stream_pass(km->ks, &ct, &inertia, sums, counts, run->labels,
                                           km->mindh));
-        } else if (be->ops->kmeans_step) {
-            /* E- and M-step in one pass over X; one copy (the iteration's
-             * only wait) brings the sums, the counts and the inertia */
-            GSB_CHECK(be->ops->kmeans_step(be, &km->X, &ct, km->w.data ? &km->w : NULL,
-                                           &km->labels, &km->mind, &sums_t, &counts_t,
-                                           &wmean_t));
-            GSB_CHECK(be->ops->download(be, &stats_t, stats));
-            inertia = stats[k * d + k];
-            n_waits += 1;
         } else {
             /* E- and M-step queued back to back; one copy (a wait) brings
              * the sums, the counts and the inertia's mean */
