@@ -556,6 +556,20 @@ __device__ inline int small_feature(const int32_t *__restrict__ feats, int64_t m
     return __shfl_sync(0xffffffffu, chunk, (int)(j % 32));
 }
 
+/* The warp's best candidate (proxy bp, order bo) by gsb__forest_better: a
+ * butterfly over the 32 lanes (lane 0 holds the result). */
+__device__ inline void warp_best(double &bp, int &bo)
+{
+    for (int k = 16; k > 0; k /= 2) {
+        const double op = __shfl_xor_sync(0xffffffffu, bp, k);
+        const int oo = __shfl_xor_sync(0xffffffffu, bo, k);
+        if (gsb__forest_better(op, oo, bp, bo)) {
+            bp = op;
+            bo = oo;
+        }
+    }
+}
+
 /*
  * One warp per node of the pass that split_kernel leaves (no slot, at most
  * SMALL_N samples, V1 <= SMALL_V): the node's record, as split_kernel's
@@ -682,14 +696,7 @@ __global__ void split_small(FData d, const int32_t *__restrict__ nodes,
                 bo = o;
             }
         }
-        for (int k = 16; k > 0; k /= 2) {
-            const double op = __shfl_xor_sync(0xffffffffu, bp, k);
-            const int oo = __shfl_xor_sync(0xffffffffu, bo, k);
-            if (gsb__forest_better(op, oo, bp, bo)) {
-                bp = op;
-                bo = oo;
-            }
-        }
+        warp_best(bp, bo);
         bp = __shfl_sync(0xffffffffu, bp, 0);
         bo = __shfl_sync(0xffffffffu, bo, 0);
         if (!(bp > -INFINITY) || (have && !(bp > best_p)))
@@ -1022,14 +1029,7 @@ __global__ void __launch_bounds__(MID_WARPS * 32, MID_BLOCKS)
             if (nonconst)
                 hist_candidates(d, rule, H, tot, nanrow, has_nan, n_real, lane, 32, lane == 0,
                                 bp, bo);
-            for (int k = 16; k > 0; k /= 2) {
-                const double op = __shfl_xor_sync(0xffffffffu, bp, k);
-                const int oo = __shfl_xor_sync(0xffffffffu, bo, k);
-                if (gsb__forest_better(op, oo, bp, bo)) {
-                    bp = op;
-                    bo = oo;
-                }
-            }
+            warp_best(bp, bo);
             if (lane == 0)
                 hist_record(d, H, tot, nanrow, has_nan, n_real, f, nonconst, bp, bo, rec_len,
                             rec);

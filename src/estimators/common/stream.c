@@ -448,11 +448,11 @@ int gsb__gram_init(gsb__ctx *c, gsb__gram *g, int64_t p, int64_t k, int centre)
     g->k = k;
     g->centre = centre;
     int rc = gsb__tensor_zeros(c->be, GSB_F64, p, p, &g->G);
-    if (rc == GSB_OK)
+    if (rc == GSB_OK && centre) /* u and v only serve the centring */
         rc = gsb__tensor_zeros(c->be, GSB_F64, p, 1, &g->U);
     if (rc == GSB_OK && k > 0)
         rc = gsb__tensor_zeros(c->be, GSB_F64, p, k, &g->B);
-    if (rc == GSB_OK && k > 0)
+    if (rc == GSB_OK && k > 0 && centre)
         rc = gsb__tensor_zeros(c->be, GSB_F64, k, 1, &g->V);
     if (rc != GSB_OK)
         gsb__gram_free(g);
@@ -510,16 +510,18 @@ int gsb__gram_add(gsb__ctx *c, gsb__gram *g, const gsb__tensor *X, const gsb__te
     /* every sum stays on the backend: no host wait per batch */
     GSB_CHECK(shifted(c, X, g->centre ? &g->S : NULL, sw, &Xs));
     GSB_CHECK(be->ops->syrk(be, 1.0, &Xs, 1.0, &g->G));
-    if (!sw) {
+    if (g->centre && !sw) {
         GSB_CHECK(gsb__tensor_alloc(be, GSB_F64, X->rows, 1, &ones));
         GSB_CHECK(be->ops->fill(be, &ones, 1.0));
     }
     /* u += Xs^T sqrt(w): the rows already carry one sqrt(w) */
-    GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &Xs, sw ? sw : &ones, 1.0, &g->U));
+    if (g->centre)
+        GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &Xs, sw ? sw : &ones, 1.0, &g->U));
     if (g->k > 0) {
         GSB_CHECK(shifted(c, Y, g->centre ? &g->T : NULL, sw, &Ys));
         GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &Xs, &Ys, 1.0, &g->B));
-        GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &Ys, sw ? sw : &ones, 1.0, &g->V));
+        if (g->centre)
+            GSB_CHECK(be->ops->gemm(be, 1, 0, 1.0, &Ys, sw ? sw : &ones, 1.0, &g->V));
     }
     g->rows += X->rows;
     g->wsum += wsum;
@@ -543,11 +545,11 @@ int gsb__gram_finish(gsb__gram *g, double **mean_x, double **mean_y, double **Cx
     int rc = mx && my && G && B && u && v ? GSB_OK : gsb__err(GSB_ENOMEM, "out of host memory");
     if (rc == GSB_OK)
         rc = vec_to_host(&g->G, G);
-    if (rc == GSB_OK)
+    if (rc == GSB_OK && g->centre)
         rc = vec_to_host(&g->U, u);
     if (rc == GSB_OK && k > 0)
         rc = vec_to_host(&g->B, B);
-    if (rc == GSB_OK && k > 0)
+    if (rc == GSB_OK && k > 0 && g->centre)
         rc = vec_to_host(&g->V, v);
     double W = g->wsum;
     /* the sums are about the shift; the co-moments about the mean lose only

@@ -166,7 +166,8 @@ int gsb__stream_map(gsb__ctx *c, const gsb__stream_plan *plan, const gsb__tensor
  * accumulated in float64 on the backend; gsb__gram_finish turns them into
  * the means and the co-moments about them: C_xx = G - u u^T / W (p x p),
  * C_xy = B - u v^T / W (p x k), as host doubles.  centre = 0 keeps s = t = 0
- * and gives the uncentred sums (no intercept, TruncatedSVD).
+ * and gives the uncentred sums (no intercept, TruncatedSVD; u and v are
+ * then not formed).
  */
 typedef struct gsb__gram {
     int64_t p, k;
