@@ -9,6 +9,9 @@
  * second (random reads of the embedding: no meaningful ceiling).  topk's
  * fused and GEMM paths (and topk_fast's TF32 one) go against the GEMM of the
  * same shape; float64's exact mode, tile sizes and R from the host too.
+ * kmeanspp (KMeans' k-means++ init: a first centre and 99 greedy steps in
+ * one call) reports the bytes of X its passes read per second against the
+ * copy bandwidth (each pass must read X once).
  *
  *   bench_ops [cuda|cpu]      prints a markdown table
  */
@@ -314,6 +317,51 @@ static void bench_topk_paths(int big)
     }
 }
 
+/* KMeans' k-means++ init (the kmeanspp op): a first centre and k - 1 greedy
+ * steps of 2 + ln k candidates in one call (one wait). */
+struct kpp_args {
+    gsb__tensor X, closest;
+    double *u, pot;
+    int64_t steps, trials, chosen[128];
+};
+static int run_kpp(void *p)
+{
+    struct kpp_args *a = p;
+    return be->ops->kmeanspp(be, &a->X, NULL, 17, a->u, a->steps, a->trials, &a->closest,
+                             &a->pot, a->chosen);
+}
+
+/* Each pass reads X once (the first centre's and each step's): the rate is
+ * those bytes over the time, against the device copy's. */
+static void bench_kmeanspp(int big, double copy_bw)
+{
+    int64_t n = big ? 1000000 : 100000, d = 64, k = 100;
+    struct kpp_args a = {.steps = k - 1, .trials = 6};
+    a.u = malloc(sizeof(double) * (size_t)(a.steps * a.trials));
+    if (!a.u)
+        die("alloc");
+    uint64_t s = 0x2545F4914F6CDD1Dull;
+    for (int64_t q = 0; q < a.steps * a.trials; q++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        a.u[q] = (double)(s >> 11) / 9007199254740992.0;
+    }
+    for (int di = 0; di < 2; di++) {
+        gsb_dtype dt = di ? GSB_F32 : GSB_F64;
+        a.X = random_tensor(dt, n, d, 9 + di);
+        if (gsb__tensor_alloc(be, GSB_F64, n, 1, &a.closest))
+            die("alloc");
+        double t = time_it(run_kpp, &a, &a.closest, 5);
+        double bw = (double)(a.steps + 1) * n * d * gsb_dtype_size(dt) / t;
+        printf("| kmeanspp %s (KMeans init, %.3f ms a step) | %lld x %lld, k=%lld | %.3f | "
+               "%.0f GB/s | %.2f |\n",
+               gsb_dtype_name(dt), t * 1e3 / (double)(a.steps + 1), (long long)n, (long long)d,
+               (long long)k, t * 1e3, bw / 1e9, bw / copy_bw);
+        gsb__tensor_free(&a.X);
+        gsb__tensor_free(&a.closest);
+    }
+    free(a.u);
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "cuda";
@@ -382,6 +430,7 @@ int main(int argc, char **argv)
     printf("| col_moments (scalers) | %lld x %lld | %.3f | %.0f GB/s | %.2f |\n", (long long)rn,
            (long long)rd, t * 1e3, bw / 1e9, bw / copy_bw);
 
+    bench_kmeanspp(big, copy_bw);
     bench_umap(big);
     bench_topk_paths(big);
 
