@@ -12,8 +12,10 @@
  * equal within 1e-12 relative (the twins sum in different orders; a draw
  * could only differ within rounding of a row boundary, which random
  * uniforms practically never hit).  The GPU's own variants (accumulators
- * for 1 to 64 trials, candidates staged or not, the trials' columns kept or
- * the winner folded in by a second pass) each against the twin.  Also: a
+ * for 1 to 64 trials, candidates staged or not, the trials' columns kept
+ * (written only where they lower closest, with a mask, for up to 8 trials;
+ * in full above) or the winner folded in by a second pass) each against
+ * the twin.  Also: a
  * row slice of X (data off any
  * vector alignment), all rows identical (every distance 0: every draw is
  * row 0, pot 0), determinism (a repeated call, and the same steps split
@@ -169,8 +171,9 @@ static void test_matches_cpu(void)
  * The GPU's variants, each against the CPU twin: per-thread accumulators
  * for 1, up to 8, 16 and 64 trials; the candidates in shared memory or read
  * from global memory (d x TMAX doubles over 12 KiB); the trials' columns
- * kept (8 (trials + 1) bytes a row below a row of X) or the winner folded
- * in by a second pass over X; d a multiple of the 16-column slab or not;
+ * kept (8 (trials + 1) bytes a row below a row of X; up to 8 trials, only
+ * the rows a trial lowers, with a mask byte a row) or the winner folded in
+ * by a second pass over X; d a multiple of the slab's 64 bytes or not;
  * blocks of rows that end inside a warp's 32-row tile.
  */
 static void test_gpu_variants(void)
@@ -184,6 +187,7 @@ static void test_gpu_variants(void)
         {70001, 48, 10, 1},   /* 1 trial, kept */
         {4097, 2, 9, 3},      /* 8, folded: X narrower than the columns */
         {33, 17, 6, 2},       /* one block, a partial tile and slab, kept */
+        {20000, 33, 8, 8},    /* 8, staged, kept with every bit of the mask; a partial slab */
     };
     testing_seed(606);
     for (int di = 0; di < 2; di++) {

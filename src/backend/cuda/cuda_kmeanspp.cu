@@ -208,6 +208,7 @@ struct kpp_scan_args {
     int trials;
     double *store;          /* trials x n (column t at t * n), or NULL; may be closest */
     double *partials;       /* P x trials, or NULL */
+    uint8_t *mask;          /* n, or NULL (see kpp_scan_kernel); trials <= 8 */
 };
 
 /* Blocks of the scan kernel per SM that its registers must allow: 4 (64
@@ -255,7 +256,10 @@ __device__ __forceinline__ void kpp_stage(const T *__restrict__ X, int64_t d, in
  * t % 32's register for t < 32 (a0) or t >= 32 (a1); the warps' sums are
  * added in warp order into partials[p * trials + t].  A thread reads
  * closest_i before it writes store[i], so store may be closest itself (the
- * fold: one candidate).  Dynamic shared memory: the candidates as d x TMAX
+ * fold: one candidate).  With mask (up to 8 trials), store[t n + i] is
+ * written only where D_it < closest_i, and bit t of mask[i] says so (the
+ * other rows' v_it is closest_i): a step writes a byte a row and the rows
+ * a trial improves instead of 8 trials bytes a row.  Dynamic shared memory: the candidates as d x TMAX
  * doubles (column j's trials side by side) when STAGE (else they are read
  * from cands), then the warps' slabs.  TMAX >= trials.
  */
@@ -328,11 +332,14 @@ __global__ void __launch_bounds__(KPP_THREADS, kpp_scan_min_blocks(TMAX))
         /* the tile's last slab: its rows are done */
         const bool valid = lane < rows;
         const double ci = !valid ? 0.0 : a.closest ? a.closest[i] : (double)INFINITY;
+        unsigned bits = 0;
 #pragma unroll
         for (int t = 0; t < TMAX; t++) {
             if (t < trials) {
-                const double v = acc[t] < ci ? acc[t] : ci;
-                if (a.store && valid)
+                const bool lower = acc[t] < ci;
+                const double v = lower ? acc[t] : ci;
+                bits |= (unsigned)lower << (t & 7);
+                if (a.store && valid && (lower || !a.mask))
                     a.store[t * n + i] = v;
                 if (a.partials) {
                     const double s = kpp_warp_sum(valid ? kpp_wd(a.w, i, v) : 0.0);
@@ -346,6 +353,8 @@ __global__ void __launch_bounds__(KPP_THREADS, kpp_scan_min_blocks(TMAX))
             }
             acc[t] = 0.0;
         }
+        if (a.mask && valid)
+            a.mask[i] = (uint8_t)bits;
     }
     if (!a.partials)
         return;
@@ -366,21 +375,23 @@ __global__ void __launch_bounds__(KPP_THREADS, kpp_scan_min_blocks(TMAX))
 
 /*
  * Per chunk (one block at a time, grid-stride over chunks): with store,
- * closest_i = store[*best * n + i] (the winner's column: take), else
- * closest as it is; then chunk_sums[b] = the chunk scan's sum of
+ * closest_i = store[*best * n + i] (the winner's column: take; with mask,
+ * only where bit *best of mask[i] is set, the rows the winner lowered),
+ * else closest as it is; then chunk_sums[b] = the chunk scan's sum of
  * w_i * closest_i.  The rows are read coalesced into shared memory, padded
  * (row r at r + r / 8) so that thread t reading its 8 rows 8t .. 8t + 7
  * hits distinct banks.
  */
 __global__ void __launch_bounds__(KPP_THREADS)
     kpp_sums_kernel(int64_t n, const double *__restrict__ w, double *closest,
-                    const double *store, const int64_t *__restrict__ best, int64_t nb,
-                    double *__restrict__ chunk_sums)
+                    const double *store, const uint8_t *__restrict__ mask,
+                    const int64_t *__restrict__ best, int64_t nb, double *__restrict__ chunk_sums)
 {
     __shared__ double prod[KPP_CHUNK + KPP_CHUNK / KPP_PER_THREAD];
     __shared__ double buf[KPP_THREADS];
     const int tid = threadIdx.x;
-    const double *src = store ? store + *best * n : closest;
+    const int64_t win = store ? *best : 0;
+    const double *col = store ? store + win * n : NULL;
     for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
         const int64_t i0 = b * KPP_CHUNK;
 #pragma unroll
@@ -389,8 +400,9 @@ __global__ void __launch_bounds__(KPP_THREADS)
             const int64_t i = i0 + r;
             double p = 0.0;
             if (i < n) {
-                const double ci = src[i];
-                if (store)
+                const bool take = col && (!mask || ((mask[i] >> win) & 1));
+                const double ci = take ? col[i] : closest[i];
+                if (take)
                     closest[i] = ci;
                 p = kpp_wd(w, i, ci);
             }
@@ -661,7 +673,8 @@ int64_t kpp_scratch_words(int64_t n, int64_t d, int64_t nb, int64_t P, int64_t t
     const int64_t lim = INT64_MAX / 16;
     if (n > lim / KPP_MAX_TRIALS || d > lim / KPP_MAX_TRIALS || steps > lim)
         return -1;
-    return steps + 2 + trials + nb + P * trials + trials * d + d + (keep ? trials * n : 0);
+    return steps + 2 + trials + nb + P * trials + trials * d + d +
+           (keep ? trials * n + (trials <= 8 ? (n + 7) / 8 : 0) : 0);
 }
 
 template <typename T>
@@ -686,12 +699,15 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
     /* one scratch allocation of 8-byte words: chosen (steps) and pot first,
      * for one copy back; then the winner's index, the candidates' rows, the
      * chunk sums, the partials, the candidates as double, the winner as
-     * double (the fold's candidate), the trials' columns (keep) */
+     * double (the fold's candidate), the trials' columns (keep) and, for up
+     * to 8 trials, their mask (a byte a row: the columns are written only
+     * where they lower closest) */
     const int64_t words = kpp_scratch_words(n, d, nb, P, trials64, steps, keep);
     int rc = GSB_OK;
     void *scratch = NULL;
     int64_t *chosen_dev, *best_dev, *cand, *back = NULL;
     double *pot_dev, *chunk_sums, *partials, *cands, *win, *store;
+    uint8_t *mask;
     kpp_uniforms uni;
     kpp_scan_args trial_args, fold_args;
     if (words < 0)
@@ -707,10 +723,11 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
     cands = partials + P * trials;
     win = cands + (int64_t)trials * d;
     store = keep ? win + d : NULL;
+    mask = keep && trials <= 8 ? (uint8_t *)(store + (int64_t)trials * n) : NULL;
     memset(&uni, 0, sizeof uni);
     /* a step's pass over X for the trials, and (not keep) the winner's fold */
-    trial_args = {X, n, d, w, closest, cands, trials, store, partials};
-    fold_args = {X, n, d, w, closest, win, 1, closest, NULL};
+    trial_args = {X, n, d, w, closest, cands, trials, store, partials, mask};
+    fold_args = {X, n, d, w, closest, win, 1, closest, NULL, NULL};
 
     if (first >= 0) {
         kpp_row_kernel<T><<<1, KPP_THREADS, 0, stream>>>(X, d, first, win);
@@ -718,14 +735,14 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
         kpp_scan_args init_args = fold_args;
         init_args.closest = NULL; /* closest = D */
         CUDA_CHECK(kpp_scan<T>(init_args, (unsigned)P, stream));
-        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, nb,
-                                                              chunk_sums);
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, NULL,
+                                                              nb, chunk_sums);
         CUDA_CHECK(cudaGetLastError());
         kpp_total_kernel<<<1, KPP_THREADS, 0, stream>>>(chunk_sums, nb, pot_dev);
         CUDA_CHECK(cudaGetLastError());
     } else {
-        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, nb,
-                                                              chunk_sums);
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, NULL,
+                                                              nb, chunk_sums);
         CUDA_CHECK(cudaGetLastError());
         kpp_set_kernel<<<1, 1, 0, stream>>>(pot_dev, *pot);
         CUDA_CHECK(cudaGetLastError());
@@ -743,8 +760,8 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
         CUDA_CHECK(cudaGetLastError());
         if (!keep) /* the winner folded into closest by a second pass over X */
             CUDA_CHECK(kpp_scan<T>(fold_args, (unsigned)P, stream));
-        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, store, best_dev,
-                                                              nb, chunk_sums);
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, store, mask,
+                                                              best_dev, nb, chunk_sums);
         CUDA_CHECK(cudaGetLastError());
     }
     /* the one wait: chosen and pot reach the host in one copy */
