@@ -37,6 +37,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backend/cuda/cuda_argmin_tc.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_distance_tile.cuh"
 
@@ -655,6 +656,10 @@ extern "C" int gsb__cuda_argmin_sqdist(const gsb__backend *be, const gsb__tensor
         return rc;
     if (X->rows == 0)
         return GSB_OK;
+    /* tensor-core ranking, the same results (cuda_argmin_tc.cu) */
+    int mode = gsb__cuda_argmin_tc_mode(), done = 0;
+    if (mode && ((rc = gsb__cuda_argmin_tc(be, X, C, labels, mind, mode, &done)) != GSB_OK || done))
+        return rc;
     return X->dtype == GSB_F32 ? argmin_run<float>(be, X, C, labels, mind)
                                : argmin_run<double>(be, X, C, labels, mind);
 }
