@@ -75,12 +75,23 @@ constexpr int64_t TC_SMEM_MAX = 112 << 10;  /* at least two blocks per SM */
 constexpr int FB_THREADS = 256;             /* exact-path kernel: a warp per row */
 constexpr double RANGE_MAX = 0x1p50;        /* ||x|| + cmax at most this */
 
+/* TF32 tensor cores: compute capability 8.0 on (the host checks before a
+ * launch; the PTX kept for older GPUs traps instead) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define TC_NO_TF32 1
+#endif
+
 /* v rounded to TF32 (nearest, ties away): a float whose low 13 bits are 0. */
 __device__ __forceinline__ uint32_t to_tf32(float v)
 {
+#ifdef TC_NO_TF32
+    __trap();
+    return __float_as_uint(v);
+#else
     uint32_t r;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
     return r;
+#endif
 }
 
 /* v = hi + lo + r, |r| <= 2^-22 |v|; v - hi is exact (Sterbenz). */
@@ -95,10 +106,15 @@ __device__ __forceinline__ void tf32_split(float v, uint32_t &hi, uint32_t &lo)
 __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1)
 {
+#ifdef TC_NO_TF32
+    (void)c, (void)a, (void)b0, (void)b1;
+    __trap();
+#else
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 __device__ __forceinline__ bool same_bits(float a, float b)
@@ -485,8 +501,10 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     const gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
     cudaStream_t st = ctx->stream;
     const int64_t n = Xt->rows, k = Ct->rows, d = Xt->cols;
+    int major = 0;
     *done = 0;
-    if (d < 1 || n > INT_MAX || k > INT_MAX - 8 || d > INT_MAX - 8)
+    CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device));
+    if (major < 8 || d < 1 || n > INT_MAX || k > INT_MAX - 8 || d > INT_MAX - 8)
         return GSB_OK;
     const int64_t kpad = (k + 7) / 8 * 8, dpad = (d + 7) / 8 * 8, ld = dpad + 4;
     const int64_t smem_words = kpad * ld + kpad + (int64_t)TC_WARPS * 32 * ld + TC_WARPS * 32;
