@@ -252,12 +252,18 @@ __global__ void __launch_bounds__(TC_THREADS, 3) tc_kernel(const __grid_constant
     for (int64_t u = (int64_t)blockIdx.x * TC_WARPS + warp; u < units;
          u += (int64_t)gridDim.x * TC_WARPS) {
         const int64_t r0 = u * 32;
+        /* the 32 rows' loads of a column slice all in flight at once (the
+         * accumulators are not live here, so their registers are free) */
         for (int q = lane; q < dpad; q += 32) {
-#pragma unroll 8
+            T v[32];
+#pragma unroll
             for (int rr = 0; rr < 32; rr++) {
                 int64_t r = r0 + rr;
-                sx[rr * ld + q] = r < n && q < d ? (float)a.X[r * d + q] : 0.0f;
+                v[rr] = r < n && q < d ? a.X[r * d + q] : T(0);
             }
+#pragma unroll
+            for (int rr = 0; rr < 32; rr++)
+                sx[rr * ld + q] = (float)v[rr];
         }
         __syncwarp();
         /* ||x|| of row `lane` from the float copy; the start column turns
