@@ -266,6 +266,15 @@ __global__ void __launch_bounds__(TC_THREADS, 3) tc_kernel(const __grid_constant
                 sx[rr * ld + q] = (float)v[rr];
         }
         __syncwarp();
+        /* the warp's next unit towards L2 now (a hint, no registers), so its
+         * staging above waits on L2 rather than on memory */
+        const int64_t r0n = r0 + (int64_t)gridDim.x * TC_WARPS * 32;
+        if (r0n < n) {
+            const char *p = (const char *)(a.X + r0n * d);
+            const int64_t bytes = (n - r0n < 32 ? n - r0n : 32) * d * (int64_t)sizeof(T);
+            for (int64_t off = (int64_t)lane * 128; off < bytes; off += 32 * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+        }
         /* ||x|| of row `lane` from the float copy; the start column turns
          * with lane / 8 so the 32 lanes read 32 banks */
         double xn2 = 0.0;
