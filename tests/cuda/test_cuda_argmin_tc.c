@@ -11,7 +11,9 @@
  * duplicated bit for bit, rows at the midpoint of two centres (equidistant up
  * to rounding), rows equal to centres, rows of huge and tiny magnitude, a
  * large common offset (most rows near ties for the bound: the exact path),
- * integer data with exact ties, and non-finite rows.  Needs a GPU.
+ * integer data with exact ties, and non-finite rows; and that the tiles
+ * decide most rows of ordinary data while near ties reach the exact path
+ * (GSB_ARGMIN_STATS).  Needs a GPU.
  */
 #include <math.h>
 #include <stdint.h>
@@ -233,6 +235,60 @@ static void test_nonfinite(void)
     }
 }
 
+/* Rows the mode left to the exact path (GSB_ARGMIN_STATS), -1 if none reported. */
+static int64_t exact_rows(const char *mode, const gsb__tensor *Xg, const gsb__tensor *Cg)
+{
+    gsb__tensor lab, mind;
+    unsetenv("GSB_ARGMIN_EXACT_ROWS");
+    setenv("GSB_ARGMIN_STATS", "quiet", 1);
+    run_mode(mode, Xg, Cg, &lab, &mind);
+    unsetenv("GSB_ARGMIN_STATS");
+    gsb__tensor_free(&lab);
+    gsb__tensor_free(&mind);
+    const char *rows = getenv("GSB_ARGMIN_EXACT_ROWS");
+    return rows ? atoll(rows) : -1;
+}
+
+/*
+ * The tiles decide most rows of ordinary data (a bound that failed every
+ * row would still pass the bit-for-bit tests above), and the exact path
+ * does get the near ties: random normal data, 64 columns, 100 centres
+ * (a CPU emulation leaves 0.5% of rows to the exact path with 3xTF32, 5%
+ * with TF32), and the same rows with a common offset of 1000.
+ */
+static void test_exact_share(void)
+{
+    for (int t = 0; t < 2; t++) {
+        int before = case_begin();
+        gsb_dtype dt = dtypes[t];
+        int64_t n = 20000, d = 64, k = 100;
+        gsb__tensor X = host_random(dt, n, d, 1.0), C = host_random(dt, k, d, 1.0);
+        gsb__tensor Xg = to_gpu(&X), Cg = to_gpu(&C);
+        int64_t r3 = exact_rows("3xtf32", &Xg, &Cg), r1 = exact_rows("tf32", &Xg, &Cg);
+        printf("    %s random: %lld (3xtf32), %lld (tf32) of %lld rows exact\n",
+               gsb_dtype_name(dt), (long long)r3, (long long)r1, (long long)n);
+        CHECK(r3 >= 0 && r3 <= n / 50);
+        CHECK(r1 >= 0 && r1 <= n / 5);
+        gsb__tensor_free(&Xg);
+        for (int64_t i = 0; i < n * d; i++)
+            gsb__tensor_set(&X, i, 1000.0 + gsb__tensor_get(&X, i));
+        for (int64_t i = 0; i < k * d; i++)
+            gsb__tensor_set(&C, i, 1000.0 + gsb__tensor_get(&C, i));
+        gsb__tensor_free(&Cg);
+        Xg = to_gpu(&X);
+        Cg = to_gpu(&C);
+        r3 = exact_rows("3xtf32", &Xg, &Cg);
+        printf("    %s offset 1000: %lld of %lld rows exact (3xtf32)\n", gsb_dtype_name(dt),
+               (long long)r3, (long long)n);
+        CHECK(r3 > 0);
+        gsb__tensor_free(&Xg);
+        gsb__tensor_free(&Cg);
+        gsb__tensor_free(&X);
+        gsb__tensor_free(&C);
+        CASE_END(before, "argmin tc %s share of rows on the exact path", gsb_dtype_name(dt));
+    }
+}
+
 int main(void)
 {
     if (!cuda_testing_init())
@@ -242,5 +298,6 @@ int main(void)
     RUN(test_adversarial);
     RUN(test_offset_and_ints);
     RUN(test_nonfinite);
+    RUN(test_exact_share);
     return testing_done();
 }
