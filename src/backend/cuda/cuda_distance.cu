@@ -656,10 +656,13 @@ extern "C" int gsb__cuda_argmin_sqdist(const gsb__backend *be, const gsb__tensor
         return rc;
     if (X->rows == 0)
         return GSB_OK;
-    /* tensor-core ranking, the same results (cuda_argmin_tc.cu) */
+    /* by default tensor cores rank, with this kernel's results bit for bit,
+     * where the shapes suit them (cuda_argmin_tc.cu); GSB_ARGMIN=exact: here */
     int mode = gsb__cuda_argmin_tc_mode(), done = 0;
-    if (mode && ((rc = gsb__cuda_argmin_tc(be, X, C, labels, mind, mode, &done)) != GSB_OK || done))
+    if (mode && (rc = gsb__cuda_argmin_tc(be, X, C, labels, mind, mode, &done)) != GSB_OK)
         return rc;
+    if (done)
+        return GSB_OK;
     return X->dtype == GSB_F32 ? argmin_run<float>(be, X, C, labels, mind)
                                : argmin_run<double>(be, X, C, labels, mind);
 }
