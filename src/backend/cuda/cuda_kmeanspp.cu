@@ -20,9 +20,11 @@
  * min(closest_i, D_it) for every trial t in a scratch column (store, when
  * those columns cost less to write and read back than X costs to read
  * again: kpp_keeps_trials), and the winner's column becomes closest (sums
- * with take).  Otherwise the winner is folded in by the same scan kernel
- * run again with one candidate (a second pass over X).  Both give the same
- * bits.
+ * with take).  For up to 8 trials a column is written only where D_it <
+ * closest_i, and a mask byte a row says where: a step writes 1 byte a row
+ * plus the rows a trial lowers, not 8 trials bytes.  Otherwise the winner
+ * is folded in by the same scan kernel run again with one candidate (a
+ * second pass over X).  All give the same bits.
  *
  * Every sum runs in an order fixed by the shapes only (never by the grid or
  * the scheduling), so a call repeats bitwise.  The sums associate
