@@ -8,13 +8,16 @@
  * only prunes, and every candidate it lets through is ranked by its exact
  * distance.
  *
- *  0. float64 of the euclidean family is pruned through float32: centred
- *     float32 copies of Q and R (cuda_topk_prune.cu), TF32 GEMM tiles and
- *     the TF32 slack plus the copies' own terms, exact float64 ranking as
- *     always; rows out of the copies' range (checked on the device, read
- *     once at the end; the selections skip their work once it fails) send
- *     the call to the exact mode (DGEMM tiles).  GSB_TOPK_F64=exact forces
- *     that mode.
+ *  0. float64 and float32 of the euclidean family are pruned through TF32:
+ *     centred float32 copies of Q and R (cuda_topk_prune.cu), TF32 GEMM
+ *     tiles and the TF32 slack plus the copies' own terms, exact ranking as
+ *     always (the flush below, from the inputs, in double: the exact mode's
+ *     distances to the bit); rows out of the copies' range (checked on the
+ *     device, read once at the end; the selections skip their work once it
+ *     fails) send the call to the exact mode (DGEMM or FP32 SGEMM tiles).
+ *     GSB_TOPK_F64=exact forces that mode for float64; GSB_TOPK_F32=exact
+ *     turns float32's pruning off (the fused kernel below d = 256, as
+ *     before).
  *  1. Squared norms in double once (row_norms), turned into the admission
  *     terms of cuda_topk_list.cuh (rb; the slack).  R may still be on the
  *     host (topk's caller left it there): it then goes up in pieces of
@@ -293,7 +296,7 @@ struct gemm_bufs {
     double *qaux = NULL, *raux = NULL, *lv = NULL, *mean = NULL;
     int *li = NULL, *len = NULL, *carry = NULL, *wide = NULL, *bad = NULL;
     void *rb = NULL, *tile[2] = {NULL, NULL};
-    float *qf = NULL, *rf = NULL; /* float64 pruned: the float32 copies the GEMM reads */
+    float *qf = NULL, *rf = NULL; /* pruned: the float32 copies the GEMM reads */
     cudaStream_t side = NULL;     /* the selections' stream */
     cudaStream_t gs = NULL;       /* the GEMMs' (gemm_lane_of) */
     cublasHandle_t blas = NULL;
@@ -420,12 +423,12 @@ int plan_tiles(int64_t nq, int64_t nr, int64_t *nqc_max, int64_t *nb_max)
 }
 
 /* The admission slack of a run (the header comment says why each term). */
-template <typename T, typename TX>
-double run_slack(int64_t d, int tf32)
+template <typename T>
+double run_slack(int64_t d, int tf32, bool prune)
 {
     double s = 2.0 * ((double)(d + 2) * num<T>::eps + (double)(2 * d + 8) * DBL_EPSILON) +
                (tf32 ? TF32_SLACK : 0.0);
-    if (sizeof(T) != sizeof(TX))
+    if (prune)
         s += gsb__cuda_topk_prune_slack(d);
     return s;
 }
@@ -440,19 +443,20 @@ struct run_in {
     const TX *Rhost;     /* the references on the host, or NULL: all on the device */
     int64_t nq, nr, d, ready_rows;
     int metric;
+    bool prune;          /* the GEMM reads centred float32 copies (cuda_topk_prune.h) */
     double slack;
 };
 
 /* Norms and admission terms of reference rows [r0, r1) (centred float32
- * copies too, where float64 is pruned), on the backend's stream. */
+ * copies too, where pruned), on the backend's stream. */
 template <typename T, typename TX>
 int prep_refs(const gsb__backend *be, const run_in<T, TX> &in, gemm_bufs &g, int64_t r0,
               int64_t r1)
 {
     const int64_t n = r1 - r0, d = in.d;
-    if (sizeof(T) != sizeof(TX))
-        return gsb__cuda_topk_prune_rows(be, (const double *)in.Rx + r0 * d, n, d, g.mean,
-                                         in.nq, g.rf + r0 * d, g.raux + r0, (float *)g.rb + r0,
+    if (in.prune)
+        return gsb__cuda_topk_prune_rows(be, in.Rx + r0 * d, n, d, g.mean, in.nq,
+                                         g.rf + r0 * d, g.raux + r0, (float *)g.rb + r0,
                                          in.slack, g.bad);
     int rc = row_norms<T, double>(be, in.R + r0 * d, n, d, 0, g.raux + r0, num<T>::big, g.wide);
     if (rc != GSB_OK)
@@ -490,11 +494,12 @@ int refs_ready(const gsb__backend *be, run_in<T, TX> &in, gemm_bufs &g, int64_t 
 }
 
 /*
- * topk of Qt against Rt (both TX) through GEMM tiles of type T: T == TX is
- * the exact mode (or topk_fast's TF32 for float32); T float with TX double
- * prunes float64 through centred float32 copies and TF32 tiles
- * (cuda_topk_prune.cu), where *pruned says whether the data allowed it (0:
- * the results are not written; the caller runs the exact mode).  Rhost: the
+ * topk of Qt against Rt (both TX) through GEMM tiles of type T: T == TX
+ * without prune is the exact mode (or topk_fast's TF32 for float32); prune
+ * (T float, tf32) prunes float64 or float32 through centred float32 copies
+ * and TF32 tiles (cuda_topk_prune.cu), where *pruned says whether the data
+ * allowed it (0: the results are not written; the caller runs the exact
+ * mode).  Rhost: the
  * references are still on the host; Rt's device buffer is filled as the
  * tiles come to need them, so the upload overlaps the search (the GEMMs run
  * on their own stream, gemm_lane_of); the whole of Rt is on the device when
@@ -503,12 +508,13 @@ int refs_ready(const gsb__backend *be, run_in<T, TX> &in, gemm_bufs &g, int64_t 
 template <typename T, typename TX>
 int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *Rt,
              const void *Rhost, int64_t k, gsb__metric metric, int exclude_self, int tf32,
-             gsb__tensor *dist, gsb__tensor *idx, int *pruned)
+             bool prune, gsb__tensor *dist, gsb__tensor *idx, int *pruned)
 {
+    static_assert(sizeof(T) == sizeof(TX) || sizeof(T) == sizeof(float),
+                  "float64 goes through float32 copies or DGEMM tiles");
     const gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
     cudaStream_t ms = ctx->stream;
     const int64_t nq = Qt->rows, nr = Rt->rows, d = Qt->cols;
-    const bool mixed = sizeof(T) != sizeof(TX);
     run_in<T, TX> in;
     gemm_bufs g;
     int64_t nqc_max = 0, nb_max = 0, t = 0;
@@ -517,7 +523,7 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
 
     in.Qx = (const TX *)Qt->data;
     in.Rx = (const TX *)Rt->data;
-    in.Q = (const T *)Qt->data; /* the float32 copies instead, below, where mixed */
+    in.Q = (const T *)Qt->data; /* the float32 copies instead, below, where pruned */
     in.R = (const T *)Rt->data;
     in.Rhost = (const TX *)Rhost;
     in.nq = nq;
@@ -525,7 +531,8 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     in.d = d;
     in.ready_rows = Rhost ? 0 : nr;
     in.metric = (int)metric;
-    in.slack = run_slack<T, TX>(d, tf32);
+    in.prune = prune;
+    in.slack = run_slack<T>(d, tf32, prune);
     gemm_lane_of(ctx, &g.blas, &g.gs);
 
     GSB_CUDA_CHECK(plan_tiles<T>(nq, nr, &nqc_max, &nb_max));
@@ -534,7 +541,7 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nq * sizeof(double), (void **)&g.qaux));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nr * sizeof(double), (void **)&g.raux));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nr * sizeof(T), &g.rb));
-    if (mixed) {
+    if (prune) {
         rc = gsb__cuda_alloc(be, (size_t)(nq * d) * sizeof(float), (void **)&g.qf);
         if (rc == GSB_OK)
             rc = gsb__cuda_alloc(be, (size_t)(nr * d) * sizeof(float), (void **)&g.rf);
@@ -550,9 +557,9 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
         GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(int), (void **)&g.bad));
         CUDA_CHECK(cudaMemsetAsync(g.bad, 0, sizeof(int), ms));
         /* centred on the queries' mean: all of them are here already */
-        GSB_CUDA_CHECK(gsb__cuda_topk_prune_sums(be, (const double *)in.Qx, nq, d, g.mean));
-        GSB_CUDA_CHECK(gsb__cuda_topk_prune_rows(be, (const double *)in.Qx, nq, d, g.mean, nq,
-                                                 g.qf, g.qaux, NULL, in.slack, g.bad));
+        GSB_CUDA_CHECK(gsb__cuda_topk_prune_sums(be, in.Qx, nq, d, g.mean));
+        GSB_CUDA_CHECK(gsb__cuda_topk_prune_rows(be, in.Qx, nq, d, g.mean, nq, g.qf, g.qaux,
+                                                 NULL, in.slack, g.bad));
         in.Q = (const T *)g.qf;
         in.R = (const T *)g.rf;
     } else {
@@ -630,7 +637,7 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
             CUDA_CHECK(cudaEventRecord(g.sel_done[b], g.side));
         }
     }
-    if (mixed) {
+    if (prune) {
         /* the range check of every copy (on the backend's stream, which the
          * GEMMs and selections do not hold up) */
         CUDA_CHECK(cudaMemcpyAsync(&host_bad, g.bad, sizeof(int), cudaMemcpyDeviceToHost, ms));
@@ -648,13 +655,16 @@ done:
  * large shapes (GEMM's rate outruns the fused kernel's once its tiles are
  * big, ~0.4 of the FP32 GEMM rate at 10k x 200k x 64).  GSB_TOPK_PATH=gemm
  * or =fused forces one path where both apply (tests, measurements). */
-/* exact_f32: exact float32 (not topk_fast's TF32), where the fused kernel
- * stays faster on narrow rows: on an H200 at 10k x 200k x 64 it took 13.5 ms
- * against the GEMM path's 16.1 (float64: 21.7 against 16.8; float32 at d = 784:
- * 98 against 63). */
+/* exact_f32: exact float32 (not topk_fast's TF32) that is not pruned
+ * (cosine, GSB_TOPK_F32=exact), where the fused kernel stays faster on
+ * narrow rows: on an H200 at 10k x 200k x 64 it took 13.5 ms against the
+ * GEMM path's 16.1 (float64: 21.7 against 16.8; float32 at d = 784: 98
+ * against 63). */
 extern "C" int gsb__cuda_topk_gemm_applies(int64_t nq, int64_t nr, int64_t d,
                                             gsb__metric metric, int exact_f32)
 {
+    if (exact_f32 && gsb__cuda_topk_prune_applies(metric, GSB_F32))
+        exact_f32 = 0;
     if (metric == GSB__METRIC_MANHATTAN || d < 1 || d > INT_MAX || nr >= INT_MAX ||
         nq > INT_MAX)
         return 0;
@@ -672,17 +682,21 @@ extern "C" int gsb__cuda_topk_gemm(const gsb__backend *be, const gsb__tensor *Q,
                                    gsb__metric metric, int exclude_self, int tf32,
                                    gsb__tensor *dist, gsb__tensor *idx)
 {
-    if (Q->dtype == GSB_F32)
-        return gemm_run<float, float>(be, Q, R, Rhost, k, metric, exclude_self, tf32, dist, idx,
-                                      NULL);
-    if (gsb__cuda_topk_prune_applies(metric)) {
+    /* pruned through TF32 tiles (topk_fast keeps its own uncentred TF32) */
+    if ((Q->dtype == GSB_F64 || !tf32) && gsb__cuda_topk_prune_applies(metric, Q->dtype)) {
         int pruned = 0;
-        int rc = gemm_run<float, double>(be, Q, R, Rhost, k, metric, exclude_self, 1, dist, idx,
-                                         &pruned);
+        int rc = Q->dtype == GSB_F32
+                     ? gemm_run<float, float>(be, Q, R, Rhost, k, metric, exclude_self, 1, true,
+                                              dist, idx, &pruned)
+                     : gemm_run<float, double>(be, Q, R, Rhost, k, metric, exclude_self, 1,
+                                               true, dist, idx, &pruned);
         if (rc != GSB_OK || pruned)
             return rc;
         Rhost = NULL; /* all of R is on the device now */
     }
-    return gemm_run<double, double>(be, Q, R, Rhost, k, metric, exclude_self, 0, dist, idx,
-                                    NULL);
+    if (Q->dtype == GSB_F32)
+        return gemm_run<float, float>(be, Q, R, Rhost, k, metric, exclude_self, tf32, false,
+                                      dist, idx, NULL);
+    return gemm_run<double, double>(be, Q, R, Rhost, k, metric, exclude_self, 0, false, dist,
+                                    idx, NULL);
 }
