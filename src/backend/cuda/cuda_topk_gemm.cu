@@ -89,10 +89,6 @@ constexpr int64_t TILE_ALIGN = 128;        /* tile widths are multiples of this 
  * after ~0.5 ms of upload */
 constexpr int64_t PIECE_BYTES = (int64_t)8 << 20;
 constexpr double TF32_SLACK = 1.0 / 512.0; /* 2^-9: see the header comment */
-/* From this many columns on, a flush gives each candidate the whole warp
- * (coalesced reads of its row); below, G lanes share a candidate's row,
- * which stays in L1 */
-constexpr int64_t WARP_ROW_D = 256;
 
 /* Everything a selection block needs (by value). */
 struct sel_args {
@@ -115,63 +111,21 @@ struct sel_args {
     int64_t *idx;
 };
 
-/* A lane's part of the exact sum over columns part, part + G, ...: q.x
- * (cosine) or ||q - x||^2, in double. */
-template <typename T>
-__device__ __forceinline__ double row_sum(const T *q, const T *x, int64_t d, int part, int G,
-                                          bool cosine)
-{
-    double s = 0.0;
-#pragma unroll 4
-    for (int64_t c = part; c < d; c += G) {
-        double u = (double)q[c], w = (double)x[c];
-        if (cosine) {
-            s += u * w;
-        } else {
-            double t = u - w;
-            s += t * t;
-        }
-    }
-    return s;
-}
-
 /*
  * Flush the n (<= 32) pending candidates pidx of query qg into its sorted
- * list Lv / Li of length len (one warp, all lanes): exact distances, a sort,
+ * list Lv / Li of length len (one warp, all lanes): exact distances
+ * (cuda_topk_list.cuh's exact_sums: the fused kernel's, to the bit), a sort,
  * a merge.  Returns the new length.  mv / mi: 32 places of shared memory.
  */
 template <typename T>
 __device__ __noinline__ int flush(const sel_args &a, int64_t qg, const int *pidx, int n,
                                   double *Lv, int *Li, int len, double *mv, int *mi, int lane)
 { /* T: the exact data's type */
-    const int64_t d = a.d;
-    const int K = (int)a.k;
     const bool cosine = a.metric == GSB__METRIC_COSINE;
-    const T *q = (const T *)a.Q + qg * d;
-    double v = 0.0;
-    if (d >= WARP_ROW_D) {
-        /* one candidate at a time, the warp across its columns */
-        for (int e = 0; e < n; e++) {
-            double s = row_sum<T>(q, (const T *)a.R + (int64_t)pidx[e] * d, d, lane, 32, cosine);
-            for (int off = 16; off > 0; off >>= 1)
-                s += __shfl_xor_sync(FULL_MASK, s, off);
-            if (lane == e)
-                v = s;
-        }
-    } else {
-        /* G lanes per candidate (a power of two with n * G <= 32) share its columns */
-        int G = 32;
-        while (G > 1 && G * n > 32)
-            G >>= 1;
-        const int e = lane / G;
-        double s = e < n ? row_sum<T>(q, (const T *)a.R + (int64_t)pidx[e] * d, d, lane & (G - 1),
-                                      G, cosine)
-                         : 0.0;
-        for (int off = G >> 1; off > 0; off >>= 1)
-            s += __shfl_xor_sync(FULL_MASK, s, off);
-        v = __shfl_sync(FULL_MASK, s, (lane * G) & 31);
-    }
-    return merge_flushed(v, pidx, n, cosine, a.qaux[qg], a.raux, Lv, Li, len, K, mv, mi, lane);
+    const double v = exact_sums<T>((const T *)a.Q + qg * a.d, (const T *)a.R, pidx, n, a.d,
+                                   cosine ? SUM_DOT : SUM_SQ, lane);
+    return merge_flushed(v, pidx, n, cosine, a.qaux[qg], a.raux, Lv, Li, len, (int)a.k, mv, mi,
+                         lane);
 }
 
 /* The query's admission threshold for a list of length len. */
