@@ -378,13 +378,37 @@ static void test_topk_f64_exact_ties(void)
     unsetenv("GSB_TOPK_F64");
 }
 
+/* Duplicated references of non-integer data: every fifth row a copy of one
+ * of the first 100, the queries those 100 plus noise of 0.01 (so a query's
+ * k nearest are exact ties, ranked by index); float32 also against the
+ * exact mode bit for bit. */
+static void duplicates_case(gsb_dtype dt, int64_t nq, int64_t nr, int64_t d, int64_t k)
+{
+    int before = case_begin();
+    gsb__tensor R = host_random(dt, nr, d, 1.0), Q = host_random(dt, nq, d, 0.01);
+    for (int64_t i = 100; i < nr; i++)
+        for (int64_t c = 0; i % 5 == 0 && c < d; c++)
+            gsb__tensor_set(&R, i * d + c, gsb__tensor_get(&R, (i * 7 % 100) * d + c));
+    for (int64_t i = 0; i < nq * d; i++)
+        gsb__tensor_set(&Q, i, gsb__tensor_get(&Q, i) + gsb__tensor_get(&R, i % (100 * d)));
+    for (int mi = 0; mi < 2; mi++) {
+        check_case(0, metrics[mi], &Q, &R, k, 0);
+        if (dt == GSB_F32)
+            check_same_as_exact(metrics[mi], &Q, &R, k, 0);
+    }
+    gsb__tensor_free(&Q);
+    gsb__tensor_free(&R);
+    CASE_END(before, "duplicated %s references nq=%lld nr=%lld d=%lld k=%lld",
+             gsb_dtype_name(dt), (long long)nq, (long long)nr, (long long)d, (long long)k);
+}
+
 /*
  * Float32 pruned through TF32 against the CPU twin and, bit for bit, against
  * GSB_TOPK_F32=exact: shapes the default dispatch sends to the GEMM tiles
  * (the exact mode there is the fused kernel), with data far from the
  * origin, k = 1, k above the 32 pending places, query counts that are no
  * multiple of a selection block, d no multiple of 8, duplicated references
- * (integers: exact ties), queries equal to references (with and without
+ * (integers and copied rows: exact ties), queries equal to references (with and without
  * exclude_self) and near ties; then the range check's cases through the GEMM
  * tiles (the exact mode there: FP32 SGEMM tiles).  Magnitudes stay where
  * float32 products neither underflow (the CPU twin's bound is relative) nor
@@ -408,7 +432,11 @@ static void test_topk_f32_prune(void)
         CASE_END(before, "float32 queries equal to the references");
     }
     near_tie_case_dt(GSB_F32, 1100, 8192, 128, 10, GSB__METRIC_EUCLIDEAN);
+    duplicates_case(GSB_F32, 1100, 16000, 64, 10);
+    duplicates_case(GSB_F32, 1100, 5000, 300, 25);
     setenv("GSB_TOPK_PATH", "gemm", 1);
+    duplicates_case(GSB_F32, 300, 4000, 37, 20);
+    duplicates_case(GSB_F64, 300, 4000, 37, 20);
     for (int mi = 0; mi < 2; mi++) {
         near_tie_case_dt(GSB_F32, 64, 4096, 64, 10, metrics[mi]);
         near_tie_case_dt(GSB_F32, 48, 1600, 7, 25, metrics[mi]);
