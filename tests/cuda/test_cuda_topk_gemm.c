@@ -410,30 +410,42 @@ static void duplicates_case(gsb_dtype dt, int64_t nq, int64_t nr, int64_t d, int
  * multiple of a selection block, d no multiple of 8, duplicated references
  * (integers and copied rows: exact ties), queries equal to references (with and without
  * exclude_self) and near ties; then the range check's cases through the GEMM
- * tiles (the exact mode there: FP32 SGEMM tiles).  Magnitudes stay where
+ * tiles (the exact mode there: FP32 SGEMM tiles).  Small tile budgets make
+ * the pruned runs screen (cuda_topk_screen.cu) after their first GEMM tile;
+ * the near ties overflow every query's places there (the rank step screens
+ * again in FP32).  Magnitudes stay where
  * float32 products neither underflow (the CPU twin's bound is relative) nor
  * the distances overflow.
  */
 static void test_topk_f32_prune(void)
 {
-    for (int mi = 0; mi < 2; mi++) {
-        topk_gemm_case(0, GSB_F32, metrics[mi], 1100, 8000, 128, 10, 0, 0, 0.0);
-        topk_gemm_case(0, GSB_F32, metrics[mi], 1027, 16400, 61, 1, 0, 0, 100.0);
-        topk_gemm_case(0, GSB_F32, metrics[mi], 1100, 10000, 96, 40, 0, 3, 0.0);
-        topk_gemm_case(0, GSB_F32, metrics[mi], 4100, 4100, 64, 15, 1, 0, 0.0);
+    /* the default tile budget (one GEMM tile: no screen at these sizes), then
+     * 4 MiB: a first GEMM tile of ~900 references, then screens */
+    static const char *const budgets[] = {NULL, "4194304"};
+    for (int bi = 0; bi < 2; bi++) {
+        if (budgets[bi])
+            setenv("GSB_TOPK_TILE_BYTES", budgets[bi], 1);
+        for (int mi = 0; mi < 2; mi++) {
+            topk_gemm_case(0, GSB_F32, metrics[mi], 1100, 8000, 128, 10, 0, 0, 0.0);
+            topk_gemm_case(0, GSB_F32, metrics[mi], 1027, 16400, 61, 1, 0, 0, 100.0);
+            topk_gemm_case(0, GSB_F32, metrics[mi], 1100, 10000, 96, 40, 0, 3, 0.0);
+            topk_gemm_case(0, GSB_F32, metrics[mi], 1100, 10000, 96, 32, 0, 3, 0.0);
+            topk_gemm_case(0, GSB_F32, metrics[mi], 4100, 4100, 64, 15, 1, 0, 0.0);
+        }
+        {
+            /* queries equal to references, not excluded: each is its own nearest */
+            int before = case_begin();
+            gsb__tensor R = host_data(GSB_F32, 4100, 64, 0, 1.0);
+            check_case(0, GSB__METRIC_EUCLIDEAN, &R, &R, 5, 0);
+            check_same_as_exact(GSB__METRIC_EUCLIDEAN, &R, &R, 5, 0);
+            gsb__tensor_free(&R);
+            CASE_END(before, "float32 queries equal to the references");
+        }
+        near_tie_case_dt(GSB_F32, 1100, 8192, 128, 10, GSB__METRIC_EUCLIDEAN);
+        duplicates_case(GSB_F32, 1100, 16000, 64, 10);
+        duplicates_case(GSB_F32, 1100, 5000, 300, 25);
+        unsetenv("GSB_TOPK_TILE_BYTES");
     }
-    {
-        /* queries equal to references, not excluded: each is its own nearest */
-        int before = case_begin();
-        gsb__tensor R = host_data(GSB_F32, 4100, 64, 0, 1.0);
-        check_case(0, GSB__METRIC_EUCLIDEAN, &R, &R, 5, 0);
-        check_same_as_exact(GSB__METRIC_EUCLIDEAN, &R, &R, 5, 0);
-        gsb__tensor_free(&R);
-        CASE_END(before, "float32 queries equal to the references");
-    }
-    near_tie_case_dt(GSB_F32, 1100, 8192, 128, 10, GSB__METRIC_EUCLIDEAN);
-    duplicates_case(GSB_F32, 1100, 16000, 64, 10);
-    duplicates_case(GSB_F32, 1100, 5000, 300, 25);
     setenv("GSB_TOPK_PATH", "gemm", 1);
     duplicates_case(GSB_F32, 300, 4000, 37, 20);
     duplicates_case(GSB_F64, 300, 4000, 37, 20);
@@ -448,6 +460,10 @@ static void test_topk_f32_prune(void)
     range_case_dt(GSB_F32, "offset 1e4", 1.0, 1e4, 0, 0.0);
     range_case_dt(GSB_F32, "constant columns", 1.0, 0.0, 5, 0.0);
     range_case_dt(GSB_F32, "one huge row late", 1.0, 0.0, 0, 1e17);
+    setenv("GSB_TOPK_TILE_BYTES", "65536", 1); /* screened */
+    range_case_dt(GSB_F32, "one huge row late, screened", 1.0, 0.0, 0, 1e17);
+    range_case_dt(GSB_F32, "offset 1e4, screened", 1.0, 1e4, 0, 0.0);
+    unsetenv("GSB_TOPK_TILE_BYTES");
     unsetenv("GSB_TOPK_PATH");
 }
 

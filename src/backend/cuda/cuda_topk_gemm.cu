@@ -70,6 +70,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_topk_list.cuh"
 #include "backend/cuda/cuda_topk_prune.h"
+#include "backend/cuda/cuda_topk_screen.h"
 
 using namespace gsb_dist;
 using namespace gsb_topk;
@@ -89,6 +90,9 @@ constexpr int64_t TILE_ALIGN = 128;        /* tile widths are multiples of this 
  * after ~0.5 ms of upload */
 constexpr int64_t PIECE_BYTES = (int64_t)8 << 20;
 constexpr double TF32_SLACK = 1.0 / 512.0; /* 2^-9: see the header comment */
+/* the largest k a pruned run screens (~k admissions a query per screen,
+ * GSB_TOPK_SCREEN_CAP places) */
+constexpr int64_t SCREEN_MAX_K = 32;
 
 /* Everything a selection block needs (by value). */
 struct sel_args {
@@ -103,6 +107,7 @@ struct sel_args {
     const int *wide; /* set: norms too large for the expansion, rank everything exactly */
     const int *abort; /* or NULL; set: the float32 copies are out of range (cuda_topk_prune.h),
                          the caller reruns exactly: skip the work */
+    float *tq;       /* or NULL: per query of the chunk, the threshold for the screen */
     double *lv;      /* per query of the chunk: k distances ... */
     int *li;         /* ... and indices, sorted */
     int *len;        /* list lengths */
@@ -137,6 +142,96 @@ __device__ __forceinline__ T threshold(const sel_args &a, const double *Lv, int 
                            : (T)INFINITY;
 }
 
+/* A warp's selection of one query of the chunk: its sorted list, its
+ * pending candidates (P: 64 places of shared memory) and threshold. */
+template <typename T>
+struct sel_state {
+    int64_t q, qg;
+    double *Lv;
+    int *Li, *carry, *P;
+    int len, cnt, wide;
+    double qa;
+    T tq;
+};
+
+/* Query q's state as the previous tile left it (its carried candidates). */
+template <typename T>
+__device__ __forceinline__ sel_state<T> sel_begin(const sel_args &a, int64_t q, int *P, int lane)
+{
+    sel_state<T> st;
+    st.q = q;
+    st.qg = a.q_begin + q;
+    st.Lv = a.lv + q * a.k;
+    st.Li = a.li + q * a.k;
+    st.carry = a.carry + q * (CARRY + 1);
+    st.P = P;
+    st.wide = *a.wide;
+    st.qa = a.qaux[st.qg];
+    st.len = a.len[q];
+    st.cnt = st.carry[0];
+    if (lane < st.cnt)
+        P[lane] = st.carry[1 + lane];
+    __syncwarp();
+    st.tq = threshold<T>(a, st.Lv, st.len, st.qa, st.wide);
+    return st;
+}
+
+/* One step of the warp: each lane's candidate jg joins the pending list
+ * where ok; once 32 are pending they are flushed (TX: the exact data's
+ * type) and the threshold tightens. */
+template <typename T, typename TX>
+__device__ __forceinline__ void sel_offer(const sel_args &a, sel_state<T> &st, bool ok,
+                                          int64_t jg, double *mv, int *mi, int lane)
+{
+    unsigned m = __ballot_sync(FULL_MASK, ok);
+    if (ok)
+        st.P[st.cnt + __popc(m & ((1u << lane) - 1u))] = (int)jg;
+    st.cnt += __popc(m);
+    __syncwarp();
+    if (st.cnt >= 32) {
+        st.len = flush<TX>(a, st.qg, st.P, 32, st.Lv, st.Li, st.len, mv, mi, lane);
+        int rest = st.cnt - 32, t = lane < rest ? st.P[32 + lane] : 0;
+        __syncwarp();
+        if (lane < rest)
+            st.P[lane] = t;
+        __syncwarp();
+        st.cnt = rest;
+        st.tq = threshold<T>(a, st.Lv, st.len, st.qa, st.wide);
+    }
+}
+
+/* The tile's end: carry the pending candidates (and, where a.tq is set, the
+ * float threshold for the screen) to the next tile, or, after the last,
+ * flush them and write the query's dist (sqrt for euclidean) and idx. */
+template <typename T, typename TX>
+__device__ void sel_end(const sel_args &a, sel_state<T> &st, double *mv, int *mi, int lane)
+{
+    const int K = (int)a.k;
+    if (!a.last) {
+        if (lane < st.cnt)
+            st.carry[1 + lane] = st.P[lane];
+        if (lane == 0) {
+            st.carry[0] = st.cnt;
+            a.len[st.q] = st.len;
+            if (sizeof(T) == sizeof(float) && a.tq)
+                a.tq[st.q] = (float)st.tq; /* exact: T is float */
+        }
+        return;
+    }
+    if (st.cnt > 0)
+        st.len = flush<TX>(a, st.qg, st.P, st.cnt, st.Lv, st.Li, st.len, mv, mi, lane);
+    /* k <= the references a query may take, all admitted while its list was
+     * short: len == K here; empty slots would be (inf, SENTINEL) all the same */
+    TX *dq = (TX *)a.dist + st.qg * K;
+    int64_t *iq = a.idx + st.qg * K;
+    const bool euclid = a.metric == GSB__METRIC_EUCLIDEAN;
+    for (int p = lane; p < K; p += 32) {
+        double dv = p < st.len ? st.Lv[p] : (double)INFINITY;
+        dq[p] = (TX)(euclid ? sqrt(dv) : dv);
+        iq[p] = p < st.len ? st.Li[p] : SENTINEL;
+    }
+}
+
 /*
  * Warp w of block b: query b WARPS + w of the chunk against the tile's nb
  * references.  T: the tile's (approximation's) type; TX: the exact data's
@@ -152,22 +247,9 @@ __global__ void __launch_bounds__(WARPS * 32) select_kernel(const __grid_constan
     const int64_t q = (int64_t)blockIdx.x * WARPS + w;
     if (q >= a.nqc || (a.abort && *a.abort))
         return; /* the whole warp: no block-wide barrier follows */
-    const int64_t qg = a.q_begin + q;
-    const int K = (int)a.k;
-    double *Lv = a.lv + q * K;
-    int *Li = a.li + q * K;
-    int *carry = a.carry + q * (CARRY + 1);
-    const int wide = *a.wide;
-    const double qa = a.qaux[qg];
     const bool cosine = a.metric == GSB__METRIC_COSINE;
     const T *S = (const T *)a.S + q * a.ld, *rb = (const T *)a.rb;
-    int *P = pend[w];
-
-    int len = a.len[q], cnt = carry[0];
-    if (lane < cnt)
-        P[lane] = carry[1 + lane];
-    __syncwarp();
-    T tq = threshold<T>(a, Lv, len, qa, wide);
+    sel_state<T> st = sel_begin<T>(a, q, pend[w], lane);
 
     for (int64_t b = 0; b < a.nb; b += 32 * UNROLL) {
         T sv[UNROLL], rv[UNROLL];
@@ -184,46 +266,68 @@ __global__ void __launch_bounds__(WARPS * 32) select_kernel(const __grid_constan
              * euclidean family (1 - 1.5 s) ||r||^2 - 2 q.r, cosine -(q.r) / ||r||;
              * NaN (overflow) is admitted: only a sure loser is turned away */
             T v = cosine ? fma(sv[u], rv[u], T(0)) : fma(sv[u], T(-2), rv[u]);
-            bool ok = j < a.nb && !(a.exclude_self && jg == qg) && !(v > tq);
-            unsigned m = __ballot_sync(FULL_MASK, ok);
-            if (ok)
-                P[cnt + __popc(m & ((1u << lane) - 1u))] = (int)jg;
-            cnt += __popc(m);
-            __syncwarp();
-            if (cnt >= 32) {
-                len = flush<TX>(a, qg, P, 32, Lv, Li, len, mv[w], mi[w], lane);
-                int rest = cnt - 32, t = lane < rest ? P[32 + lane] : 0;
-                __syncwarp();
-                if (lane < rest)
-                    P[lane] = t;
-                __syncwarp();
-                cnt = rest;
-                tq = threshold<T>(a, Lv, len, qa, wide);
-            }
+            bool ok = j < a.nb && !(a.exclude_self && jg == st.qg) && !(v > st.tq);
+            sel_offer<T, TX>(a, st, ok, jg, mv[w], mi[w], lane);
         }
     }
+    sel_end<T, TX>(a, st, mv[w], mi[w], lane);
+}
 
-    if (!a.last) {
-        if (lane < cnt)
-            carry[1 + lane] = P[lane];
-        if (lane == 0) {
-            carry[0] = cnt;
-            a.len[q] = len;
+/* What a rank step reads besides the selection's arguments: the screen's
+ * places and the centred copies (for a query whose places overflowed). */
+struct rank_in {
+    int *cnt;
+    const int2 *cand;
+    const float *qf, *rf;
+};
+
+/*
+ * After a screen of references [j0, j0 + nb) (cuda_topk_screen.cu): warp w
+ * of block b takes query b WARPS + w of the chunk and offers its admitted
+ * candidates to its list, tested again against the threshold as it
+ * tightens.  A query whose places overflowed screens the slice again here,
+ * its dot products summed in FP32 from the centred copies (inside the same
+ * slack: no TF32 rounding).  Resets the query's count for the next screen.
+ */
+template <typename TX>
+__global__ void __launch_bounds__(WARPS * 32)
+    rank_kernel(const __grid_constant__ sel_args a, const __grid_constant__ rank_in r)
+{
+    __shared__ int pend[WARPS][64];
+    __shared__ double mv[WARPS][32];
+    __shared__ int mi[WARPS][32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int64_t q = (int64_t)blockIdx.x * WARPS + w;
+    if (q >= a.nqc || (a.abort && *a.abort))
+        return; /* the whole warp */
+    const float *rb = (const float *)a.rb;
+    sel_state<float> st = sel_begin<float>(a, q, pend[w], lane);
+    const int n = r.cnt[q];
+    __syncwarp();
+    if (lane == 0)
+        r.cnt[q] = 0;
+    if (n <= GSB_TOPK_SCREEN_CAP) {
+        const int2 *c = r.cand + q * GSB_TOPK_SCREEN_CAP;
+        for (int b = 0; b < n; b += 32) {
+            const int e = b + lane;
+            const int2 x = e < n ? c[e] : make_int2(0, 0);
+            const bool ok = e < n && !(__int_as_float(x.y) > st.tq);
+            sel_offer<float, TX>(a, st, ok, x.x, mv[w], mi[w], lane);
         }
-        return;
+    } else {
+        const float *qf = r.qf + st.qg * a.d;
+        for (int64_t b = a.j0; b < a.j0 + a.nb; b += 32) {
+            const int64_t j = b + lane;
+            const bool in = j < a.j0 + a.nb;
+            float dot = 0.f;
+            for (int64_t c = 0; in && c < a.d; c++)
+                dot = fmaf(qf[c], r.rf[j * a.d + c], dot);
+            const float v = fmaf(dot, -2.f, in ? rb[j] : 0.f);
+            const bool ok = in && !(a.exclude_self && j == st.qg) && !(v > st.tq);
+            sel_offer<float, TX>(a, st, ok, j, mv[w], mi[w], lane);
+        }
     }
-    if (cnt > 0)
-        len = flush<TX>(a, qg, P, cnt, Lv, Li, len, mv[w], mi[w], lane);
-    /* k <= the references a query may take, all admitted while its list was
-     * short: len == K here; empty slots would be (inf, SENTINEL) all the same */
-    TX *dq = (TX *)a.dist + qg * K;
-    int64_t *iq = a.idx + qg * K;
-    const bool euclid = a.metric == GSB__METRIC_EUCLIDEAN;
-    for (int p = lane; p < K; p += 32) {
-        double dv = p < len ? Lv[p] : (double)INFINITY;
-        dq[p] = (TX)(euclid ? sqrt(dv) : dv);
-        iq[p] = p < len ? Li[p] : SENTINEL;
-    }
+    sel_end<float, TX>(a, st, mv[w], mi[w], lane);
 }
 
 /* The dot products of queries [q0, q0 + nqc) against references [j0, j0 +
@@ -251,6 +355,9 @@ struct gemm_bufs {
     int *li = NULL, *len = NULL, *carry = NULL, *wide = NULL, *bad = NULL;
     void *rb = NULL, *tile[2] = {NULL, NULL};
     float *qf = NULL, *rf = NULL; /* pruned: the float32 copies the GEMM reads */
+    float *tq = NULL;             /* screened: thresholds, the screens' places */
+    int *cnt = NULL;
+    int2 *cand = NULL;
     cudaStream_t side = NULL;     /* the selections' stream */
     cudaStream_t gs = NULL;       /* the GEMMs' (gemm_lane_of) */
     cublasHandle_t blas = NULL;
@@ -337,8 +444,9 @@ int gemm_free(const gsb__backend *be, gemm_bufs &g, int rc)
         if (e != cudaSuccess && rc == GSB_OK)
             rc = gsb__cuda_fail_rt(e, "cudaEventDestroy", __FILE__, __LINE__);
     }
-    void *ptrs[] = {g.qaux, g.raux, g.lv, g.li, g.len,     g.carry,  g.wide,
-                    g.bad,  g.mean, g.rb, g.qf, g.rf, g.tile[0], g.tile[1]};
+    void *ptrs[] = {g.qaux, g.raux, g.lv, g.li,  g.len, g.carry,   g.wide,   g.bad,
+                    g.mean, g.rb,   g.qf, g.rf,  g.tq,  g.cnt,     g.cand,   g.tile[0],
+                    g.tile[1]};
     for (void *p : ptrs)
         gsb__cuda_free(be, p);
     return rc;
@@ -447,6 +555,56 @@ int refs_ready(const gsb__backend *be, run_in<T, TX> &in, gemm_bufs &g, int64_t 
     return stream_after(g.gs, gsb__cuda_ctx_of(be)->stream, g.uploaded);
 }
 
+/* Whether a pruned run screens (cuda_topk_screen.cu) the references after
+ * its first GEMM tile: narrow rows (the GEMM output's round trip through
+ * memory sets the time there), k small enough that the screens' places
+ * hold what a query admits (each screen is as wide as all before it: ~k
+ * admissions a query), GSB_TOPK_SCREEN=off not set. */
+bool screen_applies(bool prune, int64_t d, int64_t k)
+{
+    const char *mode = getenv("GSB_TOPK_SCREEN");
+    return prune && d <= GSB_TOPK_SCREEN_MAX_D && k <= SCREEN_MAX_K &&
+           !(mode && strcmp(mode, "off") == 0);
+}
+
+/* A screened run's references [from, nr) for the chunk a describes: screens
+ * of doubling width (each as wide as all before it), each followed by the
+ * rank step of its admitted candidates (rank_kernel), on the side stream;
+ * the last writes the chunk's results. */
+template <typename T, typename TX>
+int screen_rest(const gsb__backend *be, run_in<T, TX> &in, gemm_bufs &g, sel_args &a,
+                int64_t from)
+{
+    gsb__topk_screen s;
+    s.Q = g.qf;
+    s.R = g.rf;
+    s.rb = (const float *)g.rb;
+    s.tq = g.tq;
+    s.d = in.d;
+    s.q_begin = a.q_begin;
+    s.nqc = a.nqc;
+    s.exclude_self = a.exclude_self;
+    s.abort = g.bad;
+    s.cnt = g.cnt;
+    s.cand = g.cand;
+    const rank_in r = {g.cnt, g.cand, g.qf, g.rf};
+    for (int64_t j0 = from; j0 < in.nr;) {
+        const int64_t nb = j0 < in.nr - j0 ? j0 : in.nr - j0;
+        PASS((refs_ready<T, TX>(be, in, g, j0 + nb)));
+        CUDA_TRY(cudaStreamWaitEvent(g.side, g.uploaded, 0));
+        s.j0 = j0;
+        s.j1 = j0 + nb;
+        PASS(gsb__cuda_topk_screen(be, s, g.side));
+        a.j0 = j0;
+        a.nb = nb;
+        a.last = j0 + nb >= in.nr;
+        rank_kernel<TX><<<(unsigned)((a.nqc + WARPS - 1) / WARPS), WARPS * 32, 0, g.side>>>(a, r);
+        CUDA_TRY(cudaGetLastError());
+        j0 += nb;
+    }
+    return GSB_OK;
+}
+
 /*
  * topk of Qt against Rt (both TX) through GEMM tiles of type T: T == TX
  * without prune is the exact mode (or topk_fast's TF32 for float32); prune
@@ -474,6 +632,7 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     int64_t nqc_max = 0, nb_max = 0, t = 0;
     sel_args a;
     int rc = GSB_OK, host_bad = 1;
+    bool screen = false;
 
     in.Qx = (const TX *)Qt->data;
     in.Rx = (const TX *)Rt->data;
@@ -490,6 +649,7 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     gemm_lane_of(ctx, &g.blas, &g.gs);
 
     GSB_CUDA_CHECK(plan_tiles<T>(nq, nr, &nqc_max, &nb_max));
+    screen = sizeof(T) == sizeof(float) && screen_applies(prune, d, k) && nb_max < nr;
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(int), (void **)&g.wide));
     CUDA_CHECK(cudaMemsetAsync(g.wide, 0, sizeof(int), ms));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nq * sizeof(double), (void **)&g.qaux));
@@ -533,6 +693,13 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     for (int b = 0; b < 2; b++)
         GSB_CUDA_CHECK(
             gsb__cuda_alloc(be, (size_t)(nqc_max * nb_max) * sizeof(T), &g.tile[b]));
+    if (screen) {
+        GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nqc_max * sizeof(float), (void **)&g.tq));
+        GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nqc_max * sizeof(int), (void **)&g.cnt));
+        GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)(nqc_max * GSB_TOPK_SCREEN_CAP) * sizeof(int2),
+                                       (void **)&g.cand));
+        CUDA_CHECK(cudaMemsetAsync(g.cnt, 0, (size_t)nqc_max * sizeof(int), ms));
+    }
 
     /* the GEMM and side streams start after the allocations and norms above */
     CUDA_CHECK(cudaStreamCreateWithFlags(&g.side, cudaStreamNonBlocking));
@@ -562,6 +729,7 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     a.li = g.li;
     a.len = g.len;
     a.carry = g.carry;
+    a.tq = g.tq;
     a.dist = dist->data;
     a.idx = (int64_t *)idx->data;
     for (int64_t q0 = 0; q0 < nq; q0 += nqc_max) {
@@ -571,7 +739,9 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
         CUDA_CHECK(cudaMemsetAsync(g.len, 0, (size_t)a.nqc * sizeof(int), g.side));
         CUDA_CHECK(cudaMemsetAsync(g.carry, 0, (size_t)(a.nqc * (CARRY + 1)) * sizeof(int),
                                    g.side));
-        for (int64_t j0 = 0; j0 < nr; j0 += nb_max, t++) {
+        /* screened: the first tile only through the GEMM (its selection
+         * fills the lists and sets the thresholds the screens start from) */
+        for (int64_t j0 = 0; j0 < (screen ? nb_max : nr); j0 += nb_max, t++) {
             const int b = (int)(t & 1);
             a.j0 = j0;
             a.nb = nr - j0 < nb_max ? nr - j0 : nb_max;
@@ -590,6 +760,8 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
             CUDA_CHECK(cudaGetLastError());
             CUDA_CHECK(cudaEventRecord(g.sel_done[b], g.side));
         }
+        if (screen)
+            GSB_CUDA_CHECK((screen_rest<T, TX>(be, in, g, a, nb_max)));
     }
     if (prune) {
         /* the range check of every copy (on the backend's stream, which the
