@@ -19,7 +19,8 @@
  *
  * Block: 128 queries x 128 references per step, 8 warps of 64 x 32, the
  * columns in slices of 32 through shared memory (rows padded to 36 words:
- * the fragment reads hit 32 banks).
+ * the fragment reads hit 32 banks); rows of up to 64 columns keep the query
+ * block there for the whole block, so only the references stream (from L2).
  */
 #include <stdint.h>
 
@@ -30,6 +31,10 @@ namespace {
 
 constexpr int BM = 128, BN = 128, BK = 32, LDS = BK + 4, NT = 256;
 constexpr int64_t PER_BLOCK = 8; /* at most this many 128-reference tiles a block */
+/* Rows of at most QRES slices (d <= 64) keep the query block in shared
+ * memory for the whole block; wider ones reload it with each slice. */
+constexpr int QRES = 2;
+constexpr size_t SMEM_BYTES = (size_t)(QRES * BM + BN) * LDS * sizeof(uint32_t);
 
 struct screen_args {
     gsb__topk_screen s;
@@ -58,7 +63,8 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4],
 }
 
 /* Rows [r0, r0 + 128) (those below n) x columns [k0, k0 + 32) (those below
- * d) of M (n x d) into dst as TF32, zeros elsewhere. */
+ * d) of M (n x d) into dst as TF32, zeros elsewhere.  The references stream
+ * (read once a block: through L2 only, leaving L1 to the queries). */
 __device__ __forceinline__ void load_slice(uint32_t (*dst)[LDS], const float *__restrict__ M,
                                            int64_t n, int64_t r0, int64_t d, int64_t k0,
                                            int vec, int tid)
@@ -69,7 +75,7 @@ __device__ __forceinline__ void load_slice(uint32_t (*dst)[LDS], const float *__
             const int64_t row = r0 + r, col = k0 + c;
             float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
             if (row < n && col < d)
-                x = *(const float4 *)(M + row * d + col);
+                x = __ldcg((const float4 *)(M + row * d + col));
             *(uint4 *)&dst[r][c] = make_uint4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z),
                                               to_tf32(x.w));
         }
@@ -77,15 +83,16 @@ __device__ __forceinline__ void load_slice(uint32_t (*dst)[LDS], const float *__
         for (int e = tid; e < BM * BK; e += NT) {
             const int r = e >> 5, c = e & 31;
             const int64_t row = r0 + r, col = k0 + c;
-            dst[r][c] = to_tf32(row < n && col < d ? M[row * d + col] : 0.f);
+            dst[r][c] = to_tf32(row < n && col < d ? __ldcg(M + row * d + col) : 0.f);
         }
     }
 }
 
 __global__ void __launch_bounds__(NT, 2) screen_kernel(const __grid_constant__ screen_args a)
 {
-    __shared__ __align__(16) uint32_t As[BM][LDS];
-    __shared__ __align__(16) uint32_t Bs[BN][LDS];
+    extern __shared__ __align__(16) uint32_t screen_smem[];
+    uint32_t(*As)[BM][LDS] = (uint32_t(*)[BM][LDS])screen_smem; /* QRES query slices */
+    uint32_t(*Bs)[LDS] = (uint32_t(*)[LDS])(screen_smem + QRES * BM * LDS);
     __shared__ float tqs[BM];
     const gsb__topk_screen &s = a.s;
     if (s.abort && *s.abort)
@@ -100,6 +107,9 @@ __global__ void __launch_bounds__(NT, 2) screen_kernel(const __grid_constant__ s
 
     for (int r = tid; r < BM; r += NT)
         tqs[r] = qb0 + r < s.nqc ? s.tq[qb0 + r] : 0.f;
+    const bool resident = s.d <= QRES * BK;
+    for (int ks = 0; resident && ks * BK < s.d; ks++)
+        load_slice(As[ks], Qc, s.nqc, qb0, s.d, ks * BK, a.vec, tid);
 
     for (int64_t c0 = jb; c0 < je; c0 += BN) {
         float acc[4][4][4];
@@ -111,8 +121,10 @@ __global__ void __launch_bounds__(NT, 2) screen_kernel(const __grid_constant__ s
                 for (int e = 0; e < 4; e++)
                     acc[mi][ni][e] = 0.f;
         for (int64_t k0 = 0; k0 < s.d; k0 += BK) {
+            const uint32_t(*Aq)[LDS] = As[resident ? k0 / BK : 0];
             __syncthreads(); /* the previous slice (and tile) is read */
-            load_slice(As, Qc, s.nqc, qb0, s.d, k0, a.vec, tid);
+            if (!resident)
+                load_slice(As[0], Qc, s.nqc, qb0, s.d, k0, a.vec, tid);
             load_slice(Bs, s.R, je, c0, s.d, k0, a.vec, tid);
             __syncthreads();
 #pragma unroll
@@ -121,10 +133,10 @@ __global__ void __launch_bounds__(NT, 2) screen_kernel(const __grid_constant__ s
 #pragma unroll
                 for (int mi = 0; mi < 4; mi++) {
                     const int r = wm + mi * 16 + g;
-                    af[mi][0] = As[r][kk + t];
-                    af[mi][1] = As[r + 8][kk + t];
-                    af[mi][2] = As[r][kk + t + 4];
-                    af[mi][3] = As[r + 8][kk + t + 4];
+                    af[mi][0] = Aq[r][kk + t];
+                    af[mi][1] = Aq[r + 8][kk + t];
+                    af[mi][2] = Aq[r][kk + t + 4];
+                    af[mi][3] = Aq[r + 8][kk + t + 4];
                 }
 #pragma unroll
                 for (int ni = 0; ni < 4; ni++) {
@@ -192,7 +204,9 @@ int gsb__cuda_topk_screen(const gsb__backend *be, const gsb__topk_screen &s, cud
     const int64_t per = (tiles + gy - 1) / gy;
     a.per_block = per * BN;
     gy = (tiles + per - 1) / per;
-    screen_kernel<<<dim3((unsigned)gx, (unsigned)gy), NT, 0, st>>>(a);
+    CUDA_TRY(cudaFuncSetAttribute(screen_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)SMEM_BYTES));
+    screen_kernel<<<dim3((unsigned)gx, (unsigned)gy), NT, SMEM_BYTES, st>>>(a);
     CUDA_TRY(cudaGetLastError());
     return GSB_OK;
 }
