@@ -649,7 +649,8 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     gemm_lane_of(ctx, &g.blas, &g.gs);
 
     GSB_CUDA_CHECK(plan_tiles<T>(nq, nr, &nqc_max, &nb_max));
-    screen = sizeof(T) == sizeof(float) && screen_applies(prune, d, k) && nb_max < nr;
+    screen = sizeof(T) == sizeof(float) && screen_applies(prune, d, k) && nb_max < nr &&
+             gsb__cuda_topk_screen_supported(be);
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(int), (void **)&g.wide));
     CUDA_CHECK(cudaMemsetAsync(g.wide, 0, sizeof(int), ms));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nq * sizeof(double), (void **)&g.qaux));

@@ -42,10 +42,21 @@ struct screen_args {
     int vec;           /* 16-byte loads: d % 4 == 0 */
 };
 
+/* TF32 and mma.sync need sm_80: older devices never launch the screen
+ * (gsb__cuda_topk_screen_supported), their PTX traps. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define SCREEN_NO_TC 1
+#endif
+
 __device__ __forceinline__ uint32_t to_tf32(float x)
 {
-    uint32_t u;
+    uint32_t u = 0;
+#ifndef SCREEN_NO_TC
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(u) : "f"(x));
+#else
+    (void)x;
+    __trap();
+#endif
     return u;
 }
 
@@ -56,10 +67,15 @@ __device__ __forceinline__ uint32_t to_tf32(float x)
 __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4],
                                          const uint32_t (&b)[2])
 {
+#ifndef SCREEN_NO_TC
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    (void)c, (void)a, (void)b;
+    __trap();
+#endif
 }
 
 /* Rows [r0, r0 + 128) (those below n) x columns [k0, k0 + 32) (those below
@@ -181,6 +197,17 @@ __global__ void __launch_bounds__(NT, 2) screen_kernel(const __grid_constant__ s
 }
 
 } // namespace
+
+int gsb__cuda_topk_screen_supported(const gsb__backend *be)
+{
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                               gsb__cuda_ctx_of(be)->device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return major >= 8;
+}
 
 int gsb__cuda_topk_screen(const gsb__backend *be, const gsb__topk_screen &s, cudaStream_t st)
 {

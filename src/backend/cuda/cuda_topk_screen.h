@@ -35,6 +35,9 @@ struct gsb__topk_screen {
     int2 *cand;       /* per query of the chunk: GSB_TOPK_SCREEN_CAP (index, approx bits) */
 };
 
+/* Whether the device has what the screen needs (TF32 mma.sync: sm_80). */
+int gsb__cuda_topk_screen_supported(const gsb__backend *be);
+
 /* Launch one screen on stream st (every candidate j with fl((1 - 1.5 s)
  * ||r||^2 - 2 (q.r)~) not above tq joins its query's places). */
 int gsb__cuda_topk_screen(const gsb__backend *be, const gsb__topk_screen &s, cudaStream_t st);
