@@ -200,13 +200,19 @@ __device__ __forceinline__ void sel_offer(const sel_args &a, sel_state<T> &st, b
     }
 }
 
-/* The tile's end: carry the pending candidates (and, where a.tq is set, the
- * float threshold for the screen) to the next tile, or, after the last,
- * flush them and write the query's dist (sqrt for euclidean) and idx. */
+/* The tile's end: carry the pending candidates to the next tile, or, after
+ * the last, flush them and write the query's dist (sqrt for euclidean) and
+ * idx.  Screened (a.tq set): flush them now and leave the float threshold
+ * for the next screen, as tight as every candidate so far makes it. */
 template <typename T, typename TX>
 __device__ void sel_end(const sel_args &a, sel_state<T> &st, double *mv, int *mi, int lane)
 {
     const int K = (int)a.k;
+    if (!a.last && a.tq && st.cnt > 0) {
+        st.len = flush<TX>(a, st.qg, st.P, st.cnt, st.Lv, st.Li, st.len, mv, mi, lane);
+        st.cnt = 0;
+        st.tq = threshold<T>(a, st.Lv, st.len, st.qa, st.wide);
+    }
     if (!a.last) {
         if (lane < st.cnt)
             st.carry[1 + lane] = st.P[lane];
