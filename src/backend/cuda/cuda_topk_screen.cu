@@ -19,8 +19,9 @@
  *
  * Block: 128 queries x 128 references per step, 8 warps of 64 x 32, the
  * columns in slices of 32 through shared memory (rows padded to 36 words:
- * the fragment reads hit 32 banks); rows of up to 64 columns keep the query
- * block there for the whole block, so only the references stream (from L2).
+ * the fragment reads hit 32 banks); the query block (rows of at most 128
+ * columns) stays there for the whole block, so only the references stream
+ * (from L2).
  */
 #include <stdint.h>
 
@@ -31,9 +32,10 @@ namespace {
 
 constexpr int BM = 128, BN = 128, BK = 32, LDS = BK + 4, NT = 256;
 constexpr int64_t PER_BLOCK = 8; /* at most this many 128-reference tiles a block */
-/* Rows of at most QRES slices (d <= 64) keep the query block in shared
- * memory for the whole block; wider ones reload it with each slice. */
-constexpr int QRES = 2;
+/* The query block stays in shared memory for the whole block: QRES slices
+ * (90 KiB with the reference slice: two blocks an SM). */
+constexpr int QRES = 4;
+static_assert(GSB_TOPK_SCREEN_MAX_D <= QRES * BK, "the query block fits its slices");
 constexpr size_t SMEM_BYTES = (size_t)(QRES * BM + BN) * LDS * sizeof(uint32_t);
 
 struct screen_args {
@@ -123,8 +125,7 @@ __global__ void __launch_bounds__(NT, 2) screen_kernel(const __grid_constant__ s
 
     for (int r = tid; r < BM; r += NT)
         tqs[r] = qb0 + r < s.nqc ? s.tq[qb0 + r] : 0.f;
-    const bool resident = s.d <= QRES * BK;
-    for (int ks = 0; resident && ks * BK < s.d; ks++)
+    for (int ks = 0; ks * BK < s.d; ks++)
         load_slice(As[ks], Qc, s.nqc, qb0, s.d, ks * BK, a.vec, tid);
 
     for (int64_t c0 = jb; c0 < je; c0 += BN) {
@@ -137,10 +138,8 @@ __global__ void __launch_bounds__(NT, 2) screen_kernel(const __grid_constant__ s
                 for (int e = 0; e < 4; e++)
                     acc[mi][ni][e] = 0.f;
         for (int64_t k0 = 0; k0 < s.d; k0 += BK) {
-            const uint32_t(*Aq)[LDS] = As[resident ? k0 / BK : 0];
+            const uint32_t(*Aq)[LDS] = As[k0 / BK];
             __syncthreads(); /* the previous slice (and tile) is read */
-            if (!resident)
-                load_slice(As[0], Qc, s.nqc, qb0, s.d, k0, a.vec, tid);
             load_slice(Bs, s.R, je, c0, s.d, k0, a.vec, tid);
             __syncthreads();
 #pragma unroll
@@ -213,6 +212,8 @@ int gsb__cuda_topk_screen(const gsb__backend *be, const gsb__topk_screen &s, cud
 {
     if (s.nqc <= 0 || s.j1 <= s.j0)
         return GSB_OK;
+    if (s.d < 1 || s.d > GSB_TOPK_SCREEN_MAX_D)
+        return GSB_CUDA_ERR(GSB_EINTERNAL, "topk screen: d = %lld", (long long)s.d);
     const gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
     screen_args a;
     a.s = s;

@@ -18,9 +18,10 @@
  * itself). */
 constexpr int GSB_TOPK_SCREEN_CAP = 128;
 
-/* The widest rows the screen takes (its tiles reload the query block for
- * each 32 columns: wider rows go to cuBLAS tiles). */
-constexpr int64_t GSB_TOPK_SCREEN_MAX_D = 256;
+/* The widest rows the screen takes: its query block stays in shared
+ * memory up to here; wider rows go to cuBLAS tiles (from d ~ 256 on, the
+ * GEMM's arithmetic, not its output's round trip, sets their time). */
+constexpr int64_t GSB_TOPK_SCREEN_MAX_D = 128;
 
 /* One screen: queries [q_begin, q_begin + nqc) of Q against references
  * [j0, j1) of R (both n x d, the centred float32 copies). */
