@@ -327,19 +327,19 @@ static void bench_topk_paths(int big)
 
 static const char *const copy_vars[] = {"GSB_CUDA_COPY_MODE", "GSB_CUDA_COPY_THREADS",
                                         "GSB_CUDA_COPY_CHUNK_MB", "GSB_CUDA_COPY_SPIN_US",
-                                        "GSB_CUDA_COPY_PREFAULT"};
+                                        "GSB_CUDA_COPY_PREFAULT", "GSB_CUDA_COPY_PARTS"};
 
 /* one of cuda_copy.cu's settings: NAME=VALUE pairs over the defaults */
 struct copy_alt {
     const char *name;
-    const char *set[2][2];
+    const char *set[3][2];
 };
 
 static void copy_alt_apply(const struct copy_alt *a)
 {
     for (size_t i = 0; i < sizeof copy_vars / sizeof copy_vars[0]; i++)
         unsetenv(copy_vars[i]);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (a->set[i][0] && setenv(a->set[i][0], a->set[i][1], 1) != 0)
             die("setenv");
 }
@@ -412,16 +412,18 @@ static void bench_copies(void)
     char cpus[16];
     snprintf(cpus, sizeof cpus, "%ld", sysconf(_SC_NPROCESSORS_ONLN));
     const struct copy_alt alts[] = {
-        {"staged, 8 threads, no spin (the old default)",
-         {{"GSB_CUDA_COPY_THREADS", "8"}, {"GSB_CUDA_COPY_SPIN_US", "0"}}},
-        {"staged (default)", {{NULL, NULL}, {NULL, NULL}}},
-        {"staged, threads = online CPUs", {{"GSB_CUDA_COPY_THREADS", cpus}, {NULL, NULL}}},
-        {"staged, no spin", {{"GSB_CUDA_COPY_SPIN_US", "0"}, {NULL, NULL}}},
-        {"staged, 8 MiB chunks", {{"GSB_CUDA_COPY_CHUNK_MB", "8"}, {NULL, NULL}}},
-        {"staged, 32 MiB chunks", {{"GSB_CUDA_COPY_CHUNK_MB", "32"}, {NULL, NULL}}},
-        {"staged, prefault", {{"GSB_CUDA_COPY_PREFAULT", "1"}, {NULL, NULL}}},
-        {"pinned in place (register)", {{"GSB_CUDA_COPY_MODE", "register"}, {NULL, NULL}}},
-        {"driver's pageable copy", {{"GSB_CUDA_COPY_MODE", "driver"}, {NULL, NULL}}},
+        {"staged, 8 threads, 2 parts each, no spin (the old default)",
+         {{"GSB_CUDA_COPY_THREADS", "8"}, {"GSB_CUDA_COPY_SPIN_US", "0"},
+          {"GSB_CUDA_COPY_PARTS", "2"}}},
+        {"staged, 2 parts per thread", {{"GSB_CUDA_COPY_PARTS", "2"}}},
+        {"staged (default)", {{NULL, NULL}}},
+        {"staged, threads = online CPUs", {{"GSB_CUDA_COPY_THREADS", cpus}}},
+        {"staged, no spin", {{"GSB_CUDA_COPY_SPIN_US", "0"}}},
+        {"staged, 8 MiB chunks", {{"GSB_CUDA_COPY_CHUNK_MB", "8"}}},
+        {"staged, 32 MiB chunks", {{"GSB_CUDA_COPY_CHUNK_MB", "32"}}},
+        {"staged, prefault", {{"GSB_CUDA_COPY_PREFAULT", "1"}}},
+        {"pinned in place (register)", {{"GSB_CUDA_COPY_MODE", "register"}}},
+        {"driver's pageable copy", {{"GSB_CUDA_COPY_MODE", "driver"}}},
     };
     char *host = malloc(most);
     if (!host)
@@ -440,7 +442,7 @@ static void bench_copies(void)
         snprintf(how, sizeof how, "%s, into untouched pages", alts[k].name);
         copy_row("download", how, sizes[2], xfer_time(&a, 1, NULL), down_ceiling[2]);
     }
-    copy_alt_apply(&(struct copy_alt){"defaults", {{NULL, NULL}, {NULL, NULL}}});
+    copy_alt_apply(&(struct copy_alt){"defaults", {{NULL, NULL}}});
     free(host);
     gsb__tensor_free(&whole);
 }

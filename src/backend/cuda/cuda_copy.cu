@@ -47,6 +47,7 @@
  *                           default the processors this process may run on,
  *                           at most 16
  *   GSB_CUDA_COPY_CHUNK_MB  a staged copy's chunk (1..32 MiB; default above)
+ *   GSB_CUDA_COPY_PARTS     parts per copy thread of a chunk (default 4)
  *   GSB_CUDA_COPY_SPIN_US   how long an idle copy thread spins before it
  *                           sleeps (default 50 us): the chunks of one copy
  *                           then do not each pay for waking the threads
@@ -98,8 +99,15 @@ namespace {
  * ~0.6-1.3 ms on the link; small enough to pin on any machine */
 constexpr size_t STAGING_BYTES = (size_t)64 << 20;
 constexpr size_t MIN_CHUNK = (size_t)2 << 20;
-/* the least bytes one copy thread takes: below, waking it costs more than it saves */
-constexpr size_t PART_MIN = (size_t)1 << 20;
+/* below this a copy is one memcpy: waking threads costs more than they save */
+constexpr size_t POOL_MIN = (size_t)2 << 20;
+/* the least bytes of a part (the unit threads take) */
+constexpr size_t PART_MIN = (size_t)256 << 10;
+/* parts per thread by default: a thread that is late (woken last, or
+ * descheduled) leaves a small share for the others, so the threads finish a
+ * chunk together (with 2 parts per thread the chunk waited up to a part of
+ * 1/32 of it, 1/2 of a thread's share) */
+constexpr int DEFAULT_PARTS = 4;
 /* pageable copies at least this large ask the driver whether the memory is
  * pinned after all (~1 us, noise at this size; skipped for small copies);
  * also the least a copy must be to read the settings, to be pinned in place
@@ -129,6 +137,7 @@ struct copy_settings {
     int threads;   /* the caller included */
     size_t chunk;  /* 0: the default rule (chunk_for) */
     int spin_us;
+    int parts;     /* per thread */
     bool prefault;
 };
 
@@ -177,6 +186,7 @@ copy_settings read_settings()
     s.threads = (int)env_long("GSB_CUDA_COPY_THREADS", default_threads(), 1, MAX_COPY_THREADS);
     s.chunk = (size_t)env_long("GSB_CUDA_COPY_CHUNK_MB", 0, 0, (long)(STAGING_BYTES >> 21)) << 20;
     s.spin_us = (int)env_long("GSB_CUDA_COPY_SPIN_US", DEFAULT_SPIN_US, 0, 100000);
+    s.parts = (int)env_long("GSB_CUDA_COPY_PARTS", DEFAULT_PARTS, 1, 64);
     s.prefault = env_long("GSB_CUDA_COPY_PREFAULT", 0, 0, 1) == 1;
     return s;
 }
@@ -187,7 +197,7 @@ copy_settings settings_for(size_t bytes)
 {
     if (bytes >= PROBE_MIN)
         return read_settings();
-    return copy_settings{MODE_STAGED, default_threads(), 0, DEFAULT_SPIN_US, false};
+    return copy_settings{MODE_STAGED, default_threads(), 0, DEFAULT_SPIN_US, DEFAULT_PARTS, false};
 }
 
 /* GSB_PROFILE set: a line per large copy (read once, as core/profile.c does) */
@@ -410,7 +420,7 @@ void parallel_copy(copy_pool &pool, char *dst, const char *src, size_t len,
                    const copy_settings &s, bool prefault_dst)
 {
     bool prefault = prefault_dst && s.prefault;
-    if (len < 2 * PART_MIN || s.threads <= 1) {
+    if (len < POOL_MIN || s.threads <= 1) {
         part_copy(dst, src, len, prefault);
         return;
     }
@@ -420,8 +430,8 @@ void parallel_copy(copy_pool &pool, char *dst, const char *src, size_t len,
         part_copy(dst, src, len, prefault);
         return;
     }
-    /* two parts per thread, so a descheduled thread's share is picked up by the others */
-    size_t nparts = min_sz(len / PART_MIN, 2 * (size_t)threads);
+    /* several parts per thread, so a late thread's share is picked up by the others */
+    size_t nparts = min_sz(len / PART_MIN, (size_t)s.parts * (size_t)threads);
     size_t part = ((len + nparts - 1) / nparts + 63) & ~(size_t)63;
     pthread_mutex_lock(&pool.m);
     pool.dst = dst;
@@ -757,7 +767,7 @@ int copy_any(const gsb__backend *be, void *dst, const void *src, size_t bytes, b
         }
     }
     t.way = "staged";
-    if (t.on && s.threads > 1 && bytes >= 2 * PART_MIN) {
+    if (t.on && s.threads > 1 && bytes >= POOL_MIN) {
         /* the pool's start, apart from the host copies (nothing once it runs) */
         pool_grow(cp.pool, s.threads);
         lap(t, &t0, &t.pool);
