@@ -422,6 +422,11 @@ static void bench_copies(void)
         {"staged, 8 MiB chunks", {{"GSB_CUDA_COPY_CHUNK_MB", "8"}}},
         {"staged, 32 MiB chunks", {{"GSB_CUDA_COPY_CHUNK_MB", "32"}}},
         {"staged, prefault", {{"GSB_CUDA_COPY_PREFAULT", "1"}}},
+        {"pipelined (8 MiB chunks)", {{"GSB_CUDA_COPY_MODE", "pipelined"}}},
+        {"pipelined, 4 MiB chunks", {{"GSB_CUDA_COPY_MODE", "pipelined"},
+                                     {"GSB_CUDA_COPY_CHUNK_MB", "4"}}},
+        {"pipelined, 16 MiB chunks", {{"GSB_CUDA_COPY_MODE", "pipelined"},
+                                      {"GSB_CUDA_COPY_CHUNK_MB", "16"}}},
         {"pinned in place (register)", {{"GSB_CUDA_COPY_MODE", "register"}}},
         {"driver's pageable copy", {{"GSB_CUDA_COPY_MODE", "driver"}}},
     };

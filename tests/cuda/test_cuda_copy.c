@@ -1,11 +1,12 @@
 /*
  * test_cuda_copy.c - host <-> device copies (cuda_copy.cu) under each of its
- * settings (GSB_CUDA_COPY_MODE staged / register / driver, thread counts,
+ * settings (GSB_CUDA_COPY_MODE staged / pipelined / register / driver, thread counts,
  * chunk sizes, spinning, prefaulting): byte-exact round trips of odd sizes,
  * sizes around the chunk and part boundaries, unaligned host pointers, fresh
  * untouched result pages, a caller reusing its memory as soon as upload
  * returns, a range partly registered already (register mode falls back),
- * pinning in place leaving nothing pinned, and several threads (and, where
+ * pinning in place leaving nothing pinned, staging laid out differently by
+ * back-to-back uploads (pipelined, staged), and several threads (and, where
  * there are two GPUs, two devices) copying at once.
  */
 #include "cuda_testing.h"
@@ -32,6 +33,13 @@ static const copy_alt alts[] = {
     {"1 MiB chunks", {{"GSB_CUDA_COPY_CHUNK_MB", "1"}}},
     {"3 MiB chunks, prefault", {{"GSB_CUDA_COPY_CHUNK_MB", "3"}, {"GSB_CUDA_COPY_PREFAULT", "1"}}},
     {"register", {{"GSB_CUDA_COPY_MODE", "register"}}},
+    {"pipelined", {{"GSB_CUDA_COPY_MODE", "pipelined"}}},
+    {"pipelined, 1 MiB chunks, 2 threads",
+     {{"GSB_CUDA_COPY_MODE", "pipelined"}, {"GSB_CUDA_COPY_CHUNK_MB", "1"},
+      {"GSB_CUDA_COPY_THREADS", "2"}}},
+    {"pipelined, 3 MiB chunks, one thread",
+     {{"GSB_CUDA_COPY_MODE", "pipelined"}, {"GSB_CUDA_COPY_CHUNK_MB", "3"},
+      {"GSB_CUDA_COPY_THREADS", "1"}}},
     {"driver", {{"GSB_CUDA_COPY_MODE", "driver"}}},
 };
 enum { N_ALTS = sizeof alts / sizeof alts[0] };
@@ -198,6 +206,36 @@ static void test_register_mode(void)
     free(mem);
 }
 
+/* uploads laid out differently back to back: a pipelined upload returns with
+ * DMAs still reading its ring of chunks, which a staged upload's halves
+ * overlap (and the other way round): each must wait for the other's DMAs */
+static void test_layout_switch(void)
+{
+    const size_t n = (size_t)40 << 20;
+    unsigned char *a = xmalloc(n), *b = xmalloc(n), *back = xmalloc(n);
+    pattern(a, n, 31);
+    pattern(b, n, 32);
+    gsb__tensor ga, gb;
+    CHECK_OK(gsb__tensor_alloc(gpu, GSB_I32, (int64_t)(n / 4), 1, &ga));
+    CHECK_OK(gsb__tensor_alloc(gpu, GSB_I32, (int64_t)(n / 4), 1, &gb));
+    for (int rep = 0; rep < 4; rep++) {
+        setenv("GSB_CUDA_COPY_MODE", rep & 1 ? "staged" : "pipelined", 1);
+        CHECK_OK(gpu->ops->upload(gpu, &ga, a));
+        setenv("GSB_CUDA_COPY_MODE", rep & 1 ? "pipelined" : "staged", 1);
+        CHECK_OK(gpu->ops->upload(gpu, &gb, b));
+        CHECK_OK(gpu->ops->download(gpu, &ga, back));
+        CHECK(memcmp(back, a, n) == 0);
+        CHECK_OK(gpu->ops->download(gpu, &gb, back));
+        CHECK(memcmp(back, b, n) == 0);
+    }
+    unsetenv("GSB_CUDA_COPY_MODE");
+    gsb__tensor_free(&ga);
+    gsb__tensor_free(&gb);
+    free(a);
+    free(b);
+    free(back);
+}
+
 /* several threads copying at once: on one device they take turns (the op
  * lock), on two devices each with its own staging and copy threads */
 enum { THREADS_N = 4 };
@@ -234,7 +272,7 @@ static void run_threads(const gsb__backend *const *bes, int n)
 static void test_threads(void)
 {
     /* settings are changed only between the runs (setenv is not thread-safe) */
-    const int which[] = {0, 2, 6};
+    const int which[] = {0, 2, 6, 7};
     for (size_t k = 0; k < sizeof which / sizeof which[0]; k++) {
         apply(&alts[which[k]]);
         int before = case_begin();
@@ -257,6 +295,7 @@ int main(void)
     RUN(test_roundtrips);
     RUN(test_fresh_pages);
     RUN(test_register_mode);
+    RUN(test_layout_switch);
     RUN(test_threads);
     return testing_done();
 }

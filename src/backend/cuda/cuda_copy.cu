@@ -42,7 +42,9 @@
  *
  * Settings, read from the environment at each copy of 1 MiB or more (so one
  * process, bench_ops, can compare them side by side):
- *   GSB_CUDA_COPY_MODE      staged (default), register, driver
+ *   GSB_CUDA_COPY_MODE      staged (default), pipelined (uploads: way 2
+ *                           as one job over a ring of 8 MiB chunks, see
+ *                           pipelined_h2d), register (way 4), driver (way 3)
  *   GSB_CUDA_COPY_THREADS   copy threads, the caller included (1 = no pool);
  *                           default the processors this process may run on,
  *                           at most 16
@@ -56,7 +58,11 @@
  *                           (MADV_POPULATE_WRITE) instead of a page fault
  *                           per page inside memcpy (fresh malloc'd results)
  *   GSB_CUDA_COPY_WARM      0: start the copy pool at the first large copy
- *                           instead of when the device opens
+ *                           instead of when the device opens (and running
+ *                           each thread once over the staging memory)
+ *   GSB_CUDA_POOL_WARM_MB   N: the device's memory pool grown by N MiB at
+ *                           open (default 0), so a fit's first large
+ *                           allocation maps no memory
  * With GSB_PROFILE set, each copy of 1 MiB or more prints a line on stderr
  * saying where its time went (it then also waits for its last DMA).
  *
@@ -130,7 +136,7 @@ double now_ms()
 
 /* ---- settings ------------------------------------------------------------------ */
 
-enum copy_mode { MODE_STAGED, MODE_REGISTER, MODE_DRIVER };
+enum copy_mode { MODE_STAGED, MODE_PIPELINED, MODE_REGISTER, MODE_DRIVER };
 
 struct copy_settings {
     copy_mode mode;
@@ -180,7 +186,8 @@ copy_settings read_settings()
 {
     copy_settings s;
     const char *mode = getenv("GSB_CUDA_COPY_MODE");
-    s.mode = mode && strcmp(mode, "register") == 0 ? MODE_REGISTER
+    s.mode = mode && strcmp(mode, "pipelined") == 0  ? MODE_PIPELINED
+             : mode && strcmp(mode, "register") == 0 ? MODE_REGISTER
              : mode && strcmp(mode, "driver") == 0 ? MODE_DRIVER
                                                    : MODE_STAGED;
     s.threads = (int)env_long("GSB_CUDA_COPY_THREADS", default_threads(), 1, MAX_COPY_THREADS);
@@ -262,10 +269,22 @@ void trace_end(copy_trace &t, const char *dir, size_t bytes, cudaStream_t stream
 
 /* ---- staging ---------------------------------------------------------------- */
 
+constexpr size_t MAX_RING = 8;  /* staging buffers of a pipelined upload, at most */
+/* a pipelined upload's chunk by default: 8 of them in flight */
+constexpr size_t PIPELINE_CHUNK = (size_t)8 << 20;
+
+/*
+ * The staging memory is laid out as nring buffers `stride` apart: the two
+ * halves for staged copies, or a pipelined upload's ring of chunks; done[b]
+ * is recorded after the last DMA that used buffer b of the layout in use.
+ * A copy that lays it out otherwise first waits for every DMA of the last
+ * layout (staging_layout).
+ */
 struct staging_state {
     char *buf[2];         /* halves of one pinned allocation; NULL: no staging */
     size_t half;
-    cudaEvent_t done[2];  /* recorded after the last DMA that used buf[b] (its device's) */
+    cudaEvent_t done[MAX_RING]; /* (its device's) */
+    size_t lay_nring, lay_stride;
 };
 
 /* Bytes per chunk of a staged copy of `bytes` (see the file comment), or the
@@ -284,10 +303,13 @@ size_t chunk_for(const staging_state &st, size_t bytes, const copy_settings &s)
 /* ---- the copy pool ------------------------------------------------------------ */
 
 /*
- * A job is len bytes from src to dst cut into nparts parts of `part` bytes
- * (the last shorter).  Threads, the caller included, take the next part
- * under the lock and copy it without; the caller returns when `left` is 0.
- * The caller copies parts too, so a job finishes even if no worker wakes.
+ * A job is len bytes from src to dst in chunks of `chunk` bytes (the last
+ * shorter), each cut into ppc parts of `part` bytes; chunk c lands at
+ * dst + (c % nring) * stride (a plain copy is one chunk).  Threads, the caller
+ * included, take the next part below `limit` (the parts released so far)
+ * under the lock and copy it without; a chunk is done when its count in
+ * `left` (a ring of nring) is 0.  The caller copies parts too, so a job
+ * finishes even if no worker wakes.
  * Thread i (the caller is 0, workers 1..) takes parts only while i < active,
  * so a copy asking for fewer threads than were started gets that many.
  * gen changes only under the lock; an idle worker spins on it for spin_us
@@ -309,7 +331,8 @@ struct copy_pool {
     bool prefault = false;
     char *dst = nullptr;
     const char *src = nullptr;
-    size_t len = 0, part = 0, nparts = 0, next = 0, left = 0;
+    size_t len = 0, chunk = 0, stride = 0, part = 0, ppc = 0, next = 0, limit = 0;
+    size_t nring = 1, left[MAX_RING] = {};
     worker_slot slots[MAX_COPY_THREADS];
 };
 
@@ -333,22 +356,31 @@ void part_copy(char *dst, const char *src, size_t len, bool prefault)
     memcpy(dst, src, len);
 }
 
-/* Copies parts of the current job until none is left (or thread `index` is
- * not one of the job's); pool.m held on entry and exit. */
+/* Copies the next part of the current job (one below limit); pool.m held
+ * on entry and exit, not during the copy. */
+void take_one_locked(copy_pool &pool)
+{
+    size_t i = pool.next++;
+    size_t c = i / pool.ppc, off = (i % pool.ppc) * pool.part;
+    size_t clen = min_sz(pool.chunk, pool.len - c * pool.chunk);
+    size_t len = off < clen ? min_sz(pool.part, clen - off) : 0; /* the last chunk's tail */
+    char *d = pool.dst + (c % pool.nring) * pool.stride + off;
+    const char *s = pool.src + c * pool.chunk + off;
+    bool prefault = pool.prefault;
+    pthread_mutex_unlock(&pool.m);
+    if (len > 0)
+        part_copy(d, s, len, prefault);
+    pthread_mutex_lock(&pool.m);
+    if (--pool.left[c % pool.nring] == 0)
+        pthread_cond_signal(&pool.fin); /* only the caller waits on fin */
+}
+
+/* Copies parts of the current job until none is released (or thread `index`
+ * is not one of the job's); pool.m held on entry and exit. */
 void take_parts_locked(copy_pool &pool, int index)
 {
-    while (index < pool.active && pool.next < pool.nparts) {
-        size_t i = pool.next++;
-        size_t off = i * pool.part, len = min_sz(pool.part, pool.len - off);
-        char *d = pool.dst + off;
-        const char *s = pool.src + off;
-        bool prefault = pool.prefault;
-        pthread_mutex_unlock(&pool.m);
-        part_copy(d, s, len, prefault);
-        pthread_mutex_lock(&pool.m);
-        if (--pool.left == 0)
-            pthread_cond_signal(&pool.fin);
-    }
+    while (index < pool.active && pool.next < pool.limit)
+        take_one_locked(pool);
 }
 
 /* spins until gen leaves `seen` or spin_us pass; true when it left */
@@ -415,40 +447,70 @@ void pool_grow(copy_pool &pool, int threads)
     pthread_attr_destroy(&attr);
 }
 
-/* memcpy with `threads` of the pool's threads (one thread for small copies). */
+/* The pool's threads for a copy (the caller included), started if need be. */
+int pool_threads(copy_pool &pool, const copy_settings &s)
+{
+    pool_grow(pool, s.threads);
+    return pool.workers + 1 < s.threads ? pool.workers + 1 : s.threads;
+}
+
+/* Sets up a job (pool.m held; nothing released yet): see copy_pool. */
+void job_begin_locked(copy_pool &pool, char *dst, size_t stride, size_t nring, const char *src,
+                      size_t len, size_t chunk, int threads, const copy_settings &s,
+                      bool prefault)
+{
+    /* several parts per thread, so a late thread's share is picked up by the others */
+    size_t ppc = min_sz(chunk / PART_MIN, (size_t)s.parts * (size_t)threads);
+    ppc = ppc < 1 ? 1 : ppc;
+    size_t part = ((chunk + ppc - 1) / ppc + 63) & ~(size_t)63;
+    pool.dst = dst;
+    pool.stride = stride;
+    pool.nring = nring;
+    pool.src = src;
+    pool.len = len;
+    pool.chunk = chunk;
+    pool.part = part;
+    pool.ppc = (chunk + part - 1) / part;
+    pool.next = pool.limit = 0;
+    pool.active = threads;
+    pool.prefault = prefault;
+    pool.spin_us.store(s.spin_us, std::memory_order_relaxed);
+}
+
+/* Releases chunk c's parts to the threads (pool.m held). */
+void job_release_locked(copy_pool &pool, size_t c)
+{
+    pool.left[c % pool.nring] = pool.ppc;
+    pool.limit = (c + 1) * pool.ppc;
+    pool.gen.fetch_add(1, std::memory_order_release);
+    pthread_cond_broadcast(&pool.go);
+}
+
+/* Waits until chunk c is copied, copying its parts meanwhile (pool.m held). */
+void job_wait_chunk_locked(copy_pool &pool, size_t c)
+{
+    while (pool.left[c % pool.nring] > 0) {
+        if (pool.next < pool.limit && pool.next / pool.ppc == c)
+            take_one_locked(pool); /* never a later chunk's: c's DMA waits for nothing else */
+        else
+            pthread_cond_wait(&pool.fin, &pool.m);
+    }
+}
+
+/* memcpy with the settings' threads of the pool (one thread for small copies). */
 void parallel_copy(copy_pool &pool, char *dst, const char *src, size_t len,
                    const copy_settings &s, bool prefault_dst)
 {
     bool prefault = prefault_dst && s.prefault;
-    if (len < POOL_MIN || s.threads <= 1) {
-        part_copy(dst, src, len, prefault);
-        return;
-    }
-    pool_grow(pool, s.threads);
-    int threads = pool.workers + 1 < s.threads ? pool.workers + 1 : s.threads;
+    int threads = len < POOL_MIN || s.threads <= 1 ? 1 : pool_threads(pool, s);
     if (threads <= 1) {
         part_copy(dst, src, len, prefault);
         return;
     }
-    /* several parts per thread, so a late thread's share is picked up by the others */
-    size_t nparts = min_sz(len / PART_MIN, (size_t)s.parts * (size_t)threads);
-    size_t part = ((len + nparts - 1) / nparts + 63) & ~(size_t)63;
     pthread_mutex_lock(&pool.m);
-    pool.dst = dst;
-    pool.src = src;
-    pool.len = len;
-    pool.part = part;
-    pool.nparts = (len + part - 1) / part;
-    pool.next = 0;
-    pool.left = pool.nparts;
-    pool.active = threads;
-    pool.prefault = prefault;
-    pool.spin_us.store(s.spin_us, std::memory_order_relaxed);
-    pool.gen.fetch_add(1, std::memory_order_release);
-    pthread_cond_broadcast(&pool.go);
-    take_parts_locked(pool, 0);
-    while (pool.left > 0)
-        pthread_cond_wait(&pool.fin, &pool.m);
+    job_begin_locked(pool, dst, 0, 1, src, len, len, threads, s, prefault);
+    job_release_locked(pool, 0);
+    job_wait_chunk_locked(pool, 0);
     pthread_mutex_unlock(&pool.m);
 }
 
@@ -575,6 +637,28 @@ extern "C" void gsb__cuda_parallel_copy(const gsb__backend *be, void *dst, const
 
 /* ---- opening ------------------------------------------------------------------------ */
 
+namespace {
+
+/*
+ * GSB_CUDA_POOL_WARM_MB=N: N MiB taken from the device's memory pool and
+ * given back at open, so that the first large allocation (a fit's X) is
+ * served from memory the pool already holds instead of mapping new memory
+ * inside the fit (the pool keeps what is freed: cuda_backend.cu).  Best
+ * effort: a refusal only means the first allocation maps its own.
+ */
+void warm_device_pool(int device)
+{
+    size_t mb = (size_t)env_long("GSB_CUDA_POOL_WARM_MB", 0, 0, 1L << 24);
+    cudaMemPool_t pool;
+    void *p = nullptr;
+    if (mb == 0 || cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess ||
+        cudaMallocFromPoolAsync(&p, mb << 20, pool, 0) != cudaSuccess ||
+        cudaFreeAsync(p, 0) != cudaSuccess || cudaStreamSynchronize(0) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+} // namespace
+
 /* device current; its op lock (or the open lock) held */
 extern "C" int gsb__cuda_copy_open(int device)
 {
@@ -582,7 +666,8 @@ extern "C" int gsb__cuda_copy_open(int device)
     staging_state &st = cp.st;
     /* the copy threads now, not inside the first large copy (a fit's upload);
      * GSB_CUDA_COPY_WARM=0 leaves that to the first copy that needs them */
-    if (env_long("GSB_CUDA_COPY_WARM", 1, 0, 1) == 1)
+    bool warm = env_long("GSB_CUDA_COPY_WARM", 1, 0, 1) == 1;
+    if (warm)
         pool_grow(cp.pool, read_settings().threads);
     void *p = nullptr;
     /* portable: page-locked for every device (implied with unified addressing anyway) */
@@ -593,11 +678,11 @@ extern "C" int gsb__cuda_copy_open(int device)
                 cudaGetErrorString(e));
         return GSB_OK;
     }
-    for (int b = 0; b < 2; b++) {
+    for (size_t b = 0; b < MAX_RING; b++) {
         e = cudaEventCreateWithFlags(&st.done[b], cudaEventDisableTiming);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
-            for (int j = 0; j < b; j++)
+            for (size_t j = 0; j < b; j++)
                 cudaEventDestroy(st.done[j]);
             cudaFreeHost(p);
             memset(&st, 0, sizeof st);
@@ -608,6 +693,10 @@ extern "C" int gsb__cuda_copy_open(int device)
     st.half = STAGING_BYTES / 2;
     st.buf[0] = (char *)p;
     st.buf[1] = (char *)p + st.half;
+    copy_settings s = read_settings();
+    if (warm && s.threads > 1) /* every copy thread run once, on the staging it will fill */
+        parallel_copy(cp.pool, st.buf[1], st.buf[0], st.half, s, false);
+    warm_device_pool(device);
     return GSB_OK;
 }
 
@@ -615,7 +704,7 @@ extern "C" void gsb__cuda_copy_close(int device)
 {
     staging_state &st = copiers[device].st;
     if (st.buf[0]) {
-        for (int b = 0; b < 2; b++)
+        for (size_t b = 0; b < MAX_RING; b++)
             cudaEventDestroy(st.done[b]);
         cudaFreeHost(st.buf[0]);
         (void)cudaGetLastError();
@@ -673,6 +762,25 @@ int copy_registered(cudaStream_t stream, void *dst, const void *src, size_t byte
     return GSB_OK;
 }
 
+#define PASS_RC(expr)                                                                      \
+    do {                                                                                   \
+        int rc_ = (expr);                                                                  \
+        if (rc_ != GSB_OK)                                                                 \
+            return rc_;                                                                    \
+    } while (0)
+
+/* Staging laid out as nring buffers `stride` apart (see staging_state). */
+int staging_layout(staging_state &st, size_t nring, size_t stride)
+{
+    if (st.lay_nring == nring && st.lay_stride == stride)
+        return GSB_OK;
+    for (size_t b = 0; b < st.lay_nring; b++)
+        CUDA_TRY(cudaEventSynchronize(st.done[b]));
+    st.lay_nring = nring;
+    st.lay_stride = stride;
+    return GSB_OK;
+}
+
 /* Way 2 upload (see the file comment). */
 int staged_h2d(copier &cp, cudaStream_t stream, char *d, const char *h, size_t bytes,
                const copy_settings &s, copy_trace &t)
@@ -682,6 +790,7 @@ int staged_h2d(copier &cp, cudaStream_t stream, char *d, const char *h, size_t b
     t.chunk = chunk;
     t.chunks = (bytes + chunk - 1) / chunk;
     double t0 = t.on ? now_ms() : 0;
+    PASS_RC(staging_layout(st, 2, st.half));
     for (size_t off = 0, i = 0; off < bytes; off += chunk, i++) {
         size_t len = min_sz(chunk, bytes - off);
         int b = (int)(i & 1);
@@ -697,6 +806,78 @@ int staged_h2d(copier &cp, cudaStream_t stream, char *d, const char *h, size_t b
     return GSB_OK;
 }
 
+/*
+ * Way 2, pipelined (GSB_CUDA_COPY_MODE=pipelined; uploads): the copy is one
+ * job for the threads over a ring of nring chunk buffers, with no wait for
+ * all threads at each chunk's end.  Chunk c's parts are released once its
+ * buffer's last DMA is done; the caller copies parts of the oldest chunk
+ * not yet sent, queues its DMA as soon as it is complete, and then frees
+ * the buffer of the chunk before (its DMA queued one chunk ago) for the
+ * chunk nring later, while the threads go on with the chunks in between.
+ * On an error every released part is still waited for: no thread may be
+ * left writing staging (or counting into the next job).
+ */
+int pipelined_h2d(copier &cp, cudaStream_t stream, char *d, const char *h, size_t bytes,
+                  const copy_settings &s, copy_trace &t)
+{
+    staging_state &st = cp.st;
+    copy_pool &pool = cp.pool;
+    size_t chunk = min_sz(s.chunk ? s.chunk : PIPELINE_CHUNK, st.half);
+    size_t nring = min_sz(MAX_RING, (2 * st.half) / chunk), chunks = (bytes + chunk - 1) / chunk;
+    int threads = pool_threads(pool, s);
+    t.chunk = chunk;
+    t.chunks = chunks;
+    t.threads = threads;
+    double t0 = t.on ? now_ms() : 0;
+    PASS_RC(staging_layout(st, nring, chunk));
+    pthread_mutex_lock(&pool.m);
+    job_begin_locked(pool, st.buf[0], chunk, nring, h, bytes, chunk, threads, s, false);
+    pthread_mutex_unlock(&pool.m);
+    size_t released = 0, sent = 0;
+    cudaError_t e = cudaSuccess;
+    const char *what = "cudaEventSynchronize (a staging buffer)";
+    for (; released < min_sz(nring, chunks); released++) {
+        if ((e = cudaEventSynchronize(st.done[released])) != cudaSuccess)
+            goto drain;
+        pthread_mutex_lock(&pool.m);
+        job_release_locked(pool, released);
+        pthread_mutex_unlock(&pool.m);
+    }
+    lap(t, &t0, &t.wait);
+    for (; sent < chunks; sent++) {
+        size_t c = sent, len = min_sz(chunk, bytes - c * chunk);
+        pthread_mutex_lock(&pool.m);
+        job_wait_chunk_locked(pool, c);
+        pthread_mutex_unlock(&pool.m);
+        lap(t, &t0, &t.host);
+        what = "cudaMemcpyAsync (a staged chunk)";
+        if ((e = cudaMemcpyAsync(d + c * chunk, st.buf[0] + (c % nring) * chunk, len,
+                                 cudaMemcpyHostToDevice, stream)) != cudaSuccess)
+            goto drain;
+        what = "cudaEventRecord (a staging buffer)";
+        if ((e = cudaEventRecord(st.done[c % nring], stream)) != cudaSuccess)
+            goto drain;
+        lap(t, &t0, &t.calls);
+        if (c >= 1 && released < chunks) { /* released == c - 1 + nring */
+            what = "cudaEventSynchronize (a staging buffer)";
+            if ((e = cudaEventSynchronize(st.done[(c - 1) % nring])) != cudaSuccess)
+                goto drain;
+            pthread_mutex_lock(&pool.m);
+            job_release_locked(pool, released++);
+            pthread_mutex_unlock(&pool.m);
+            lap(t, &t0, &t.wait);
+        }
+    }
+    return GSB_OK;
+drain:
+    (void)cudaGetLastError();
+    pthread_mutex_lock(&pool.m);
+    for (size_t c = sent; c < released; c++)
+        job_wait_chunk_locked(pool, c);
+    pthread_mutex_unlock(&pool.m);
+    return gsb__cuda_fail_rt(e, what, __FILE__, __LINE__);
+}
+
 /* Way 2 download (see the file comment). */
 int staged_d2h(copier &cp, cudaStream_t stream, char *h, const char *d, size_t bytes,
                const copy_settings &s, copy_trace &t)
@@ -706,6 +887,7 @@ int staged_d2h(copier &cp, cudaStream_t stream, char *h, const char *d, size_t b
     t.chunk = chunk;
     t.chunks = chunks;
     double t0 = t.on ? now_ms() : 0;
+    PASS_RC(staging_layout(st, 2, st.half));
     /* chunk i lands in buffer i & 1.  Buffer (i & 1) was last read by the
      * host copy of chunk i - 2, finished before chunk i is queued; an
      * upload's DMA still reading it is ahead of ours on the stream. */
@@ -765,6 +947,17 @@ int copy_any(const gsb__backend *be, void *dst, const void *src, size_t bytes, b
                 trace_end(t, dir, bytes, stream);
             return rc;
         }
+    }
+    if (to_device && s.mode == MODE_PIPELINED) {
+        t.way = "pipelined";
+        if (t.on) { /* the pool's start, apart from the host copies (nothing once it runs) */
+            pool_grow(cp.pool, s.threads);
+            lap(t, &t0, &t.pool);
+        }
+        rc = pipelined_h2d(cp, stream, (char *)dst, (const char *)src, bytes, s, t);
+        if (rc == GSB_OK)
+            trace_end(t, dir, bytes, stream);
+        return rc;
     }
     t.way = "staged";
     if (t.on && s.threads > 1 && bytes >= POOL_MIN) {
