@@ -9,6 +9,8 @@
  * second (random reads of the embedding: no meaningful ceiling).  topk's
  * fused and GEMM paths (and topk_fast's TF32 one) go against the GEMM of the
  * same shape; float64's exact mode, tile sizes and R from the host too.
+ * argmin_sqdist's modes (GSB_ARGMIN) each get a row, with the share of rows
+ * the tensor-core modes left to the exact path.
  * Host <-> device copies (cuda) against a pinned-memory DMA of the same
  * size, the link's ceiling: uploads and downloads of KMeans 1M x 64's X in
  * float32 (256 MB) and float64 (512 MB) and its labels (4 MB), from and to
@@ -146,6 +148,60 @@ static double umap_uniform(void)
     umap_rng ^= umap_rng >> 7;
     umap_rng ^= umap_rng << 17;
     return (double)(umap_rng >> 11) * 0x1.0p-53;
+}
+
+/*
+ * argmin_sqdist's modes (GSB_ARGMIN: the exact kernel, the tensor-core
+ * ranking with 3xTF32 or TF32 tiles, cuda_argmin_tc.cu) at the KMeans row's
+ * shape in both dtypes, on random centres and on centres that are rows of X
+ * (as k-means++ picks them), each with the share of rows the tensor-core
+ * modes left to the exact path (GSB_ARGMIN_STATS).
+ */
+static void bench_argmin_modes(int big, double gemm_rate)
+{
+    static const char *const modes[] = {"exact", "3xtf32", "tf32"};
+    int64_t n = big ? 1000000 : 100000, d = 64, k = 100;
+    for (int t = 0; t < 2; t++) {
+        gsb_dtype dt = t ? GSB_F64 : GSB_F32;
+        struct argmin_args aa = {.X = random_tensor(dt, n, d, 4), .C = random_tensor(dt, k, d, 5)};
+        if (gsb__tensor_alloc(be, GSB_I32, n, 1, &aa.labels) ||
+            gsb__tensor_alloc(be, dt, n, 1, &aa.mind))
+            die("alloc");
+        for (int from_x = 0; from_x < 2; from_x++) {
+            if (from_x) { /* centres: rows 0, 10007, 20014, ... of X */
+                for (int64_t j = 0; j < k; j++) {
+                    gsb__tensor dst = gsb__tensor_rows(&aa.C, j, j + 1);
+                    gsb__tensor src = gsb__tensor_rows(&aa.X, j * 10007 % n, j * 10007 % n + 1);
+                    if (be->ops->copy(be, &dst, &src))
+                        die("copy");
+                }
+            }
+            for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+                setenv("GSB_ARGMIN", modes[m], 1);
+                double tm = time_it(run_argmin, &aa, &aa.mind, 9);
+                char share[64] = "-";
+                if (m > 0) {
+                    setenv("GSB_ARGMIN_STATS", "quiet", 1);
+                    if (run_argmin(&aa))
+                        die("argmin");
+                    unsetenv("GSB_ARGMIN_STATS");
+                    const char *rows = getenv("GSB_ARGMIN_EXACT_ROWS");
+                    snprintf(share, sizeof share, "%.3f%% of rows exact",
+                             rows ? 100.0 * atof(rows) / (double)n : -1.0);
+                }
+                unsetenv("GSB_ARGMIN");
+                double rate = 2.0 * n * k * d / tm;
+                printf("| argmin_sqdist %s %s, %s centres (%s) | %lld x %lld, k=%lld | %.3f | "
+                       "%.1f TFLOP/s | %.2f |\n",
+                       gsb_dtype_name(dt), modes[m], from_x ? "X-row" : "random", share,
+                       (long long)n, (long long)d, (long long)k, tm * 1e3, rate / 1e12,
+                       rate / gemm_rate);
+            }
+        }
+        gsb__tensor *all[] = {&aa.X, &aa.C, &aa.labels, &aa.mind};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            gsb__tensor_free(all[i]);
+    }
 }
 
 /* steps (edges due plus negative samples) of the epochs ahead, counted on the host */
@@ -499,6 +555,9 @@ int main(int argc, char **argv)
     double rate = 2.0 * n * k * d / t;
     printf("| argmin_sqdist (KMeans) | %lld x %lld, k=%lld | %.3f | %.1f TFLOP/s | %.2f |\n",
            (long long)n, (long long)d, (long long)k, t * 1e3, rate / 1e12, rate / gemm_rate);
+
+    if (be != gsb__cpu_backend())
+        bench_argmin_modes(big, gemm_rate);
 
     /* kNN: 10k queries against 200k x 64, k = 10 */
     int64_t nq = big ? 10000 : 1000, nr = big ? 200000 : 20000, kk = 10;
