@@ -8,19 +8,30 @@
  * layout SGD) reports the edge and negative-sample steps it takes per
  * second (random reads of the embedding: no meaningful ceiling).  topk's
  * fused and GEMM paths (and topk_fast's TF32 one) go against the GEMM of the
- * same shape; float64's exact mode, tile sizes and R from the host too.
+ * same shape (and, for topk, the ceiling); float32's exact mode
+ * (GSB_TOPK_F32=exact) and its pruned path without the screen, float64's
+ * exact mode, tile sizes and R from the host too.
  * argmin_sqdist's modes (GSB_ARGMIN) each get a row, with the share of rows
  * the tensor-core modes left to the exact path.
+ * Host <-> device copies (cuda) against a pinned-memory DMA of the same
+ * size, the link's ceiling: uploads and downloads of KMeans 1M x 64's X in
+ * float32 (256 MB) and float64 (512 MB) and its labels (4 MB), from and to
+ * pageable memory (malloc'd and touched; the 4 MB download also into
+ * fresh untouched pages, as a result array), under each of cuda_copy.cu's
+ * settings (GSB_CUDA_COPY_*: each row sets its own, whatever the caller's
+ * environment says).
  * kmeanspp (KMeans' k-means++ init: a first centre and 99 greedy steps in
  * one call) reports the bytes of X its passes read per second against the
  * copy bandwidth (each pass must read X once).
  *
- *   bench_ops [cuda|cpu]      prints a markdown table
+ *   bench_ops [cuda|cpu] [copy]   prints a markdown table (copy: the copy rows alone)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "backend/umap_sgd.h"
@@ -261,8 +272,12 @@ static int run_topk_path(void *p)
         be, &a->t.Q, &a->t.R, a->t.k, GSB__METRIC_EUCLIDEAN, 0, &a->t.dist, &a->t.idx);
 }
 
+/* The 8192^3 FP32 GEMM's rate (main sets it): topk rows name their
+ * fraction of it too. */
+static double ceiling_rate;
+
 /* One topk row: its time and its FLOP/s as a fraction of `limit` (the
- * same-shape GEMM's). */
+ * same-shape GEMM's) and of the ceiling. */
 static void topk_row(struct topk_path_args *a, const char *name, const char *path, int reps,
                      double limit)
 {
@@ -274,9 +289,19 @@ static void topk_row(struct topk_path_args *a, const char *name, const char *pat
     unsetenv("GSB_TOPK_PATH");
     int64_t nq = a->t.Q.rows, nr = a->t.R.rows, d = a->t.Q.cols;
     double rate = 2.0 * nq * nr * d / t;
-    printf("| %s | %lld q x %lld x %lld %s, k=%lld | %.3f | %.1f TFLOP/s | %.2f |\n", name,
-           (long long)nq, (long long)nr, (long long)d, gsb_dtype_name(a->t.Q.dtype),
-           (long long)a->t.k, t * 1e3, rate / 1e12, rate / limit);
+    printf("| %s | %lld q x %lld x %lld %s, k=%lld | %.3f | %.1f TFLOP/s (%.2f of the "
+           "ceiling) | %.2f |\n",
+           name, (long long)nq, (long long)nr, (long long)d, gsb_dtype_name(a->t.Q.dtype),
+           (long long)a->t.k, t * 1e3, rate / 1e12, rate / ceiling_rate, rate / limit);
+}
+
+/* A topk row with env set to val for its runs. */
+static void topk_env_row(struct topk_path_args *a, const char *name, const char *env,
+                         const char *val, double limit)
+{
+    setenv(env, val, 1);
+    topk_row(a, name, NULL, 3, limit);
+    unsetenv(env);
 }
 
 /* The references uploaded from pageable host memory and searched: whole
@@ -362,6 +387,11 @@ static void bench_topk_paths(int big)
         topk_row(&a, "topk GEMM path", "gemm", 3, limit);
         topk_row(&a, "topk (default dispatch)", NULL, 3, limit);
         if (dt == GSB_F32) {
+            /* pruned through TF32 (the default) against the exact mode */
+            topk_env_row(&a, "topk float32 exact mode (GSB_TOPK_F32=exact: the unpruned path)",
+                         "GSB_TOPK_F32", "exact", limit);
+            topk_env_row(&a, "topk float32 pruned, GEMM tiles only (GSB_TOPK_SCREEN=off)",
+                         "GSB_TOPK_SCREEN", "off", limit);
             a.fast = 1;
             topk_row(&a, "topk_fast TF32 GEMM path", "gemm", 3, limit);
         } else if (be != gsb__cpu_backend()) {
@@ -418,6 +448,135 @@ static void bench_kmeanspp(int big, double copy_bw)
     free(a.u);
 }
 
+/* ---- host <-> device copies ---------------------------------------------------- */
+
+static const char *const copy_vars[] = {"GSB_CUDA_COPY_MODE", "GSB_CUDA_COPY_THREADS",
+                                        "GSB_CUDA_COPY_CHUNK_MB", "GSB_CUDA_COPY_SPIN_US",
+                                        "GSB_CUDA_COPY_PREFAULT", "GSB_CUDA_COPY_PARTS"};
+
+/* one of cuda_copy.cu's settings: NAME=VALUE pairs over the defaults */
+struct copy_alt {
+    const char *name;
+    const char *set[3][2];
+};
+
+static void copy_alt_apply(const struct copy_alt *a)
+{
+    for (size_t i = 0; i < sizeof copy_vars / sizeof copy_vars[0]; i++)
+        unsetenv(copy_vars[i]);
+    for (int i = 0; i < 3; i++)
+        if (a->set[i][0] && setenv(a->set[i][0], a->set[i][1], 1) != 0)
+            die("setenv");
+}
+
+struct xfer_args {
+    gsb__tensor dev;
+    void *host;     /* NULL: a fresh mapping per run (untouched pages) */
+    size_t bytes;
+    int down;
+};
+
+static int run_xfer(void *p)
+{
+    struct xfer_args *a = p;
+    if (a->host)
+        return a->down ? be->ops->download(be, &a->dev, a->host)
+                       : be->ops->upload(be, &a->dev, a->host);
+    void *h = mmap(NULL, a->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (h == MAP_FAILED)
+        return GSB_ENOMEM;
+    int rc = be->ops->download(be, &a->dev, h);
+    munmap(h, a->bytes);
+    return rc;
+}
+
+/* seconds of one upload or download of a's bytes (median of 5) */
+static double xfer_time(struct xfer_args *a, int down, void *host)
+{
+    a->down = down;
+    a->host = host;
+    return time_it(run_xfer, a, &a->dev, 5);
+}
+
+static void copy_row(const char *what, const char *how, size_t bytes, double t, double ceiling)
+{
+    double rate = (double)bytes / t;
+    printf("| %s, %s | %.0f MB | %.3f | %.1f GB/s | %.2f |\n", what, how, bytes / 1e6, t * 1e3,
+           rate / 1e9, ceiling > 0 ? rate / ceiling : 1.0);
+}
+
+static void bench_copies(void)
+{
+    /* KMeans 1M x 64's X in float32 and float64, and its labels */
+    const size_t sizes[3] = {(size_t)256000000, (size_t)512000000, (size_t)4000000};
+    const size_t most = sizes[1];
+    struct xfer_args a;
+    if (gsb__tensor_alloc(be, GSB_F32, (int64_t)(most / 4), 1, &a.dev))
+        die("alloc");
+    gsb__tensor whole = a.dev;
+    /* the ceiling: DMA from and to page-locked memory (host_register: one stream copy) */
+    double up_ceiling[3], down_ceiling[3];
+    char *pinned = NULL;
+    if (posix_memalign((void **)&pinned, 4096, most) != 0)
+        die("posix_memalign");
+    memset(pinned, 1, most);
+    if (be->ops->host_register(be, pinned, most))
+        die("host_register");
+    for (int i = 0; i < 3; i++) {
+        a.dev = gsb__tensor_rows(&whole, 0, (int64_t)(sizes[i] / 4));
+        a.bytes = sizes[i];
+        up_ceiling[i] = (double)sizes[i] / xfer_time(&a, 0, pinned);
+        copy_row("upload", "pinned memory (ceiling)", sizes[i], (double)sizes[i] / up_ceiling[i], 0);
+        down_ceiling[i] = (double)sizes[i] / xfer_time(&a, 1, pinned);
+        copy_row("download", "pinned memory (ceiling)", sizes[i],
+                 (double)sizes[i] / down_ceiling[i], 0);
+    }
+    be->ops->host_unregister(be, pinned);
+    free(pinned);
+
+    char cpus[16];
+    snprintf(cpus, sizeof cpus, "%ld", sysconf(_SC_NPROCESSORS_ONLN));
+    const struct copy_alt alts[] = {
+        {"staged, 8 threads, 2 parts each, no spin (the old default)",
+         {{"GSB_CUDA_COPY_THREADS", "8"}, {"GSB_CUDA_COPY_SPIN_US", "0"},
+          {"GSB_CUDA_COPY_PARTS", "2"}}},
+        {"staged, 2 parts per thread", {{"GSB_CUDA_COPY_PARTS", "2"}}},
+        {"staged (default)", {{NULL, NULL}}},
+        {"staged, threads = online CPUs", {{"GSB_CUDA_COPY_THREADS", cpus}}},
+        {"staged, no spin", {{"GSB_CUDA_COPY_SPIN_US", "0"}}},
+        {"staged, 8 MiB chunks", {{"GSB_CUDA_COPY_CHUNK_MB", "8"}}},
+        {"staged, 32 MiB chunks", {{"GSB_CUDA_COPY_CHUNK_MB", "32"}}},
+        {"staged, prefault", {{"GSB_CUDA_COPY_PREFAULT", "1"}}},
+        {"pipelined (8 MiB chunks)", {{"GSB_CUDA_COPY_MODE", "pipelined"}}},
+        {"pipelined, 4 MiB chunks", {{"GSB_CUDA_COPY_MODE", "pipelined"},
+                                     {"GSB_CUDA_COPY_CHUNK_MB", "4"}}},
+        {"pipelined, 16 MiB chunks", {{"GSB_CUDA_COPY_MODE", "pipelined"},
+                                      {"GSB_CUDA_COPY_CHUNK_MB", "16"}}},
+        {"pinned in place (register)", {{"GSB_CUDA_COPY_MODE", "register"}}},
+        {"driver's pageable copy", {{"GSB_CUDA_COPY_MODE", "driver"}}},
+    };
+    char *host = malloc(most);
+    if (!host)
+        die("malloc");
+    memset(host, 2, most); /* touched: pageable memory as numpy's */
+    for (size_t k = 0; k < sizeof alts / sizeof alts[0]; k++) {
+        copy_alt_apply(&alts[k]);
+        for (int i = 0; i < 3; i++) {
+            a.dev = gsb__tensor_rows(&whole, 0, (int64_t)(sizes[i] / 4));
+            a.bytes = sizes[i];
+            copy_row("upload", alts[k].name, sizes[i], xfer_time(&a, 0, host), up_ceiling[i]);
+            copy_row("download", alts[k].name, sizes[i], xfer_time(&a, 1, host),
+                     down_ceiling[i]);
+        }
+        char how[160];
+        snprintf(how, sizeof how, "%s, into untouched pages", alts[k].name);
+        copy_row("download", how, sizes[2], xfer_time(&a, 1, NULL), down_ceiling[2]);
+    }
+    copy_alt_apply(&(struct copy_alt){"defaults", {{NULL, NULL}}});
+    free(host);
+    gsb__tensor_free(&whole);
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "cuda";
@@ -429,6 +588,11 @@ int main(int argc, char **argv)
     int big = be != gsb__cpu_backend();
     printf("# bench_ops on %s (%s)\n", be->name, be->device ? be->device : "host");
     printf("| measure | size | time ms | rate | fraction of limit |\n|---|---|---:|---:|---:|\n");
+    if (argc > 2 && strcmp(argv[2], "copy") == 0) {
+        if (big)
+            bench_copies();
+        return 0;
+    }
 
     /* ceilings */
     int64_t g = big ? 8192 : 2048;
@@ -437,6 +601,7 @@ int main(int argc, char **argv)
         die("alloc");
     double t = time_it(run_gemm, &ga, &ga.C, 5);
     double gemm_rate = 2.0 * g * g * g / t;
+    ceiling_rate = gemm_rate;
     printf("| FP32 GEMM (ceiling) | %lld^3 | %.3f | %.1f TFLOP/s | 1.00 |\n", (long long)g,
            t * 1e3, gemm_rate / 1e12);
 
@@ -492,6 +657,8 @@ int main(int argc, char **argv)
     bench_kmeanspp(big, copy_bw);
     bench_umap(big);
     bench_topk_paths(big);
+    if (big)
+        bench_copies();
 
     gsb__tensor *all[] = {&ga.A, &ga.B, &ga.C, &ca.src, &ca.dst, &aa.X, &aa.C, &aa.labels,
                           &aa.mind, &ta.Q, &ta.R, &ta.dist, &ta.idx, &ma.X, &ma.mean, &ma.var};
