@@ -18,8 +18,9 @@
  * the twin.  Also: a
  * row slice of X (data off any
  * vector alignment), all rows identical (every distance 0: every draw is
- * row 0, pot 0), determinism (a repeated call, and the same steps split
- * over several calls, give bitwise the same outputs), and bad arguments
+ * row 0, pot 0), determinism (a repeated call, the same steps split over
+ * several calls, and a first call without steps before them, as kmeans.c
+ * makes, give bitwise the same outputs), and bad arguments
  * (the CPU twin's statuses and messages).  Needs a GPU: run under
  * tools/gpu-check (ctest -L gpu).
  */
@@ -280,14 +281,21 @@ typedef struct {
     gsb__tensor closest; /* host copy */
 } gpu_out;
 
-/* k - 1 steps on the GPU from row first, split into calls of `batch` steps */
+/* k - 1 steps on the GPU from row first, split into calls of `batch` steps;
+ * alone: the first call takes no steps (the first centre alone, as kmeans.c
+ * calls it) */
 static gpu_out gpu_steps(const gsb__tensor *Xg, const gsb__tensor *wg, int64_t first,
-                         const double *u, int64_t steps, int64_t trials, int64_t batch)
+                         const double *u, int64_t steps, int64_t trials, int64_t batch,
+                         int alone)
 {
     gpu_out o;
     memset(&o, 0, sizeof o);
     gsb__tensor cl = gpu_poisoned(GSB_F64, Xg->rows, 1);
     o.pot = NAN;
+    if (alone) {
+        CHECK_OK(gpu->ops->kmeanspp(gpu, Xg, wg, first, NULL, 0, trials, &cl, &o.pot, NULL));
+        first = -1;
+    }
     for (int64_t done = 0, start = first; done < steps; done += batch, start = -1) {
         int64_t b = steps - done < batch ? steps - done : batch;
         CHECK_OK(gpu->ops->kmeanspp(gpu, Xg, wg, start, u + done * trials, b, trials, &cl,
@@ -317,18 +325,22 @@ static void test_deterministic(void)
         for (int64_t q = 0; q < steps * trials; q++)
             u[q] = testing_uniform();
         const int64_t first = 4321;
-        gpu_out a = gpu_steps(&Xg, &wg, first, u, steps, trials, steps);
-        gpu_out b = gpu_steps(&Xg, &wg, first, u, steps, trials, steps);
+        gpu_out a = gpu_steps(&Xg, &wg, first, u, steps, trials, steps, 0);
+        gpu_out b = gpu_steps(&Xg, &wg, first, u, steps, trials, steps, 0);
         /* the chunk sums are rebuilt from closest by the sums kernel's own code when a
-         * call continues, so batches change nothing either */
-        gpu_out c = gpu_steps(&Xg, &wg, first, u, steps, trials, 4);
+         * call continues, so batches change nothing either, nor a first call that
+         * only places the first centre */
+        gpu_out c = gpu_steps(&Xg, &wg, first, u, steps, trials, 4, 0);
+        gpu_out e = gpu_steps(&Xg, &wg, first, u, steps, trials, steps, 1);
         CHECK(same_bits(&a, &b, steps));
         CHECK(same_bits(&a, &c, steps));
+        CHECK(same_bits(&a, &e, steps));
         CASE_END(before, "%s n=%lld d=%lld k=%lld", gsb_dtype_name(dtypes[di]), (long long)n,
                  (long long)d, (long long)k);
         gsb__tensor_free(&a.closest);
         gsb__tensor_free(&b.closest);
         gsb__tensor_free(&c.closest);
+        gsb__tensor_free(&e.closest);
         free(u);
         gsb__tensor_free(&Xh);
         gsb__tensor_free(&Xg);
