@@ -645,6 +645,24 @@ static void test_segment_sum_errors(void)
         gsb__tensor_free(&lg);
         gsb__tensor_free(&l);
     }
+    /* many segments: bad labels (sorted last by the GPU) in two far apart rows */
+    {
+        gsb__tensor Xb = host_random(GSB_F64, 50000, 5, 1.0);
+        gsb__tensor lb = host_random(GSB_I32, 50000, 1, (double)k);
+        gsb__tensor_set(&lb, 40000, (double)k);
+        gsb__tensor_set(&lb, 7777, -5.0);
+        gsb__tensor sb = host_poisoned(GSB_F64, k, 5), cb = host_poisoned(GSB_F64, k, 1);
+        CHECK(cpu->ops->segment_sum(cpu, &Xb, &lb, NULL, &sb, &cb) == GSB_EINVAL);
+        keep_cpu_msg();
+        CHECK(strstr(cpu_msg, "label -5 of row 7777") != NULL);
+        gsb__tensor Xbg = to_gpu(&Xb), lbg = to_gpu(&lb);
+        gsb__tensor sbg = gpu_poisoned(GSB_F64, k, 5), cbg = gpu_poisoned(GSB_F64, k, 1);
+        CHECK_ERR(gpu->ops->segment_sum(gpu, &Xbg, &lbg, NULL, &sbg, &cbg), GSB_EINVAL,
+                  cpu_msg);
+        gsb__tensor *all[] = {&Xb, &lb, &sb, &cb, &Xbg, &lbg, &sbg, &cbg};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            gsb__tensor_free(all[i]);
+    }
     gsb__tensor labg = to_gpu(&lab);
     gsb__tensor w11 = gpu_poisoned(GSB_F64, 11, 1), wi = gpu_poisoned(GSB_I32, n, 1);
     gsb__tensor s32 = gpu_poisoned(GSB_F32, k, d), s4 = gpu_poisoned(GSB_F64, k, 4);

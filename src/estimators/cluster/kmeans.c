@@ -271,9 +271,6 @@ static int km_setup(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw, in
     if (tol != 0)
         GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, d, 1, &var_t));
     GSB_CHECK(ops->col_moments(km->be, &xb, NULL, &mean_t, tol != 0 ? &var_t : NULL));
-    GSB_CHECK(download_doubles(km->be, &mean_t, km->mean));
-    if (tol != 0)
-        GSB_CHECK(download_doubles(km->be, &var_t, var));
     /* centred in place when xb is our own copy (an upload), sparing a second
      * n x d buffer; the caller's X, when it already was on be, is not ours */
     if (xb.owned) {
@@ -284,6 +281,11 @@ static int km_setup(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw, in
         GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, n, d, &km->X));
         GSB_CHECK(ops->col_affine(km->be, &xb, &mean_t, NULL, NULL, &km->X));
     }
+    /* the means (and variances) come back once the centring is queued: the
+     * copy's wait covers both passes instead of sitting between them */
+    GSB_CHECK(download_doubles(km->be, &mean_t, km->mean));
+    if (tol != 0)
+        GSB_CHECK(download_doubles(km->be, &var_t, var));
 
     /* scikit-learn's _tolerance: tol * mean(var(X, axis=0)), exactly 0 for tol == 0 */
     if (tol != 0)
