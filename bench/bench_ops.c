@@ -10,13 +10,24 @@
  * second (random reads of the embedding: no meaningful ceiling).  topk's
  * fused and GEMM paths (and topk_fast's TF32 one) go against the GEMM of the
  * same shape; float64's exact mode, tile sizes and R from the host too.
+ * argmin_sqdist's modes (GSB_ARGMIN) each get a row, with the share of rows
+ * the tensor-core modes left to the exact path.
+ * Host <-> device copies (cuda) against a pinned-memory DMA of the same
+ * size, the link's ceiling: uploads and downloads of KMeans 1M x 64's X in
+ * float32 (256 MB) and float64 (512 MB) and its labels (4 MB), from and to
+ * pageable memory (malloc'd and touched; the 4 MB download also into
+ * fresh untouched pages, as a result array), under each of cuda_copy.cu's
+ * settings (GSB_CUDA_COPY_*: each row sets its own, whatever the caller's
+ * environment says).
  *
- *   bench_ops [cuda|cpu]      prints a markdown table
+ *   bench_ops [cuda|cpu] [copy]   prints a markdown table (copy: the copy rows alone)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "backend/umap_sgd.h"
@@ -173,6 +184,60 @@ static double umap_uniform(void)
     umap_rng ^= umap_rng >> 7;
     umap_rng ^= umap_rng << 17;
     return (double)(umap_rng >> 11) * 0x1.0p-53;
+}
+
+/*
+ * argmin_sqdist's modes (GSB_ARGMIN: the exact kernel, the tensor-core
+ * ranking with 3xTF32 or TF32 tiles, cuda_argmin_tc.cu) at the KMeans row's
+ * shape in both dtypes, on random centres and on centres that are rows of X
+ * (as k-means++ picks them), each with the share of rows the tensor-core
+ * modes left to the exact path (GSB_ARGMIN_STATS).
+ */
+static void bench_argmin_modes(int big, double gemm_rate)
+{
+    static const char *const modes[] = {"exact", "3xtf32", "tf32"};
+    int64_t n = big ? 1000000 : 100000, d = 64, k = 100;
+    for (int t = 0; t < 2; t++) {
+        gsb_dtype dt = t ? GSB_F64 : GSB_F32;
+        struct argmin_args aa = {.X = random_tensor(dt, n, d, 4), .C = random_tensor(dt, k, d, 5)};
+        if (gsb__tensor_alloc(be, GSB_I32, n, 1, &aa.labels) ||
+            gsb__tensor_alloc(be, dt, n, 1, &aa.mind))
+            die("alloc");
+        for (int from_x = 0; from_x < 2; from_x++) {
+            if (from_x) { /* centres: rows 0, 10007, 20014, ... of X */
+                for (int64_t j = 0; j < k; j++) {
+                    gsb__tensor dst = gsb__tensor_rows(&aa.C, j, j + 1);
+                    gsb__tensor src = gsb__tensor_rows(&aa.X, j * 10007 % n, j * 10007 % n + 1);
+                    if (be->ops->copy(be, &dst, &src))
+                        die("copy");
+                }
+            }
+            for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+                setenv("GSB_ARGMIN", modes[m], 1);
+                double tm = time_it(run_argmin, &aa, &aa.mind, 9);
+                char share[64] = "-";
+                if (m > 0) {
+                    setenv("GSB_ARGMIN_STATS", "quiet", 1);
+                    if (run_argmin(&aa))
+                        die("argmin");
+                    unsetenv("GSB_ARGMIN_STATS");
+                    const char *rows = getenv("GSB_ARGMIN_EXACT_ROWS");
+                    snprintf(share, sizeof share, "%.3f%% of rows exact",
+                             rows ? 100.0 * atof(rows) / (double)n : -1.0);
+                }
+                unsetenv("GSB_ARGMIN");
+                double rate = 2.0 * n * k * d / tm;
+                printf("| argmin_sqdist %s %s, %s centres (%s) | %lld x %lld, k=%lld | %.3f | "
+                       "%.1f TFLOP/s | %.2f |\n",
+                       gsb_dtype_name(dt), modes[m], from_x ? "X-row" : "random", share,
+                       (long long)n, (long long)d, (long long)k, tm * 1e3, rate / 1e12,
+                       rate / gemm_rate);
+            }
+        }
+        gsb__tensor *all[] = {&aa.X, &aa.C, &aa.labels, &aa.mind};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            gsb__tensor_free(all[i]);
+    }
 }
 
 /* steps (edges due plus negative samples) of the epochs ahead, counted on the host */
@@ -350,6 +415,135 @@ static void bench_topk_paths(int big)
     }
 }
 
+/* ---- host <-> device copies ---------------------------------------------------- */
+
+static const char *const copy_vars[] = {"GSB_CUDA_COPY_MODE", "GSB_CUDA_COPY_THREADS",
+                                        "GSB_CUDA_COPY_CHUNK_MB", "GSB_CUDA_COPY_SPIN_US",
+                                        "GSB_CUDA_COPY_PREFAULT", "GSB_CUDA_COPY_PARTS"};
+
+/* one of cuda_copy.cu's settings: NAME=VALUE pairs over the defaults */
+struct copy_alt {
+    const char *name;
+    const char *set[3][2];
+};
+
+static void copy_alt_apply(const struct copy_alt *a)
+{
+    for (size_t i = 0; i < sizeof copy_vars / sizeof copy_vars[0]; i++)
+        unsetenv(copy_vars[i]);
+    for (int i = 0; i < 3; i++)
+        if (a->set[i][0] && setenv(a->set[i][0], a->set[i][1], 1) != 0)
+            die("setenv");
+}
+
+struct xfer_args {
+    gsb__tensor dev;
+    void *host;     /* NULL: a fresh mapping per run (untouched pages) */
+    size_t bytes;
+    int down;
+};
+
+static int run_xfer(void *p)
+{
+    struct xfer_args *a = p;
+    if (a->host)
+        return a->down ? be->ops->download(be, &a->dev, a->host)
+                       : be->ops->upload(be, &a->dev, a->host);
+    void *h = mmap(NULL, a->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (h == MAP_FAILED)
+        return GSB_ENOMEM;
+    int rc = be->ops->download(be, &a->dev, h);
+    munmap(h, a->bytes);
+    return rc;
+}
+
+/* seconds of one upload or download of a's bytes (median of 5) */
+static double xfer_time(struct xfer_args *a, int down, void *host)
+{
+    a->down = down;
+    a->host = host;
+    return time_it(run_xfer, a, &a->dev, 5);
+}
+
+static void copy_row(const char *what, const char *how, size_t bytes, double t, double ceiling)
+{
+    double rate = (double)bytes / t;
+    printf("| %s, %s | %.0f MB | %.3f | %.1f GB/s | %.2f |\n", what, how, bytes / 1e6, t * 1e3,
+           rate / 1e9, ceiling > 0 ? rate / ceiling : 1.0);
+}
+
+static void bench_copies(void)
+{
+    /* KMeans 1M x 64's X in float32 and float64, and its labels */
+    const size_t sizes[3] = {(size_t)256000000, (size_t)512000000, (size_t)4000000};
+    const size_t most = sizes[1];
+    struct xfer_args a;
+    if (gsb__tensor_alloc(be, GSB_F32, (int64_t)(most / 4), 1, &a.dev))
+        die("alloc");
+    gsb__tensor whole = a.dev;
+    /* the ceiling: DMA from and to page-locked memory (host_register: one stream copy) */
+    double up_ceiling[3], down_ceiling[3];
+    char *pinned = NULL;
+    if (posix_memalign((void **)&pinned, 4096, most) != 0)
+        die("posix_memalign");
+    memset(pinned, 1, most);
+    if (be->ops->host_register(be, pinned, most))
+        die("host_register");
+    for (int i = 0; i < 3; i++) {
+        a.dev = gsb__tensor_rows(&whole, 0, (int64_t)(sizes[i] / 4));
+        a.bytes = sizes[i];
+        up_ceiling[i] = (double)sizes[i] / xfer_time(&a, 0, pinned);
+        copy_row("upload", "pinned memory (ceiling)", sizes[i], (double)sizes[i] / up_ceiling[i], 0);
+        down_ceiling[i] = (double)sizes[i] / xfer_time(&a, 1, pinned);
+        copy_row("download", "pinned memory (ceiling)", sizes[i],
+                 (double)sizes[i] / down_ceiling[i], 0);
+    }
+    be->ops->host_unregister(be, pinned);
+    free(pinned);
+
+    char cpus[16];
+    snprintf(cpus, sizeof cpus, "%ld", sysconf(_SC_NPROCESSORS_ONLN));
+    const struct copy_alt alts[] = {
+        {"staged, 8 threads, 2 parts each, no spin (the old default)",
+         {{"GSB_CUDA_COPY_THREADS", "8"}, {"GSB_CUDA_COPY_SPIN_US", "0"},
+          {"GSB_CUDA_COPY_PARTS", "2"}}},
+        {"staged, 2 parts per thread", {{"GSB_CUDA_COPY_PARTS", "2"}}},
+        {"staged (default)", {{NULL, NULL}}},
+        {"staged, threads = online CPUs", {{"GSB_CUDA_COPY_THREADS", cpus}}},
+        {"staged, no spin", {{"GSB_CUDA_COPY_SPIN_US", "0"}}},
+        {"staged, 8 MiB chunks", {{"GSB_CUDA_COPY_CHUNK_MB", "8"}}},
+        {"staged, 32 MiB chunks", {{"GSB_CUDA_COPY_CHUNK_MB", "32"}}},
+        {"staged, prefault", {{"GSB_CUDA_COPY_PREFAULT", "1"}}},
+        {"pipelined (8 MiB chunks)", {{"GSB_CUDA_COPY_MODE", "pipelined"}}},
+        {"pipelined, 4 MiB chunks", {{"GSB_CUDA_COPY_MODE", "pipelined"},
+                                     {"GSB_CUDA_COPY_CHUNK_MB", "4"}}},
+        {"pipelined, 16 MiB chunks", {{"GSB_CUDA_COPY_MODE", "pipelined"},
+                                      {"GSB_CUDA_COPY_CHUNK_MB", "16"}}},
+        {"pinned in place (register)", {{"GSB_CUDA_COPY_MODE", "register"}}},
+        {"driver's pageable copy", {{"GSB_CUDA_COPY_MODE", "driver"}}},
+    };
+    char *host = malloc(most);
+    if (!host)
+        die("malloc");
+    memset(host, 2, most); /* touched: pageable memory as numpy's */
+    for (size_t k = 0; k < sizeof alts / sizeof alts[0]; k++) {
+        copy_alt_apply(&alts[k]);
+        for (int i = 0; i < 3; i++) {
+            a.dev = gsb__tensor_rows(&whole, 0, (int64_t)(sizes[i] / 4));
+            a.bytes = sizes[i];
+            copy_row("upload", alts[k].name, sizes[i], xfer_time(&a, 0, host), up_ceiling[i]);
+            copy_row("download", alts[k].name, sizes[i], xfer_time(&a, 1, host),
+                     down_ceiling[i]);
+        }
+        char how[160];
+        snprintf(how, sizeof how, "%s, into untouched pages", alts[k].name);
+        copy_row("download", how, sizes[2], xfer_time(&a, 1, NULL), down_ceiling[2]);
+    }
+    copy_alt_apply(&(struct copy_alt){"defaults", {{NULL, NULL}}});
+    free(host);
+    gsb__tensor_free(&whole);
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "cuda";
@@ -361,6 +555,11 @@ int main(int argc, char **argv)
     int big = be != gsb__cpu_backend();
     printf("# bench_ops on %s (%s)\n", be->name, be->device ? be->device : "host");
     printf("| measure | size | time ms | rate | fraction of limit |\n|---|---|---:|---:|---:|\n");
+    if (argc > 2 && strcmp(argv[2], "copy") == 0) {
+        if (big)
+            bench_copies();
+        return 0;
+    }
 
     /* ceilings */
     int64_t g = big ? 8192 : 2048;
@@ -395,6 +594,9 @@ int main(int argc, char **argv)
     bench_segment(big, GSB_F32, copy_bw);
     bench_segment(big, GSB_F64, copy_bw);
 
+    if (be != gsb__cpu_backend())
+        bench_argmin_modes(big, gemm_rate);
+
     /* kNN: 10k queries against 200k x 64, k = 10 */
     int64_t nq = big ? 10000 : 1000, nr = big ? 200000 : 20000, kk = 10;
     struct topk_args ta = {.Q = random_tensor(GSB_F32, nq, d, 6),
@@ -422,6 +624,8 @@ int main(int argc, char **argv)
 
     bench_umap(big);
     bench_topk_paths(big);
+    if (big)
+        bench_copies();
 
     gsb__tensor *all[] = {&ga.A, &ga.B, &ga.C, &ca.src, &ca.dst, &aa.X, &aa.C, &aa.labels,
                           &aa.mind, &ta.Q, &ta.R, &ta.dist, &ta.idx, &ma.X, &ma.mean, &ma.var};

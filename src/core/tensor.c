@@ -1,7 +1,10 @@
 /* tensor.c - allocation and movement of gsb__tensor between backends. */
 #include "tensor.h"
 
+#include <stdio.h>
+
 #include "error.h"
+#include "profile.h"
 
 size_t gsb_dtype_size(gsb_dtype dtype)
 {
@@ -62,6 +65,34 @@ gsb__tensor gsb__tensor_host_view(void *data, gsb_dtype dtype, int64_t rows, int
     return t;
 }
 
+/*
+ * GSB_PROFILE: a move of 1 MiB or more between backends prints its
+ * destination's allocation and its copy as lines of their own inside the
+ * caller's phase ("X to the backend" = what came before + these two); the
+ * CUDA backend adds a line on the copy's inside (cuda_copy.cu).  The clock
+ * waits for the backend that does the work.
+ */
+enum { MOVE_TRACE_MIN = 1 << 20 };
+
+static const gsb__backend *move_tracer(const gsb__backend *be, const gsb__tensor *src,
+                                       gsb_dtype dtype)
+{
+    if (src->be == be || !gsb__profile_on() ||
+        (size_t)src->rows * (size_t)src->cols * gsb_dtype_size(dtype) < MOVE_TRACE_MIN)
+        return NULL;
+    return be == gsb__cpu_backend() ? src->be : be;
+}
+
+static void move_note(const gsb__backend *dev, const gsb__tensor *src, gsb_dtype dtype,
+                      const char *what, double ms)
+{
+    char line[128];
+    snprintf(line, sizeof line, "  %s %s (%.1f MiB): %s", src->be == dev ? "from" : "to",
+             dev->name, (double)src->rows * (double)src->cols * gsb_dtype_size(dtype) / 1048576.0,
+             what);
+    gsb__profile_note(line, ms);
+}
+
 int gsb__tensor_to_dtype(const gsb__backend *be, const gsb__tensor *src, gsb_dtype dtype,
                          gsb__tensor *out)
 {
@@ -70,8 +101,11 @@ int gsb__tensor_to_dtype(const gsb__backend *be, const gsb__tensor *src, gsb_dty
         out->owned = 0;
         return GSB_OK;
     }
+    const gsb__backend *traced = move_tracer(be, src, dtype);
+    double t0 = traced ? gsb__profile_clock(traced) : 0;
     GSB_TRY(gsb__tensor_alloc(be, dtype, src->rows, src->cols, out));
     out->ndim = src->ndim;
+    double t1 = traced ? gsb__profile_clock(traced) : 0;
     int rc;
     if (src->be == be)
         rc = be->ops->copy(be, out, src);
@@ -89,8 +123,13 @@ int gsb__tensor_to_dtype(const gsb__backend *be, const gsb__tensor *src, gsb_dty
             gsb__tensor_free(&tmp);
         }
     }
-    if (rc != GSB_OK)
+    if (rc != GSB_OK) {
         gsb__tensor_free(out);
+    } else if (traced) {
+        double t2 = gsb__profile_clock(traced);
+        move_note(traced, src, dtype, "allocation", t1 - t0);
+        move_note(traced, src, dtype, "copy", t2 - t1);
+    }
     return rc;
 }
 
@@ -102,12 +141,20 @@ int gsb__tensor_to(const gsb__backend *be, const gsb__tensor *src, gsb__tensor *
 int gsb__tensor_to_host(const gsb__tensor *src, gsb__tensor *out)
 {
     const gsb__backend *cpu = gsb__cpu_backend();
+    const gsb__backend *traced = move_tracer(cpu, src, src->dtype);
+    double t0 = traced ? gsb__profile_clock(traced) : 0;
     GSB_TRY(gsb__tensor_alloc(cpu, src->dtype, src->rows, src->cols, out));
     out->ndim = src->ndim;
+    double t1 = traced ? gsb__profile_clock(traced) : 0;
     int rc = src->be == cpu ? cpu->ops->copy(cpu, out, src)
                             : src->be->ops->download(src->be, src, out->data);
-    if (rc != GSB_OK)
+    if (rc != GSB_OK) {
         gsb__tensor_free(out);
+    } else if (traced) {
+        double t2 = gsb__profile_clock(traced);
+        move_note(traced, src, src->dtype, "allocation", t1 - t0);
+        move_note(traced, src, src->dtype, "copy", t2 - t1);
+    }
     return rc;
 }
 

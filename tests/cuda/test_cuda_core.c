@@ -173,7 +173,7 @@ static void test_upload_download(void)
 {
     /* staging (cuda_copy.cu): two 32 MiB buffers, chunks of a quarter of the
      * copy between 2 MiB and 32 MiB, split among copy threads in parts of at
-     * least 1 MiB.  Below 2 MiB one chunk and one thread; 8 MiB + 4 four
+     * least 256 KiB (test_cuda_copy.c tries each GSB_CUDA_COPY_* setting).  Below 2 MiB one chunk and one thread; 8 MiB + 4 four
      * chunks and a short fifth; 50 MB four chunks of 12.5 MB; 150 MB reuses
      * each buffer twice; the odd sizes end mid-chunk and mid-part */
     roundtrip(GSB_I32, 0, 1);

@@ -1,0 +1,618 @@
+/*
+ * cuda_argmin_tc.cu - argmin_sqdist (the KMeans E-step and predict) ranked
+ * on tensor cores, with results bit-identical to cuda_distance.cu's exact
+ * kernel (argmin_kernel); GSB_ARGMIN picks the mode (cuda_argmin_tc.h).
+ *
+ * What the exact kernel computes.  For row x and centre c_j (T = float or
+ * double): D_j = the dot product x.c_j as one FMA chain in T over the
+ * columns in order, n_j = ||c_j||^2 summed in double and rounded to T
+ * (row_norms), e_j = fma(-2, D_j, n_j) in T (NaN as +inf); the label is the
+ * least (e_j, j), ties to the smaller index; the distance is sum (x - c)^2
+ * of the winner in double, summed by TX lanes (TX = 8 for k <= 32, else 16)
+ * over columns q = lane, lane + TX, ... and then a butterfly.
+ *
+ * Here.  A warp takes 32 rows of X (converted to float in shared memory, no
+ * copy of X in global memory) and all k centres (in shared memory once per
+ * block), computes the dot products S_j with mma.sync m16n8k8 TF32 tiles
+ * (3xTF32: x = hi + lo, each an exact TF32 value, and hi.hi + hi.lo + lo.hi
+ * accumulated in FP32; or one TF32 product, mode 1), a_j = fl32(n_j - 2 S_j),
+ * and keeps each row's best a (its index) and second-best a.  If
+ *     a_second - a_best > 2 B(x)
+ * where |a_j - e_j| <= B(x) for every j (below), then e_best < e_j for every
+ * other j, so the exact kernel picks the same centre; the winner's distance
+ * is then summed exactly as the exact kernel does (same lanes, same order).
+ * Other rows (near ties) go to a list, and a second kernel recomputes them
+ * with the exact kernel's arithmetic (the same FMA chain and n_j, the same
+ * ordering): their results are the exact kernel's bit for bit.
+ *
+ * Centres equal bit for bit to an earlier centre are left out of the tiles:
+ * their e equals the earlier one's, which ranks first by index, so they can
+ * never be the label, and a duplicated centre does not make every row a
+ * near tie.  Padding centres (k up to a multiple of 8) rank as +inf.
+ *
+ * The bound B(x) = K1 ||x|| cmax + K2 cmax^2 + K3 (1 + ||x|| + cmax), with
+ * cmax = max_j ||c_j||, P = sum |x_q c_jq| <= ||x|| cmax, u = 2^-24, uT the
+ * unit roundoff of T, m = the mma instructions per output (d/8 per product):
+ *  - the exact kernel against the real E_j = ||c_j||^2 - 2 x.c_j: the FMA
+ *    chain 2 gamma_d(uT) P, n_j (uT + 2d 2^-53) cmax^2, the final fma
+ *    1.01 uT (cmax^2 + 2P);
+ *  - the tiles against E_j: TF32 representation, per product hi.hi only
+ *    (2^-10 + 2^-22) |x c|, 3xTF32 (lo.lo and the lo's own rounding) 3.1 x
+ *    2^-22 |x c| <= 2^-20 |x c|; float64 inputs rounded to float 2 x 2^-24;
+ *    the FP32 accumulation of the tensor cores (products exact, aligned and
+ *    truncated, Fasi et al. 2021): at most 32 units of 2^-23 of the sum of
+ *    the magnitudes each mma adds (9 terms), <= m 2^-18 P in all; twice
+ *    these (a = n - 2 S); n_j as float (2^-24 + 2d 2^-53) cmax^2; the fl32
+ *    of a 1.01 2^-24 (cmax^2 + 2P);
+ *  - K3: underflow (subnormal TF32 and FP32 values, float64 -> float), far
+ *    below d 2^-100 (1 + ||x|| + cmax).
+ * K1, K2 are the sums of the P and cmax^2 terms, times 1.1.  ||x|| is taken
+ * from the float copies in double, times 1 + 2^-20 (float64 rows differ by
+ * 2^-24); cmax from n_j, times 1 + 2^-20.  Rows with ||x|| + cmax above 2^50
+ * (so nothing overflows in either kernel), or NaN / inf anywhere, fail the
+ * test (comparisons with NaN are false) and take the exact path.
+ */
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_argmin_tc.h"
+#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/cuda_distance_tile.cuh"
+
+using namespace gsb_dist;
+
+namespace {
+
+constexpr int TC_WARPS = 4;                 /* warps per block, 32 rows each */
+constexpr int TC_THREADS = TC_WARPS * 32;
+constexpr int TC_CHUNK = 8;                 /* n-tiles (8 centres each) per accumulator pass */
+constexpr int64_t TC_SMEM_MAX = 112 << 10;  /* at least two blocks per SM */
+constexpr int FB_THREADS = 256;             /* exact-path kernel: a warp per row */
+constexpr double RANGE_MAX = 0x1p50;        /* ||x|| + cmax at most this */
+
+/* TF32 tensor cores: compute capability 8.0 on (the host checks before a
+ * launch; the PTX kept for older GPUs traps instead) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define TC_NO_TF32 1
+#endif
+
+/* v rounded to TF32 (nearest, ties away): a float whose low 13 bits are 0. */
+__device__ __forceinline__ uint32_t to_tf32(float v)
+{
+#ifdef TC_NO_TF32
+    __trap();
+    return __float_as_uint(v);
+#else
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+    return r;
+#endif
+}
+
+/* v = hi + lo + r, |r| <= 2^-22 |v|; v - hi is exact (Sterbenz). */
+template <int PASSES>
+__device__ __forceinline__ void tf32_split(float v, uint32_t &hi, uint32_t &lo)
+{
+    hi = to_tf32(v);
+    lo = PASSES == 3 ? to_tf32(v - __uint_as_float(hi)) : 0u;
+}
+
+/* c += a b: a 16 x 8 (row-major fragment), b 8 x 8 (column), c 16 x 8, FP32. */
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1)
+{
+#ifdef TC_NO_TF32
+    (void)c, (void)a, (void)b0, (void)b1;
+    __trap();
+#else
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+__device__ __forceinline__ bool same_bits(float a, float b)
+{
+    return __float_as_uint(a) == __float_as_uint(b);
+}
+__device__ __forceinline__ bool same_bits(double a, double b)
+{
+    return __double_as_longlong(a) == __double_as_longlong(b);
+}
+
+/* (av, aj) ranks before (bv, bj): the exact kernel's argmin_before. */
+template <typename T>
+__device__ __forceinline__ bool rank_before(T av, int aj, T bv, int bj)
+{
+    if (aj < 0)
+        return false;
+    if (bj < 0)
+        return true;
+    return av < bv || (av == bv && aj < bj);
+}
+
+/*
+ * One block: sn[j] = n_j as float for the centres the tiles rank, +inf for
+ * padding (j >= k) and for centres equal bit for bit to an earlier one;
+ * *cmax2 = max_j n_j (1 + 2^-20), NaN if any n_j is not finite.
+ */
+template <typename T>
+__global__ void tc_prep_kernel(const T *__restrict__ C, int64_t k, int64_t d,
+                               const T *__restrict__ cn, int kpad, float *__restrict__ sn,
+                               double *__restrict__ cmax2)
+{
+    __shared__ double wmax[8];
+    __shared__ int wbad[8];
+    double m = 0.0;
+    int bad = 0;
+    for (int j = threadIdx.x; j < kpad; j += blockDim.x) {
+        float v = INFINITY;
+        if (j < k) {
+            const T *cj = C + (int64_t)j * d;
+            bool dup = false;
+            for (int i = 0; i < j && !dup; i++) {
+                const T *ci = C + (int64_t)i * d;
+                int64_t q = 0;
+                while (q < d && same_bits(ci[q], cj[q]))
+                    q++;
+                dup = q == d;
+            }
+            double c2 = (double)cn[j];
+            if (!(c2 <= DBL_MAX))
+                bad = 1;
+            else if (c2 > m)
+                m = c2;
+            if (!dup)
+                v = (float)cn[j];
+        }
+        sn[j] = v;
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        m = fmax(m, __shfl_xor_sync(FULL_MASK, m, off));
+        bad |= __shfl_xor_sync(FULL_MASK, bad, off);
+    }
+    const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if ((threadIdx.x & 31) == 0) {
+        wmax[warp] = m;
+        wbad[warp] = bad;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < nw; w++) {
+            m = fmax(m, wmax[w]);
+            bad |= wbad[w];
+        }
+        *cmax2 = bad ? (double)NAN : m * (1.0 + 0x1p-20);
+    }
+}
+
+/* The bound's coefficients (the header comment derives them). */
+struct tc_bound {
+    double K1, K2, K3;
+};
+
+/* Everything the tile kernel needs (by value). */
+template <typename T>
+struct tc_args {
+    const T *X, *C;
+    int64_t n, k, d;
+    int kpad, dpad, ld, tx; /* padded sizes, shared row stride, the exact kernel's TX */
+    const float *sn;
+    const double *cmax2;
+    tc_bound b;
+    int32_t *labels;
+    T *mind;
+    int *fb_count;   /* rows left to the exact path ... */
+    int32_t *fb_rows; /* ... and their indices */
+};
+
+/*
+ * Per warp, units of 32 rows (grid-stride): stage the rows as float, their
+ * norms, the TF32 tiles against every centre in chunks of TC_CHUNK n-tiles,
+ * each row's best and second-best a, the test, then for decided rows the
+ * label and exact distance, for the others an entry in the exact list.
+ *
+ * Fragments (PTX ISA, mma.m16n8k8 .tf32; g = lane / 4, t = lane % 4): A
+ * a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B b0 (k = t,
+ * n = g), b1 (t + 4, g); C c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t),
+ * c3 (g + 8, 2t + 1).  Shared rows are ld = dpad + 4 floats apart, so the
+ * 32 lanes' (g, t) reads fall in 32 different banks.
+ */
+template <typename T, int PASSES>
+__global__ void __launch_bounds__(TC_THREADS, 3) tc_kernel(const __grid_constant__ tc_args<T> a)
+{
+    extern __shared__ __align__(16) float smem[];
+    const int ld = a.ld, kpad = a.kpad, dpad = a.dpad;
+    const int64_t n = a.n, d = a.d, k = a.k;
+    float *sc = smem;                                  /* kpad x ld: the centres */
+    float *sn = sc + (size_t)kpad * ld;                /* kpad: n_j or +inf */
+    float *sxall = sn + kpad;                          /* TC_WARPS x 32 x ld: rows */
+    int *slab = (int *)(sxall + (size_t)TC_WARPS * 32 * ld); /* TC_WARPS x 32 */
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+
+    for (int e = tid; e < kpad * dpad; e += TC_THREADS) {
+        int j = e / dpad, q = e - j * dpad;
+        sc[j * ld + q] = j < k && q < d ? (float)a.C[(int64_t)j * d + q] : 0.0f;
+    }
+    for (int j = tid; j < kpad; j += TC_THREADS)
+        sn[j] = a.sn[j];
+    const double cmax2 = *a.cmax2, cmax = sqrt(cmax2);
+    __syncthreads(); /* the only block-wide barrier: below, each warp keeps to its rows */
+
+    float *sx = sxall + (size_t)warp * 32 * ld;
+    int *lab = slab + warp * 32;
+    const int64_t units = (n + 31) / 32;
+    for (int64_t u = (int64_t)blockIdx.x * TC_WARPS + warp; u < units;
+         u += (int64_t)gridDim.x * TC_WARPS) {
+        const int64_t r0 = u * 32;
+        /* the 32 rows' loads of a column slice all in flight at once (the
+         * accumulators are not live here, so their registers are free) */
+        for (int q = lane; q < dpad; q += 32) {
+            T v[32];
+#pragma unroll
+            for (int rr = 0; rr < 32; rr++) {
+                int64_t r = r0 + rr;
+                v[rr] = r < n && q < d ? a.X[r * d + q] : T(0);
+            }
+#pragma unroll
+            for (int rr = 0; rr < 32; rr++)
+                sx[rr * ld + q] = (float)v[rr];
+        }
+        __syncwarp();
+        /* the warp's next unit towards L2 now (a hint, no registers), so its
+         * staging above waits on L2 rather than on memory */
+        const int64_t r0n = r0 + (int64_t)gridDim.x * TC_WARPS * 32;
+        if (r0n < n) {
+            const char *p = (const char *)(a.X + r0n * d);
+            const int64_t bytes = (n - r0n < 32 ? n - r0n : 32) * d * (int64_t)sizeof(T);
+            for (int64_t off = (int64_t)lane * 128; off < bytes; off += 32 * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+        }
+        /* ||x|| of row `lane` from the float copy; the start column turns
+         * with lane / 8 so the 32 lanes read 32 banks */
+        double xn2 = 0.0;
+        for (int q = 0; q < dpad; q++) {
+            int qq = q + (lane >> 3);
+            qq = qq >= dpad ? qq - dpad : qq;
+            double v = (double)sx[lane * ld + qq];
+            xn2 += v * v;
+        }
+        const double xn = sqrt(xn2) * (1.0 + 0x1p-20);
+
+        /* rows mt * 16 + h * 8 + g of the unit: index mt * 2 + h */
+        float b1[4], b2[4];
+        int i1[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            b1[r] = INFINITY;
+            b2[r] = INFINITY;
+            i1[r] = -1;
+        }
+        for (int n0 = 0; n0 < kpad; n0 += 8 * TC_CHUNK) {
+            float acc[2][TC_CHUNK][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int nt = 0; nt < TC_CHUNK; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        acc[mt][nt][e] = 0.0f;
+            for (int q0 = 0; q0 < dpad; q0 += 8) {
+                uint32_t ah[2][4], al[2][4];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    const float *p = sx + (mt * 16 + g) * ld + q0 + t;
+                    tf32_split<PASSES>(p[0], ah[mt][0], al[mt][0]);
+                    tf32_split<PASSES>(p[8 * ld], ah[mt][1], al[mt][1]);
+                    tf32_split<PASSES>(p[4], ah[mt][2], al[mt][2]);
+                    tf32_split<PASSES>(p[8 * ld + 4], ah[mt][3], al[mt][3]);
+                }
+#pragma unroll
+                for (int nt = 0; nt < TC_CHUNK; nt++) {
+                    if (n0 + nt * 8 >= kpad)
+                        break;
+                    const float *p = sc + (n0 + nt * 8 + g) * ld + q0 + t;
+                    uint32_t bh0, bl0, bh1, bl1;
+                    tf32_split<PASSES>(p[0], bh0, bl0);
+                    tf32_split<PASSES>(p[4], bh1, bl1);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        if (PASSES == 3) { /* the small terms first */
+                            mma_tf32(acc[mt][nt], al[mt], bh0, bh1);
+                            mma_tf32(acc[mt][nt], ah[mt], bl0, bl1);
+                        }
+                        mma_tf32(acc[mt][nt], ah[mt], bh0, bh1);
+                    }
+                }
+            }
+            /* a = n_j - 2 S_j; columns rise within a thread, so an equal a
+             * goes to the second place (a tie: the exact path decides) */
+#pragma unroll
+            for (int nt = 0; nt < TC_CHUNK; nt++) {
+                if (n0 + nt * 8 >= kpad)
+                    break;
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int j = n0 + nt * 8 + 2 * t + (e & 1), r = mt * 2 + (e >> 1);
+                        const float v = fmaf(-2.0f, acc[mt][nt][e], sn[j]);
+                        if (v < b1[r]) {
+                            b2[r] = b1[r];
+                            b1[r] = v;
+                            i1[r] = j;
+                        } else if (v < b2[r]) {
+                            b2[r] = v;
+                        }
+                    }
+            }
+        }
+        /* the 4 lanes of a row (t = 0..3) combine: best of the union, and
+         * its second best is the least of the other best and both seconds */
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+#pragma unroll
+            for (int off = 1; off <= 2; off <<= 1) {
+                float ob1 = __shfl_xor_sync(FULL_MASK, b1[r], off);
+                float ob2 = __shfl_xor_sync(FULL_MASK, b2[r], off);
+                int oi = __shfl_xor_sync(FULL_MASK, i1[r], off);
+                float hi = rank_before(ob1, oi, b1[r], i1[r]) ? b1[r] : ob1;
+                float s = fminf(fminf(b2[r], ob2), hi);
+                if (rank_before(ob1, oi, b1[r], i1[r])) {
+                    b1[r] = ob1;
+                    i1[r] = oi;
+                }
+                b2[r] = s;
+            }
+            const int row = (r >> 1) * 16 + (r & 1) * 8 + g;
+            const double xr = __shfl_sync(FULL_MASK, xn, row);
+            const double B = a.b.K1 * xr * cmax + a.b.K2 * cmax2 + a.b.K3 * (1.0 + xr + cmax);
+            const bool sure = xr + cmax <= RANGE_MAX && i1[r] >= 0 &&
+                              (double)b2[r] - (double)b1[r] > 2.0 * B;
+            if (t == 0)
+                lab[row] = sure ? i1[r] : -1;
+        }
+        __syncwarp();
+
+        /* the winners' exact distances, as the exact kernel sums them: TX
+         * lanes a row, columns lane, lane + TX, ..., then a butterfly */
+        const int TX = a.tx, q0 = lane % TX;
+        for (int rr = 0; rr < 32; rr += 32 / TX) {
+            const int row = rr + lane / TX;
+            const int64_t r = r0 + row;
+            const int j = lab[row];
+            const bool ok = r < n && j >= 0;
+            double s = 0.0;
+            if (ok) {
+                const T *xr = a.X + r * d, *cr = a.C + (int64_t)j * d;
+                for (int64_t q = q0; q < d; q += TX) {
+                    double tq = (double)xr[q] - (double)cr[q];
+                    s += tq * tq;
+                }
+            }
+            for (int off = TX / 2; off > 0; off >>= 1)
+                s += __shfl_xor_sync(FULL_MASK, s, off);
+            const bool fb = q0 == 0 && r < n && !ok;
+            const unsigned fbm = __ballot_sync(FULL_MASK, fb);
+            int base = 0;
+            if (lane == 0 && fbm)
+                base = atomicAdd(a.fb_count, __popc(fbm));
+            base = __shfl_sync(FULL_MASK, base, 0);
+            if (fb)
+                a.fb_rows[base + __popc(fbm & ((1u << lane) - 1u))] = (int32_t)r;
+            if (q0 == 0 && ok) {
+                a.labels[r] = j;
+                a.mind[r] = (T)s;
+            }
+        }
+        __syncwarp(); /* sx and lab are rewritten by the next unit */
+    }
+}
+
+/*
+ * The exact path for the listed rows, a warp per row: each lane ranks
+ * centres lane, lane + 32, ... with the exact kernel's arithmetic (the FMA
+ * chain over the columns in order, fma(-2, D, n_j), NaN as +inf, the least
+ * (e, j)); then the winner's distance summed as the exact kernel does.
+ */
+template <typename T>
+__global__ void __launch_bounds__(FB_THREADS)
+    fb_kernel(const T *__restrict__ X, int64_t d, const T *__restrict__ C, int64_t k,
+              const T *__restrict__ cn, int TX, const int *__restrict__ count,
+              const int32_t *__restrict__ rows, int32_t *__restrict__ labels,
+              T *__restrict__ mind)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    const int cnt = *count;
+    const T inf = (T)INFINITY;
+    for (int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < cnt; w += nw) {
+        const int64_t r = rows[w];
+        const T *x = X + r * d;
+        T bv = inf;
+        int bj = -1;
+        for (int64_t j = lane; j < k; j += 32) {
+            const T *c = C + j * d;
+            T acc = T(0);
+            for (int64_t q = 0; q < d; q++)
+                acc = fma(x[q], c[q], acc);
+            T v = fma(T(-2), acc, cn[j]);
+            v = isnan(v) ? inf : v;
+            if (bj < 0 || v < bv) {
+                bv = v;
+                bj = (int)j;
+            }
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            T ov = __shfl_xor_sync(FULL_MASK, bv, off);
+            int oj = __shfl_xor_sync(FULL_MASK, bj, off);
+            if (rank_before(ov, oj, bv, bj)) {
+                bv = ov;
+                bj = oj;
+            }
+        }
+        double s = 0.0;
+        if (lane < TX) {
+            const T *c = C + (int64_t)bj * d;
+            for (int64_t q = lane; q < d; q += TX) {
+                double tq = (double)x[q] - (double)c[q];
+                s += tq * tq;
+            }
+        }
+        for (int off = TX / 2; off > 0; off >>= 1)
+            s += __shfl_xor_sync(FULL_MASK, s, off);
+        if (lane == 0) {
+            labels[r] = bj;
+            mind[r] = (T)s;
+        }
+    }
+}
+
+/* gamma_d = d u / (1 - d u) */
+double gamma_of(int64_t d, double u)
+{
+    return (double)d * u / (1.0 - (double)d * u);
+}
+
+template <typename T>
+tc_bound bound_for(int64_t d, int dpad, int passes)
+{
+    const double u = 0x1p-24, uT = sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
+    const double m = (double)(dpad / 8) * passes; /* mma instructions per output */
+    double rep = passes == 3 ? 0x1p-20 : 0x1p-10 + 0x1p-22;
+    if (sizeof(T) == 8)
+        rep += 2.0 * 0x1p-24; /* x and c rounded to float */
+    const double acc = m * 0x1p-18 * 1.01;
+    const double norm = uT + 2.0 * (double)d * 0x1p-53; /* n_j as T */
+    tc_bound b;
+    b.K1 = 1.1 * (2.0 * (rep + acc) * 1.01 + 2.0 * 1.01 * u   /* the tiles, fl32(a) */
+                  + 2.0 * gamma_of(d, uT) + 2.0 * 1.01 * uT); /* the exact kernel */
+    b.K2 = 1.1 * ((u + 2.0 * (double)d * 0x1p-53) + 1.01 * u + norm + 1.01 * uT);
+    b.K3 = (double)d * 0x1p-100;
+    return b;
+}
+
+/* Device scratch of one call. */
+template <typename T>
+struct tc_bufs {
+    T *cn = NULL;
+    float *sn = NULL;
+    double *cmax2 = NULL;
+    int *count = NULL;
+    int32_t *rows = NULL;
+};
+
+template <typename T, int PASSES>
+int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
+           gsb__tensor *labels, gsb__tensor *mind, int *done)
+{
+    const gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
+    cudaStream_t st = ctx->stream;
+    const int64_t n = Xt->rows, k = Ct->rows, d = Xt->cols;
+    int major = 0;
+    *done = 0;
+    CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device));
+    if (major < 8 || d < 1 || n > INT_MAX || k > INT_MAX - 8 || d > INT_MAX - 8)
+        return GSB_OK;
+    const int64_t kpad = (k + 7) / 8 * 8, dpad = (d + 7) / 8 * 8, ld = dpad + 4;
+    const int64_t smem_words = kpad * ld + kpad + (int64_t)TC_WARPS * 32 * ld + TC_WARPS * 32;
+    const size_t smem = (size_t)smem_words * 4;
+    if (smem_words * 4 > TC_SMEM_MAX)
+        return GSB_OK;
+    *done = 1;
+
+    tc_bufs<T> g;
+    tc_args<T> a;
+    int rc = GSB_OK, per_sm = 0, hits = 0;
+    int64_t units = (n + 31) / 32, blocks = (units + TC_WARPS - 1) / TC_WARPS, resident;
+    const char *stats = getenv("GSB_ARGMIN_STATS");
+    GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)k * sizeof(T), (void **)&g.cn));
+    GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)kpad * sizeof(float), (void **)&g.sn));
+    GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(double), (void **)&g.cmax2));
+    GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(int), (void **)&g.count));
+    GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)n * sizeof(int32_t), (void **)&g.rows));
+    /* n_j exactly as the exact kernel's (row_norms<T, T>) */
+    GSB_CUDA_CHECK((row_norms<T, T>(be, (const T *)Ct->data, k, d, 0, g.cn, 0.0, NULL)));
+    tc_prep_kernel<T><<<1, 256, 0, st>>>((const T *)Ct->data, k, d, g.cn, (int)kpad, g.sn,
+                                         g.cmax2);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemsetAsync(g.count, 0, sizeof(int), st));
+
+    a.X = (const T *)Xt->data;
+    a.C = (const T *)Ct->data;
+    a.n = n;
+    a.k = k;
+    a.d = d;
+    a.kpad = (int)kpad;
+    a.dpad = (int)dpad;
+    a.ld = (int)ld;
+    a.tx = k <= 32 ? 8 : 16; /* argmin_run's tile: TX = BN / TN */
+    a.sn = g.sn;
+    a.cmax2 = g.cmax2;
+    a.b = bound_for<T>(d, (int)dpad, PASSES);
+    a.labels = (int32_t *)labels->data;
+    a.mind = (T *)mind->data;
+    a.fb_count = g.count;
+    a.fb_rows = g.rows;
+    CUDA_CHECK(cudaFuncSetAttribute(tc_kernel<T, PASSES>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tc_kernel<T, PASSES>,
+                                                             TC_THREADS, smem));
+    resident = (int64_t)(per_sm > 0 ? per_sm : 1) * (ctx->sm_count > 0 ? ctx->sm_count : 16);
+    if (blocks > resident)
+        blocks = resident;
+    tc_kernel<T, PASSES><<<(unsigned)blocks, TC_THREADS, smem, st>>>(a);
+    CUDA_CHECK(cudaGetLastError());
+    /* the listed rows: a wave of warps reads the count on the device */
+    fb_kernel<T><<<(unsigned)(4 * (ctx->sm_count > 0 ? ctx->sm_count : 16)), FB_THREADS, 0, st>>>(
+        a.X, d, a.C, k, g.cn, a.tx, g.count, g.rows, a.labels, a.mind);
+    CUDA_CHECK(cudaGetLastError());
+    if (stats && *stats) {
+        CUDA_CHECK(cudaMemcpyAsync(&hits, g.count, sizeof(int), cudaMemcpyDeviceToHost, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        /* diagnostics (bench_ops reads the count back from the environment) */
+        char buf[32];
+        snprintf(buf, sizeof buf, "%d", hits);
+        setenv("GSB_ARGMIN_EXACT_ROWS", buf, 1);
+        if (strcmp(stats, "quiet") != 0)
+            fprintf(stderr, "gsb argmin_sqdist %s %s: %d of %lld rows on the exact path\n",
+                    PASSES == 3 ? "3xtf32" : "tf32", sizeof(T) == 4 ? "float32" : "float64",
+                    hits, (long long)n);
+    }
+done:
+    gsb__cuda_free(be, g.cn);
+    gsb__cuda_free(be, g.sn);
+    gsb__cuda_free(be, g.cmax2);
+    gsb__cuda_free(be, g.count);
+    gsb__cuda_free(be, g.rows);
+    return rc;
+}
+
+} // namespace
+
+int gsb__cuda_argmin_tc_mode(void)
+{
+    const char *m = getenv("GSB_ARGMIN");
+    if (m && strcmp(m, "exact") == 0)
+        return 0;
+    if (m && strcmp(m, "tf32") == 0)
+        return 1;
+    return 3;
+}
+
+int gsb__cuda_argmin_tc(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *C,
+                        gsb__tensor *labels, gsb__tensor *mind, int mode, int *done)
+{
+    if (X->dtype == GSB_F32)
+        return mode == 1 ? tc_run<float, 1>(be, X, C, labels, mind, done)
+                         : tc_run<float, 3>(be, X, C, labels, mind, done);
+    return mode == 1 ? tc_run<double, 1>(be, X, C, labels, mind, done)
+                     : tc_run<double, 3>(be, X, C, labels, mind, done);
+}

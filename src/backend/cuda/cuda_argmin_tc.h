@@ -1,0 +1,29 @@
+/*
+ * cuda_argmin_tc.h - argmin_sqdist ranked on tensor cores (TF32 mma.sync
+ * tiles) with a proven error bound, results bit-identical to the exact
+ * kernel of cuda_distance.cu (cuda_argmin_tc.cu says why they are).
+ */
+#ifndef GSB_CUDA_ARGMIN_TC_H
+#define GSB_CUDA_ARGMIN_TC_H
+
+#include "backend/backend.h"
+
+/* How argmin_sqdist ranks centres (GSB_ARGMIN): 0 the exact kernel
+ * ("exact"), 1 one TF32 product per term ("tf32"), 3 three TF32 products per
+ * term, the split hi/lo scheme ("3xtf32", the default). */
+int gsb__cuda_argmin_tc_mode(void);
+
+/*
+ * labels and mind of X (n x d) against C (k x d), both float32 or float64 on
+ * the device, through tensor-core tiles with `mode` (1 or 3) products per
+ * term; rows the bound cannot decide go through the exact arithmetic.  Sets
+ * *done to 0 and does nothing where the shapes do not suit the tiles (the
+ * caller then runs the exact kernel).  Arguments are checked by the caller.
+ * GSB_ARGMIN_STATS (diagnostics; it synchronises): each call counts the rows
+ * that took the exact path into GSB_ARGMIN_EXACT_ROWS in the environment and,
+ * unless it is "quiet", prints the count on stderr.
+ */
+int gsb__cuda_argmin_tc(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *C,
+                        gsb__tensor *labels, gsb__tensor *mind, int mode, int *done);
+
+#endif
