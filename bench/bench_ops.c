@@ -9,7 +9,9 @@
  * layout SGD) reports the edge and negative-sample steps it takes per
  * second (random reads of the embedding: no meaningful ceiling).  topk's
  * fused and GEMM paths (and topk_fast's TF32 one) go against the GEMM of the
- * same shape; float64's exact mode, tile sizes and R from the host too.
+ * same shape (and, for topk, the ceiling); float32's exact mode
+ * (GSB_TOPK_F32=exact) and its pruned path without the screen, float64's
+ * exact mode, tile sizes and R from the host too.
  * argmin_sqdist's modes (GSB_ARGMIN) each get a row, with the share of rows
  * the tensor-core modes left to the exact path.
  * Host <-> device copies (cuda) against a pinned-memory DMA of the same
@@ -303,8 +305,12 @@ static int run_topk_path(void *p)
         be, &a->t.Q, &a->t.R, a->t.k, GSB__METRIC_EUCLIDEAN, 0, &a->t.dist, &a->t.idx);
 }
 
+/* The 8192^3 FP32 GEMM's rate (main sets it): topk rows name their
+ * fraction of it too. */
+static double ceiling_rate;
+
 /* One topk row: its time and its FLOP/s as a fraction of `limit` (the
- * same-shape GEMM's). */
+ * same-shape GEMM's) and of the ceiling. */
 static void topk_row(struct topk_path_args *a, const char *name, const char *path, int reps,
                      double limit)
 {
@@ -316,9 +322,19 @@ static void topk_row(struct topk_path_args *a, const char *name, const char *pat
     unsetenv("GSB_TOPK_PATH");
     int64_t nq = a->t.Q.rows, nr = a->t.R.rows, d = a->t.Q.cols;
     double rate = 2.0 * nq * nr * d / t;
-    printf("| %s | %lld q x %lld x %lld %s, k=%lld | %.3f | %.1f TFLOP/s | %.2f |\n", name,
-           (long long)nq, (long long)nr, (long long)d, gsb_dtype_name(a->t.Q.dtype),
-           (long long)a->t.k, t * 1e3, rate / 1e12, rate / limit);
+    printf("| %s | %lld q x %lld x %lld %s, k=%lld | %.3f | %.1f TFLOP/s (%.2f of the "
+           "ceiling) | %.2f |\n",
+           name, (long long)nq, (long long)nr, (long long)d, gsb_dtype_name(a->t.Q.dtype),
+           (long long)a->t.k, t * 1e3, rate / 1e12, rate / ceiling_rate, rate / limit);
+}
+
+/* A topk row with env set to val for its runs. */
+static void topk_env_row(struct topk_path_args *a, const char *name, const char *env,
+                         const char *val, double limit)
+{
+    setenv(env, val, 1);
+    topk_row(a, name, NULL, 3, limit);
+    unsetenv(env);
 }
 
 /* The references uploaded from pageable host memory and searched: whole
@@ -404,6 +420,11 @@ static void bench_topk_paths(int big)
         topk_row(&a, "topk GEMM path", "gemm", 3, limit);
         topk_row(&a, "topk (default dispatch)", NULL, 3, limit);
         if (dt == GSB_F32) {
+            /* pruned through TF32 (the default) against the exact mode */
+            topk_env_row(&a, "topk float32 exact mode (GSB_TOPK_F32=exact: the unpruned path)",
+                         "GSB_TOPK_F32", "exact", limit);
+            topk_env_row(&a, "topk float32 pruned, GEMM tiles only (GSB_TOPK_SCREEN=off)",
+                         "GSB_TOPK_SCREEN", "off", limit);
             a.fast = 1;
             topk_row(&a, "topk_fast TF32 GEMM path", "gemm", 3, limit);
         } else if (be != gsb__cpu_backend()) {
@@ -568,6 +589,7 @@ int main(int argc, char **argv)
         die("alloc");
     double t = time_it(run_gemm, &ga, &ga.C, 5);
     double gemm_rate = 2.0 * g * g * g / t;
+    ceiling_rate = gemm_rate;
     printf("| FP32 GEMM (ceiling) | %lld^3 | %.3f | %.1f TFLOP/s | 1.00 |\n", (long long)g,
            t * 1e3, gemm_rate / 1e12);
 

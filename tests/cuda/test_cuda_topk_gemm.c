@@ -7,10 +7,12 @@
  * GSB_TOPK_PATH=gemm sends every dot-product shape through the GEMM path,
  * and small GSB_TOPK_TILE_BYTES / GSB_TOPK_QUERY_CHUNK split small data into
  * many reference tiles (pending candidates carried between them) and query
- * chunks, so the cases stay small.  Float64 euclidean-family cases run
- * pruned through centred float32 copies and TF32 tiles (cuda_topk_prune.cu,
- * the default) and, where GSB_TOPK_F64=exact, through DGEMM tiles; the
- * near-tie data below defeats any admission margin smaller than TF32's error.
+ * chunks, so the cases stay small.  Float64 and float32 euclidean-family
+ * cases run pruned through centred float32 copies and TF32 tiles
+ * (cuda_topk_prune.cu, the default) and, where GSB_TOPK_F64=exact, through
+ * DGEMM tiles (GSB_TOPK_F32=exact: float32's unpruned dispatch, whose results
+ * the pruned ones must equal bit for bit); the near-tie data below defeats
+ * any admission margin smaller than TF32's error.
  */
 #include <math.h>
 #include <stdint.h>
@@ -103,6 +105,54 @@ static void check_case(int fast, gsb__metric m, const gsb__tensor *Qp, const gsb
     gsb__tensor_free(&Rg);
 }
 
+/* Bytes of the GPU's dist and idx of host Q against host R (self: Q is R)
+ * into dh / ih, downloaded. */
+static void gpu_topk(gsb__metric m, const gsb__tensor *Q, const gsb__tensor *R, int64_t k,
+                     int self, gsb__tensor *dh, gsb__tensor *ih)
+{
+    gsb__tensor Rg = to_gpu(R), Qg = self ? Rg : to_gpu(Q);
+    gsb__tensor dg = gpu_poisoned(R->dtype, Q->rows, k), ig = gpu_poisoned(GSB_I64, Q->rows, k);
+    CHECK_OK(gpu->ops->topk(gpu, &Qg, refs_on_host ? R : &Rg, k, m, self, &dg, &ig));
+    *dh = from_gpu(&dg);
+    *ih = from_gpu(&ig);
+    gsb__tensor_free(&dg);
+    gsb__tensor_free(&ig);
+    if (!self)
+        gsb__tensor_free(&Qg);
+    gsb__tensor_free(&Rg);
+}
+
+/* The pruned default's results against the exact mode's (GSB_TOPK_F64 /
+ * GSB_TOPK_F32 = exact), bit for bit: the same exact distances rank both. */
+static void check_same_as_exact(gsb__metric m, const gsb__tensor *Q, const gsb__tensor *R,
+                                int64_t k, int self)
+{
+    const char *env = R->dtype == GSB_F32 ? "GSB_TOPK_F32" : "GSB_TOPK_F64";
+    const char *was = getenv(env);
+    char *saved = was ? strdup(was) : NULL;
+    gsb__tensor d0, i0, d1, i1;
+    unsetenv(env);
+    gpu_topk(m, Q, R, k, self, &d0, &i0);
+    setenv(env, "exact", 1);
+    gpu_topk(m, Q, R, k, self, &d1, &i1);
+    if (saved)
+        setenv(env, saved, 1);
+    else
+        unsetenv(env);
+    free(saved);
+    const size_t n = (size_t)(Q->rows * k);
+    int same_d = memcmp(d0.data, d1.data, n * gsb_dtype_size(R->dtype)) == 0;
+    int same_i = memcmp(i0.data, i1.data, n * sizeof(int64_t)) == 0;
+    CHECK(same_d);
+    CHECK(same_i);
+    if (!same_d || !same_i)
+        fprintf(stderr, "    pruned != exact mode (%s distances, %s indices)\n",
+                same_d ? "same" : "different", same_i ? "same" : "different");
+    gsb__tensor *all[] = {&d0, &i0, &d1, &i1};
+    for (size_t i = 0; i < 4; i++)
+        gsb__tensor_free(all[i]);
+}
+
 static void topk_gemm_case(int fast, gsb_dtype dt, gsb__metric m, int64_t nq, int64_t nr,
                            int64_t d, int64_t k, int self, int ints, double offset)
 {
@@ -112,6 +162,9 @@ static void topk_gemm_case(int fast, gsb_dtype dt, gsb__metric m, int64_t nq, in
     if (self)
         nq = nr;
     check_case(fast, m, &Q, &R, k, self);
+    if (!fast && dt == GSB_F32 &&
+        (m == GSB__METRIC_SQEUCLIDEAN || m == GSB__METRIC_EUCLIDEAN))
+        check_same_as_exact(m, &Q, &R, k, self);
     if (!self)
         gsb__tensor_free(&Q);
     gsb__tensor_free(&R);
@@ -198,11 +251,12 @@ static void set_f64_mode(const char *mode)
  * negatives (the column mean is then 0: exactly, per lane, on the GPU). */
 static void plus_minus_rows(gsb__tensor *X, double a)
 {
-    double *x = X->data;
     const int64_t d = X->cols;
     for (int64_t i = 0; i < X->rows; i++)
         for (int64_t c = 0; c < d; c++)
-            x[i * d + c] = i % 16 < 8 ? a + 1e-6 * testing_normal() : -x[(i - 8) * d + c];
+            gsb__tensor_set(X, i * d + c,
+                            i % 16 < 8 ? a + 1e-6 * testing_normal()
+                                       : -gsb__tensor_get(X, (i - 8) * d + c));
 }
 
 /*
@@ -217,55 +271,73 @@ static void plus_minus_rows(gsb__tensor *X, double a)
  * true neighbour without the TF32 term, none with it); the right answer needs
  * each of the nr / 2 same-sign rows ranked exactly.
  */
-static void near_tie_data(int64_t nq, int64_t nr, int64_t d, gsb__tensor *Q, gsb__tensor *R)
+static void near_tie_data(gsb_dtype dt, int64_t nq, int64_t nr, int64_t d, gsb__tensor *Q,
+                          gsb__tensor *R)
 {
-    const double a = 1.0 + 0x1p-11 - 0x1p-23;
-    *R = host_random(GSB_F64, nr, d, 1.0);
-    *Q = host_random(GSB_F64, nq, d, 1.0);
+    const double a = 1.0 + 0x1p-11 - 0x1p-23; /* a float32 too */
+    *R = host_random(dt, nr, d, 1.0);
+    *Q = host_random(dt, nq, d, 1.0);
     plus_minus_rows(R, a);
     plus_minus_rows(Q, a);
 }
 
-static void near_tie_case(int64_t nq, int64_t nr, int64_t d, int64_t k, gsb__metric m)
+static void near_tie_case_dt(gsb_dtype dt, int64_t nq, int64_t nr, int64_t d, int64_t k,
+                             gsb__metric m)
 {
     int before = case_begin();
     gsb__tensor Q, R;
-    near_tie_data(nq, nr, d, &Q, &R);
+    near_tie_data(dt, nq, nr, d, &Q, &R);
     check_case(0, m, &Q, &R, k, 0);
+    if (dt == GSB_F32)
+        check_same_as_exact(m, &Q, &R, k, 0);
     gsb__tensor_free(&Q);
     gsb__tensor_free(&R);
-    CASE_END(before, "near ties %s nq=%lld nr=%lld d=%lld k=%lld", metric_name(m),
-             (long long)nq, (long long)nr, (long long)d, (long long)k);
+    CASE_END(before, "near ties %s %s nq=%lld nr=%lld d=%lld k=%lld", gsb_dtype_name(dt),
+             metric_name(m), (long long)nq, (long long)nr, (long long)d, (long long)k);
 }
 
-/* Float64 data the copies' range check sends to the exact mode (centred norms
- * below 2^-40 or above 2^100), data far from the origin (centring takes the
- * offset away) and constant columns (centred values of ~1e-17 kept). */
-static void range_case(const char *what, double scale, double offset, int constant_cols)
+static void near_tie_case(int64_t nq, int64_t nr, int64_t d, int64_t k, gsb__metric m)
+{
+    near_tie_case_dt(GSB_F64, nq, nr, d, k, m);
+}
+
+/* Data the copies' range check sends to the exact mode (centred norms below
+ * 2^-40 or above 2^100), data far from the origin (centring takes the offset
+ * away) and constant columns (centred values of ~1e-17 kept); float32 cases
+ * also against the exact mode bit for bit.  huge: the factor of one huge row
+ * near the end (0: none): the check fails only there (the tiles before it
+ * were searched, the ones after skip; the exact rerun). */
+static void range_case_dt(gsb_dtype dt, const char *what, double scale, double offset,
+                          int constant_cols, double huge)
 {
     int before = case_begin();
-    gsb__tensor R = host_random(GSB_F64, 3000, 40, scale);
-    gsb__tensor Q = host_random(GSB_F64, 200, 40, scale);
+    gsb__tensor R = host_random(dt, 3000, 40, scale);
+    gsb__tensor Q = host_random(dt, 200, 40, scale);
     gsb__tensor *both[2] = {&Q, &R};
-    for (int t = 0; t < 2; t++) {
-        double *x = both[t]->data;
-        for (int64_t i = 0; i < both[t]->rows; i++)
-            for (int64_t c = 0; c < 40; c++)
-                x[i * 40 + c] = c < constant_cols ? 0.1 : x[i * 40 + c] + offset;
-    }
-    if (scale == 1.0 && offset == 0.0 && constant_cols == 0) {
-        /* one huge row near the end: the check fails only there (the tiles
-         * before it were searched, the ones after skip; the exact rerun) */
-        double *x = (double *)R.data + (R.rows - 5) * 40;
-        for (int64_t c = 0; c < 40; c++)
-            x[c] *= 1e40;
+    for (int t = 0; t < 2; t++)
+        for (int64_t i = 0; i < both[t]->rows * 40; i++)
+            gsb__tensor_set(both[t], i,
+                            i % 40 < constant_cols ? 0.1 : gsb__tensor_get(both[t], i) + offset);
+    for (int64_t c = 0; huge != 0.0 && c < 40; c++) {
+        const int64_t at = (R.rows - 5) * 40 + c;
+        gsb__tensor_set(&R, at, gsb__tensor_get(&R, at) * huge);
     }
     for (int mi = 0; mi < 2; mi++)
         check_case(0, metrics[mi], &Q, &R, 12, 0);
     check_case(0, GSB__METRIC_EUCLIDEAN, &R, &R, 7, 1);
+    if (dt == GSB_F32) {
+        check_same_as_exact(GSB__METRIC_SQEUCLIDEAN, &Q, &R, 12, 0);
+        check_same_as_exact(GSB__METRIC_EUCLIDEAN, &R, &R, 7, 1);
+    }
     gsb__tensor_free(&Q);
     gsb__tensor_free(&R);
-    CASE_END(before, "float64 range: %s", what);
+    CASE_END(before, "%s range: %s", gsb_dtype_name(dt), what);
+}
+
+static void range_case(const char *what, double scale, double offset, int constant_cols)
+{
+    const int late = scale == 1.0 && offset == 0.0 && constant_cols == 0;
+    range_case_dt(GSB_F64, what, scale, offset, constant_cols, late ? 1e40 : 0.0);
 }
 
 static void test_topk_f64_prune(void)
@@ -304,6 +376,95 @@ static void test_topk_f64_exact_ties(void)
     unsetenv("GSB_TOPK_TILE_BYTES");
     unsetenv("GSB_TOPK_PATH");
     unsetenv("GSB_TOPK_F64");
+}
+
+/* Duplicated references of non-integer data: every fifth row a copy of one
+ * of the first 100, the queries those 100 plus noise of 0.01 (so a query's
+ * k nearest are exact ties, ranked by index); float32 also against the
+ * exact mode bit for bit. */
+static void duplicates_case(gsb_dtype dt, int64_t nq, int64_t nr, int64_t d, int64_t k)
+{
+    int before = case_begin();
+    gsb__tensor R = host_random(dt, nr, d, 1.0), Q = host_random(dt, nq, d, 0.01);
+    for (int64_t i = 100; i < nr; i++)
+        for (int64_t c = 0; i % 5 == 0 && c < d; c++)
+            gsb__tensor_set(&R, i * d + c, gsb__tensor_get(&R, (i * 7 % 100) * d + c));
+    for (int64_t i = 0; i < nq * d; i++)
+        gsb__tensor_set(&Q, i, gsb__tensor_get(&Q, i) + gsb__tensor_get(&R, i % (100 * d)));
+    for (int mi = 0; mi < 2; mi++) {
+        check_case(0, metrics[mi], &Q, &R, k, 0);
+        if (dt == GSB_F32)
+            check_same_as_exact(metrics[mi], &Q, &R, k, 0);
+    }
+    gsb__tensor_free(&Q);
+    gsb__tensor_free(&R);
+    CASE_END(before, "duplicated %s references nq=%lld nr=%lld d=%lld k=%lld",
+             gsb_dtype_name(dt), (long long)nq, (long long)nr, (long long)d, (long long)k);
+}
+
+/*
+ * Float32 pruned through TF32 against the CPU twin and, bit for bit, against
+ * GSB_TOPK_F32=exact: shapes the default dispatch sends to the GEMM tiles
+ * (the exact mode there is the fused kernel), with data far from the
+ * origin, k = 1, k above the 32 pending places, query counts that are no
+ * multiple of a selection block, d no multiple of 8, duplicated references
+ * (integers and copied rows: exact ties), queries equal to references (with and without
+ * exclude_self) and near ties; then the range check's cases through the GEMM
+ * tiles (the exact mode there: FP32 SGEMM tiles).  Small tile budgets make
+ * the pruned runs screen (cuda_topk_screen.cu) after their first GEMM tile;
+ * the near ties overflow every query's places there (the rank step screens
+ * again in FP32).  Magnitudes stay where
+ * float32 products neither underflow (the CPU twin's bound is relative) nor
+ * the distances overflow.
+ */
+static void test_topk_f32_prune(void)
+{
+    /* the default tile budget (one GEMM tile: no screen at these sizes), then
+     * 4 MiB: a first GEMM tile of ~900 references, then screens */
+    static const char *const budgets[] = {NULL, "4194304"};
+    for (int bi = 0; bi < 2; bi++) {
+        if (budgets[bi])
+            setenv("GSB_TOPK_TILE_BYTES", budgets[bi], 1);
+        for (int mi = 0; mi < 2; mi++) {
+            topk_gemm_case(0, GSB_F32, metrics[mi], 1100, 8000, 128, 10, 0, 0, 0.0);
+            topk_gemm_case(0, GSB_F32, metrics[mi], 1027, 16400, 61, 1, 0, 0, 100.0);
+            topk_gemm_case(0, GSB_F32, metrics[mi], 1100, 10000, 96, 40, 0, 3, 0.0);
+            topk_gemm_case(0, GSB_F32, metrics[mi], 1100, 10000, 96, 32, 0, 3, 0.0);
+            topk_gemm_case(0, GSB_F32, metrics[mi], 4100, 4100, 64, 15, 1, 0, 0.0);
+        }
+        {
+            /* queries equal to references, not excluded: each is its own nearest */
+            int before = case_begin();
+            gsb__tensor R = host_data(GSB_F32, 4100, 64, 0, 1.0);
+            check_case(0, GSB__METRIC_EUCLIDEAN, &R, &R, 5, 0);
+            check_same_as_exact(GSB__METRIC_EUCLIDEAN, &R, &R, 5, 0);
+            gsb__tensor_free(&R);
+            CASE_END(before, "float32 queries equal to the references");
+        }
+        near_tie_case_dt(GSB_F32, 1100, 8192, 128, 10, GSB__METRIC_EUCLIDEAN);
+        duplicates_case(GSB_F32, 1100, 16000, 64, 10);
+        duplicates_case(GSB_F32, 1100, 5000, 300, 25);
+        unsetenv("GSB_TOPK_TILE_BYTES");
+    }
+    setenv("GSB_TOPK_PATH", "gemm", 1);
+    duplicates_case(GSB_F32, 300, 4000, 37, 20);
+    duplicates_case(GSB_F64, 300, 4000, 37, 20);
+    for (int mi = 0; mi < 2; mi++) {
+        near_tie_case_dt(GSB_F32, 64, 4096, 64, 10, metrics[mi]);
+        near_tie_case_dt(GSB_F32, 48, 1600, 7, 25, metrics[mi]);
+    }
+    range_case_dt(GSB_F32, "tiny (1e-12)", 1e-12, 0.0, 0, 0.0);
+    range_case_dt(GSB_F32, "tiny (1e-5)", 1e-5, 0.0, 0, 0.0);
+    range_case_dt(GSB_F32, "huge (1e15)", 1e15, 0.0, 0, 0.0);
+    range_case_dt(GSB_F32, "large (1e12)", 1e12, 0.0, 0, 0.0);
+    range_case_dt(GSB_F32, "offset 1e4", 1.0, 1e4, 0, 0.0);
+    range_case_dt(GSB_F32, "constant columns", 1.0, 0.0, 5, 0.0);
+    range_case_dt(GSB_F32, "one huge row late", 1.0, 0.0, 0, 1e17);
+    setenv("GSB_TOPK_TILE_BYTES", "65536", 1); /* screened */
+    range_case_dt(GSB_F32, "one huge row late, screened", 1.0, 0.0, 0, 1e17);
+    range_case_dt(GSB_F32, "offset 1e4, screened", 1.0, 1e4, 0, 0.0);
+    unsetenv("GSB_TOPK_TILE_BYTES");
+    unsetenv("GSB_TOPK_PATH");
 }
 
 /* R on the host: the op uploads it piece by piece (small pieces here: many)
@@ -350,6 +511,7 @@ int main(void)
     RUN(test_topk_fast_margin);
     RUN(test_topk_f64_prune);
     RUN(test_topk_f64_exact_ties);
+    RUN(test_topk_f32_prune);
     RUN(test_topk_refs_on_host);
     return testing_done();
 }

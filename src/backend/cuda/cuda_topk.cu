@@ -114,7 +114,8 @@ struct topk_smem {
 
 /*
  * Flush query row r's pending candidates into its list (one warp, all
- * lanes): exact distances, a sort, a merge, a new threshold.
+ * lanes): exact distances (cuda_topk_list.cuh's exact_sums), a sort, a
+ * merge, a new threshold.
  */
 template <typename T, int OP, class C>
 __device__ __noinline__ void flush_row(const topk_args &a, topk_smem<C> &S, int r, int lane, int warp,
@@ -123,37 +124,11 @@ __device__ __noinline__ void flush_row(const topk_args &a, topk_smem<C> &S, int 
     const int n = S.pcnt[r];
     if (n == 0)
         return;
-    const T *Q = (const T *)a.Q, *R = (const T *)a.R;
-    const int64_t d = a.d;
-    const int K = (int)a.k;
     const int64_t qg = a.q_begin + (int64_t)blockIdx.x * C::BM + r;
     const bool cosine = OP == OP_DOT && a.metric == GSB__METRIC_COSINE;
-
-    /* G lanes per candidate (a power of two with n * G <= 32) share its columns */
-    int G = 32;
-    while (G > 1 && G * n > 32)
-        G >>= 1;
-    const int e = lane / G, part = lane & (G - 1);
-    double s = 0.0;
-    if (e < n) {
-        const T *q = Q + qg * d, *x = R + (int64_t)S.pidx[r][e] * d;
-#pragma unroll 4
-        for (int64_t c = part; c < d; c += G) {
-            double u = (double)q[c], v = (double)x[c];
-            if (OP == OP_L1) {
-                s += fabs(u - v);
-            } else if (cosine) {
-                s += u * v;
-            } else {
-                double t = u - v;
-                s += t * t;
-            }
-        }
-    }
-    for (int off = G >> 1; off > 0; off >>= 1)
-        s += __shfl_xor_sync(FULL_MASK, s, off);
-    /* lane l takes candidate l's total from the first lane of its group */
-    double v = __shfl_sync(FULL_MASK, s, (lane * G) & 31);
+    const int K = (int)a.k;
+    const double v = exact_sums<T>((const T *)a.Q + qg * a.d, (const T *)a.R, S.pidx[r], n, a.d,
+                                   OP == OP_L1 ? SUM_L1 : (cosine ? SUM_DOT : SUM_SQ), lane);
     double *Lv = lv + (int64_t)r * K;
     int *Li = li + (int64_t)r * K;
     const int nl = merge_flushed(v, S.pidx[r], n, cosine, S.qaux[r], a.raux, Lv, Li, S.len[r], K,

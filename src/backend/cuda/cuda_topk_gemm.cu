@@ -8,13 +8,16 @@
  * only prunes, and every candidate it lets through is ranked by its exact
  * distance.
  *
- *  0. float64 of the euclidean family is pruned through float32: centred
- *     float32 copies of Q and R (cuda_topk_prune.cu), TF32 GEMM tiles and
- *     the TF32 slack plus the copies' own terms, exact float64 ranking as
- *     always; rows out of the copies' range (checked on the device, read
- *     once at the end; the selections skip their work once it fails) send
- *     the call to the exact mode (DGEMM tiles).  GSB_TOPK_F64=exact forces
- *     that mode.
+ *  0. float64 and float32 of the euclidean family are pruned through TF32:
+ *     centred float32 copies of Q and R (cuda_topk_prune.cu), TF32 GEMM
+ *     tiles and the TF32 slack plus the copies' own terms, exact ranking as
+ *     always (the flush below, from the inputs, in double: the exact mode's
+ *     distances to the bit); rows out of the copies' range (checked on the
+ *     device, read once at the end; the selections skip their work once it
+ *     fails) send the call to the exact mode (DGEMM or FP32 SGEMM tiles).
+ *     GSB_TOPK_F64=exact forces that mode for float64; GSB_TOPK_F32=exact
+ *     turns float32's pruning off (the fused kernel below d = 256, as
+ *     before).
  *  1. Squared norms in double once (row_norms), turned into the admission
  *     terms of cuda_topk_list.cuh (rb; the slack).  R may still be on the
  *     host (topk's caller left it there): it then goes up in pieces of
@@ -67,6 +70,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_topk_list.cuh"
 #include "backend/cuda/cuda_topk_prune.h"
+#include "backend/cuda/cuda_topk_screen.h"
 
 using namespace gsb_dist;
 using namespace gsb_topk;
@@ -86,10 +90,9 @@ constexpr int64_t TILE_ALIGN = 128;        /* tile widths are multiples of this 
  * after ~0.5 ms of upload */
 constexpr int64_t PIECE_BYTES = (int64_t)8 << 20;
 constexpr double TF32_SLACK = 1.0 / 512.0; /* 2^-9: see the header comment */
-/* From this many columns on, a flush gives each candidate the whole warp
- * (coalesced reads of its row); below, G lanes share a candidate's row,
- * which stays in L1 */
-constexpr int64_t WARP_ROW_D = 256;
+/* the largest k a pruned run screens (~k admissions a query per screen,
+ * GSB_TOPK_SCREEN_CAP places) */
+constexpr int64_t SCREEN_MAX_K = 32;
 
 /* Everything a selection block needs (by value). */
 struct sel_args {
@@ -104,6 +107,7 @@ struct sel_args {
     const int *wide; /* set: norms too large for the expansion, rank everything exactly */
     const int *abort; /* or NULL; set: the float32 copies are out of range (cuda_topk_prune.h),
                          the caller reruns exactly: skip the work */
+    float *tq;       /* or NULL: per query of the chunk, the threshold for the screen */
     double *lv;      /* per query of the chunk: k distances ... */
     int *li;         /* ... and indices, sorted */
     int *len;        /* list lengths */
@@ -112,63 +116,21 @@ struct sel_args {
     int64_t *idx;
 };
 
-/* A lane's part of the exact sum over columns part, part + G, ...: q.x
- * (cosine) or ||q - x||^2, in double. */
-template <typename T>
-__device__ __forceinline__ double row_sum(const T *q, const T *x, int64_t d, int part, int G,
-                                          bool cosine)
-{
-    double s = 0.0;
-#pragma unroll 4
-    for (int64_t c = part; c < d; c += G) {
-        double u = (double)q[c], w = (double)x[c];
-        if (cosine) {
-            s += u * w;
-        } else {
-            double t = u - w;
-            s += t * t;
-        }
-    }
-    return s;
-}
-
 /*
  * Flush the n (<= 32) pending candidates pidx of query qg into its sorted
- * list Lv / Li of length len (one warp, all lanes): exact distances, a sort,
+ * list Lv / Li of length len (one warp, all lanes): exact distances
+ * (cuda_topk_list.cuh's exact_sums: the fused kernel's, to the bit), a sort,
  * a merge.  Returns the new length.  mv / mi: 32 places of shared memory.
  */
 template <typename T>
 __device__ __noinline__ int flush(const sel_args &a, int64_t qg, const int *pidx, int n,
                                   double *Lv, int *Li, int len, double *mv, int *mi, int lane)
 { /* T: the exact data's type */
-    const int64_t d = a.d;
-    const int K = (int)a.k;
     const bool cosine = a.metric == GSB__METRIC_COSINE;
-    const T *q = (const T *)a.Q + qg * d;
-    double v = 0.0;
-    if (d >= WARP_ROW_D) {
-        /* one candidate at a time, the warp across its columns */
-        for (int e = 0; e < n; e++) {
-            double s = row_sum<T>(q, (const T *)a.R + (int64_t)pidx[e] * d, d, lane, 32, cosine);
-            for (int off = 16; off > 0; off >>= 1)
-                s += __shfl_xor_sync(FULL_MASK, s, off);
-            if (lane == e)
-                v = s;
-        }
-    } else {
-        /* G lanes per candidate (a power of two with n * G <= 32) share its columns */
-        int G = 32;
-        while (G > 1 && G * n > 32)
-            G >>= 1;
-        const int e = lane / G;
-        double s = e < n ? row_sum<T>(q, (const T *)a.R + (int64_t)pidx[e] * d, d, lane & (G - 1),
-                                      G, cosine)
-                         : 0.0;
-        for (int off = G >> 1; off > 0; off >>= 1)
-            s += __shfl_xor_sync(FULL_MASK, s, off);
-        v = __shfl_sync(FULL_MASK, s, (lane * G) & 31);
-    }
-    return merge_flushed(v, pidx, n, cosine, a.qaux[qg], a.raux, Lv, Li, len, K, mv, mi, lane);
+    const double v = exact_sums<T>((const T *)a.Q + qg * a.d, (const T *)a.R, pidx, n, a.d,
+                                   cosine ? SUM_DOT : SUM_SQ, lane);
+    return merge_flushed(v, pidx, n, cosine, a.qaux[qg], a.raux, Lv, Li, len, (int)a.k, mv, mi,
+                         lane);
 }
 
 /* The query's admission threshold for a list of length len. */
@@ -178,6 +140,102 @@ __device__ __forceinline__ T threshold(const sel_args &a, const double *Lv, int 
 {
     return len == (int)a.k ? admit_threshold<T>(Lv[len - 1], qa, a.metric, a.slack, wide)
                            : (T)INFINITY;
+}
+
+/* A warp's selection of one query of the chunk: its sorted list, its
+ * pending candidates (P: 64 places of shared memory) and threshold. */
+template <typename T>
+struct sel_state {
+    int64_t q, qg;
+    double *Lv;
+    int *Li, *carry, *P;
+    int len, cnt, wide;
+    double qa;
+    T tq;
+};
+
+/* Query q's state as the previous tile left it (its carried candidates). */
+template <typename T>
+__device__ __forceinline__ sel_state<T> sel_begin(const sel_args &a, int64_t q, int *P, int lane)
+{
+    sel_state<T> st;
+    st.q = q;
+    st.qg = a.q_begin + q;
+    st.Lv = a.lv + q * a.k;
+    st.Li = a.li + q * a.k;
+    st.carry = a.carry + q * (CARRY + 1);
+    st.P = P;
+    st.wide = *a.wide;
+    st.qa = a.qaux[st.qg];
+    st.len = a.len[q];
+    st.cnt = st.carry[0];
+    if (lane < st.cnt)
+        P[lane] = st.carry[1 + lane];
+    __syncwarp();
+    st.tq = threshold<T>(a, st.Lv, st.len, st.qa, st.wide);
+    return st;
+}
+
+/* One step of the warp: each lane's candidate jg joins the pending list
+ * where ok; once 32 are pending they are flushed (TX: the exact data's
+ * type) and the threshold tightens. */
+template <typename T, typename TX>
+__device__ __forceinline__ void sel_offer(const sel_args &a, sel_state<T> &st, bool ok,
+                                          int64_t jg, double *mv, int *mi, int lane)
+{
+    unsigned m = __ballot_sync(FULL_MASK, ok);
+    if (ok)
+        st.P[st.cnt + __popc(m & ((1u << lane) - 1u))] = (int)jg;
+    st.cnt += __popc(m);
+    __syncwarp();
+    if (st.cnt >= 32) {
+        st.len = flush<TX>(a, st.qg, st.P, 32, st.Lv, st.Li, st.len, mv, mi, lane);
+        int rest = st.cnt - 32, t = lane < rest ? st.P[32 + lane] : 0;
+        __syncwarp();
+        if (lane < rest)
+            st.P[lane] = t;
+        __syncwarp();
+        st.cnt = rest;
+        st.tq = threshold<T>(a, st.Lv, st.len, st.qa, st.wide);
+    }
+}
+
+/* The tile's end: carry the pending candidates to the next tile, or, after
+ * the last, flush them and write the query's dist (sqrt for euclidean) and
+ * idx.  Screened (a.tq set): flush them now and leave the float threshold
+ * for the next screen, as tight as every candidate so far makes it. */
+template <typename T, typename TX>
+__device__ void sel_end(const sel_args &a, sel_state<T> &st, double *mv, int *mi, int lane)
+{
+    const int K = (int)a.k;
+    if (!a.last && a.tq && st.cnt > 0) {
+        st.len = flush<TX>(a, st.qg, st.P, st.cnt, st.Lv, st.Li, st.len, mv, mi, lane);
+        st.cnt = 0;
+        st.tq = threshold<T>(a, st.Lv, st.len, st.qa, st.wide);
+    }
+    if (!a.last) {
+        if (lane < st.cnt)
+            st.carry[1 + lane] = st.P[lane];
+        if (lane == 0) {
+            st.carry[0] = st.cnt;
+            a.len[st.q] = st.len;
+            if (sizeof(T) == sizeof(float) && a.tq)
+                a.tq[st.q] = (float)st.tq; /* exact: T is float */
+        }
+        return;
+    }
+    if (st.cnt > 0)
+        st.len = flush<TX>(a, st.qg, st.P, st.cnt, st.Lv, st.Li, st.len, mv, mi, lane);
+    /* k <= the references a query may take, all admitted while its list was
+     * short: len == K here; empty slots would be (inf, SENTINEL) all the same */
+    TX *dq = (TX *)a.dist + st.qg * K;
+    int64_t *iq = a.idx + st.qg * K;
+    const bool euclid = a.metric == GSB__METRIC_EUCLIDEAN;
+    for (int p = lane; p < K; p += 32) {
+        double dv = p < st.len ? st.Lv[p] : (double)INFINITY;
+        dq[p] = (TX)(euclid ? sqrt(dv) : dv);
+        iq[p] = p < st.len ? st.Li[p] : SENTINEL;
+    }
 }
 
 /*
@@ -195,22 +253,9 @@ __global__ void __launch_bounds__(WARPS * 32) select_kernel(const __grid_constan
     const int64_t q = (int64_t)blockIdx.x * WARPS + w;
     if (q >= a.nqc || (a.abort && *a.abort))
         return; /* the whole warp: no block-wide barrier follows */
-    const int64_t qg = a.q_begin + q;
-    const int K = (int)a.k;
-    double *Lv = a.lv + q * K;
-    int *Li = a.li + q * K;
-    int *carry = a.carry + q * (CARRY + 1);
-    const int wide = *a.wide;
-    const double qa = a.qaux[qg];
     const bool cosine = a.metric == GSB__METRIC_COSINE;
     const T *S = (const T *)a.S + q * a.ld, *rb = (const T *)a.rb;
-    int *P = pend[w];
-
-    int len = a.len[q], cnt = carry[0];
-    if (lane < cnt)
-        P[lane] = carry[1 + lane];
-    __syncwarp();
-    T tq = threshold<T>(a, Lv, len, qa, wide);
+    sel_state<T> st = sel_begin<T>(a, q, pend[w], lane);
 
     for (int64_t b = 0; b < a.nb; b += 32 * UNROLL) {
         T sv[UNROLL], rv[UNROLL];
@@ -227,46 +272,68 @@ __global__ void __launch_bounds__(WARPS * 32) select_kernel(const __grid_constan
              * euclidean family (1 - 1.5 s) ||r||^2 - 2 q.r, cosine -(q.r) / ||r||;
              * NaN (overflow) is admitted: only a sure loser is turned away */
             T v = cosine ? fma(sv[u], rv[u], T(0)) : fma(sv[u], T(-2), rv[u]);
-            bool ok = j < a.nb && !(a.exclude_self && jg == qg) && !(v > tq);
-            unsigned m = __ballot_sync(FULL_MASK, ok);
-            if (ok)
-                P[cnt + __popc(m & ((1u << lane) - 1u))] = (int)jg;
-            cnt += __popc(m);
-            __syncwarp();
-            if (cnt >= 32) {
-                len = flush<TX>(a, qg, P, 32, Lv, Li, len, mv[w], mi[w], lane);
-                int rest = cnt - 32, t = lane < rest ? P[32 + lane] : 0;
-                __syncwarp();
-                if (lane < rest)
-                    P[lane] = t;
-                __syncwarp();
-                cnt = rest;
-                tq = threshold<T>(a, Lv, len, qa, wide);
-            }
+            bool ok = j < a.nb && !(a.exclude_self && jg == st.qg) && !(v > st.tq);
+            sel_offer<T, TX>(a, st, ok, jg, mv[w], mi[w], lane);
         }
     }
+    sel_end<T, TX>(a, st, mv[w], mi[w], lane);
+}
 
-    if (!a.last) {
-        if (lane < cnt)
-            carry[1 + lane] = P[lane];
-        if (lane == 0) {
-            carry[0] = cnt;
-            a.len[q] = len;
+/* What a rank step reads besides the selection's arguments: the screen's
+ * places and the centred copies (for a query whose places overflowed). */
+struct rank_in {
+    int *cnt;
+    const int2 *cand;
+    const float *qf, *rf;
+};
+
+/*
+ * After a screen of references [j0, j0 + nb) (cuda_topk_screen.cu): warp w
+ * of block b takes query b WARPS + w of the chunk and offers its admitted
+ * candidates to its list, tested again against the threshold as it
+ * tightens.  A query whose places overflowed screens the slice again here,
+ * its dot products summed in FP32 from the centred copies (inside the same
+ * slack: no TF32 rounding).  Resets the query's count for the next screen.
+ */
+template <typename TX>
+__global__ void __launch_bounds__(WARPS * 32)
+    rank_kernel(const __grid_constant__ sel_args a, const __grid_constant__ rank_in r)
+{
+    __shared__ int pend[WARPS][64];
+    __shared__ double mv[WARPS][32];
+    __shared__ int mi[WARPS][32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int64_t q = (int64_t)blockIdx.x * WARPS + w;
+    if (q >= a.nqc || (a.abort && *a.abort))
+        return; /* the whole warp */
+    const float *rb = (const float *)a.rb;
+    sel_state<float> st = sel_begin<float>(a, q, pend[w], lane);
+    const int n = r.cnt[q];
+    __syncwarp();
+    if (lane == 0)
+        r.cnt[q] = 0;
+    if (n <= GSB_TOPK_SCREEN_CAP) {
+        const int2 *c = r.cand + q * GSB_TOPK_SCREEN_CAP;
+        for (int b = 0; b < n; b += 32) {
+            const int e = b + lane;
+            const int2 x = e < n ? c[e] : make_int2(0, 0);
+            const bool ok = e < n && !(__int_as_float(x.y) > st.tq);
+            sel_offer<float, TX>(a, st, ok, x.x, mv[w], mi[w], lane);
         }
-        return;
+    } else {
+        const float *qf = r.qf + st.qg * a.d;
+        for (int64_t b = a.j0; b < a.j0 + a.nb; b += 32) {
+            const int64_t j = b + lane;
+            const bool in = j < a.j0 + a.nb;
+            float dot = 0.f;
+            for (int64_t c = 0; in && c < a.d; c++)
+                dot = fmaf(qf[c], r.rf[j * a.d + c], dot);
+            const float v = fmaf(dot, -2.f, in ? rb[j] : 0.f);
+            const bool ok = in && !(a.exclude_self && j == st.qg) && !(v > st.tq);
+            sel_offer<float, TX>(a, st, ok, j, mv[w], mi[w], lane);
+        }
     }
-    if (cnt > 0)
-        len = flush<TX>(a, qg, P, cnt, Lv, Li, len, mv[w], mi[w], lane);
-    /* k <= the references a query may take, all admitted while its list was
-     * short: len == K here; empty slots would be (inf, SENTINEL) all the same */
-    TX *dq = (TX *)a.dist + qg * K;
-    int64_t *iq = a.idx + qg * K;
-    const bool euclid = a.metric == GSB__METRIC_EUCLIDEAN;
-    for (int p = lane; p < K; p += 32) {
-        double dv = p < len ? Lv[p] : (double)INFINITY;
-        dq[p] = (TX)(euclid ? sqrt(dv) : dv);
-        iq[p] = p < len ? Li[p] : SENTINEL;
-    }
+    sel_end<float, TX>(a, st, mv[w], mi[w], lane);
 }
 
 /* The dot products of queries [q0, q0 + nqc) against references [j0, j0 +
@@ -293,7 +360,10 @@ struct gemm_bufs {
     double *qaux = NULL, *raux = NULL, *lv = NULL, *mean = NULL;
     int *li = NULL, *len = NULL, *carry = NULL, *wide = NULL, *bad = NULL;
     void *rb = NULL, *tile[2] = {NULL, NULL};
-    float *qf = NULL, *rf = NULL; /* float64 pruned: the float32 copies the GEMM reads */
+    float *qf = NULL, *rf = NULL; /* pruned: the float32 copies the GEMM reads */
+    float *tq = NULL;             /* screened: thresholds, the screens' places */
+    int *cnt = NULL;
+    int2 *cand = NULL;
     cudaStream_t side = NULL;     /* the selections' stream */
     cudaStream_t gs = NULL;       /* the GEMMs' (gemm_lane_of) */
     cublasHandle_t blas = NULL;
@@ -380,8 +450,9 @@ int gemm_free(const gsb__backend *be, gemm_bufs &g, int rc)
         if (e != cudaSuccess && rc == GSB_OK)
             rc = gsb__cuda_fail_rt(e, "cudaEventDestroy", __FILE__, __LINE__);
     }
-    void *ptrs[] = {g.qaux, g.raux, g.lv, g.li, g.len,     g.carry,  g.wide,
-                    g.bad,  g.mean, g.rb, g.qf, g.rf, g.tile[0], g.tile[1]};
+    void *ptrs[] = {g.qaux, g.raux, g.lv, g.li,  g.len, g.carry,   g.wide,   g.bad,
+                    g.mean, g.rb,   g.qf, g.rf,  g.tq,  g.cnt,     g.cand,   g.tile[0],
+                    g.tile[1]};
     for (void *p : ptrs)
         gsb__cuda_free(be, p);
     return rc;
@@ -420,12 +491,12 @@ int plan_tiles(int64_t nq, int64_t nr, int64_t *nqc_max, int64_t *nb_max)
 }
 
 /* The admission slack of a run (the header comment says why each term). */
-template <typename T, typename TX>
-double run_slack(int64_t d, int tf32)
+template <typename T>
+double run_slack(int64_t d, int tf32, bool prune)
 {
     double s = 2.0 * ((double)(d + 2) * num<T>::eps + (double)(2 * d + 8) * DBL_EPSILON) +
                (tf32 ? TF32_SLACK : 0.0);
-    if (sizeof(T) != sizeof(TX))
+    if (prune)
         s += gsb__cuda_topk_prune_slack(d);
     return s;
 }
@@ -440,19 +511,20 @@ struct run_in {
     const TX *Rhost;     /* the references on the host, or NULL: all on the device */
     int64_t nq, nr, d, ready_rows;
     int metric;
+    bool prune;          /* the GEMM reads centred float32 copies (cuda_topk_prune.h) */
     double slack;
 };
 
 /* Norms and admission terms of reference rows [r0, r1) (centred float32
- * copies too, where float64 is pruned), on the backend's stream. */
+ * copies too, where pruned), on the backend's stream. */
 template <typename T, typename TX>
 int prep_refs(const gsb__backend *be, const run_in<T, TX> &in, gemm_bufs &g, int64_t r0,
               int64_t r1)
 {
     const int64_t n = r1 - r0, d = in.d;
-    if (sizeof(T) != sizeof(TX))
-        return gsb__cuda_topk_prune_rows(be, (const double *)in.Rx + r0 * d, n, d, g.mean,
-                                         in.nq, g.rf + r0 * d, g.raux + r0, (float *)g.rb + r0,
+    if (in.prune)
+        return gsb__cuda_topk_prune_rows(be, in.Rx + r0 * d, n, d, g.mean, in.nq,
+                                         g.rf + r0 * d, g.raux + r0, (float *)g.rb + r0,
                                          in.slack, g.bad);
     int rc = row_norms<T, double>(be, in.R + r0 * d, n, d, 0, g.raux + r0, num<T>::big, g.wide);
     if (rc != GSB_OK)
@@ -489,12 +561,63 @@ int refs_ready(const gsb__backend *be, run_in<T, TX> &in, gemm_bufs &g, int64_t 
     return stream_after(g.gs, gsb__cuda_ctx_of(be)->stream, g.uploaded);
 }
 
+/* Whether a pruned run screens (cuda_topk_screen.cu) the references after
+ * its first GEMM tile: narrow rows (the GEMM output's round trip through
+ * memory sets the time there), k small enough that the screens' places
+ * hold what a query admits (each screen is as wide as all before it: ~k
+ * admissions a query), GSB_TOPK_SCREEN=off not set. */
+bool screen_applies(bool prune, int64_t d, int64_t k)
+{
+    const char *mode = getenv("GSB_TOPK_SCREEN");
+    return prune && d <= GSB_TOPK_SCREEN_MAX_D && k <= SCREEN_MAX_K &&
+           !(mode && strcmp(mode, "off") == 0);
+}
+
+/* A screened run's references [from, nr) for the chunk a describes: screens
+ * of doubling width (each as wide as all before it), each followed by the
+ * rank step of its admitted candidates (rank_kernel), on the side stream;
+ * the last writes the chunk's results. */
+template <typename T, typename TX>
+int screen_rest(const gsb__backend *be, run_in<T, TX> &in, gemm_bufs &g, sel_args &a,
+                int64_t from)
+{
+    gsb__topk_screen s;
+    s.Q = g.qf;
+    s.R = g.rf;
+    s.rb = (const float *)g.rb;
+    s.tq = g.tq;
+    s.d = in.d;
+    s.q_begin = a.q_begin;
+    s.nqc = a.nqc;
+    s.exclude_self = a.exclude_self;
+    s.abort = g.bad;
+    s.cnt = g.cnt;
+    s.cand = g.cand;
+    const rank_in r = {g.cnt, g.cand, g.qf, g.rf};
+    for (int64_t j0 = from; j0 < in.nr;) {
+        const int64_t nb = j0 < in.nr - j0 ? j0 : in.nr - j0;
+        PASS((refs_ready<T, TX>(be, in, g, j0 + nb)));
+        CUDA_TRY(cudaStreamWaitEvent(g.side, g.uploaded, 0));
+        s.j0 = j0;
+        s.j1 = j0 + nb;
+        PASS(gsb__cuda_topk_screen(be, s, g.side));
+        a.j0 = j0;
+        a.nb = nb;
+        a.last = j0 + nb >= in.nr;
+        rank_kernel<TX><<<(unsigned)((a.nqc + WARPS - 1) / WARPS), WARPS * 32, 0, g.side>>>(a, r);
+        CUDA_TRY(cudaGetLastError());
+        j0 += nb;
+    }
+    return GSB_OK;
+}
+
 /*
- * topk of Qt against Rt (both TX) through GEMM tiles of type T: T == TX is
- * the exact mode (or topk_fast's TF32 for float32); T float with TX double
- * prunes float64 through centred float32 copies and TF32 tiles
- * (cuda_topk_prune.cu), where *pruned says whether the data allowed it (0:
- * the results are not written; the caller runs the exact mode).  Rhost: the
+ * topk of Qt against Rt (both TX) through GEMM tiles of type T: T == TX
+ * without prune is the exact mode (or topk_fast's TF32 for float32); prune
+ * (T float, tf32) prunes float64 or float32 through centred float32 copies
+ * and TF32 tiles (cuda_topk_prune.cu), where *pruned says whether the data
+ * allowed it (0: the results are not written; the caller runs the exact
+ * mode).  Rhost: the
  * references are still on the host; Rt's device buffer is filled as the
  * tiles come to need them, so the upload overlaps the search (the GEMMs run
  * on their own stream, gemm_lane_of); the whole of Rt is on the device when
@@ -503,21 +626,23 @@ int refs_ready(const gsb__backend *be, run_in<T, TX> &in, gemm_bufs &g, int64_t 
 template <typename T, typename TX>
 int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *Rt,
              const void *Rhost, int64_t k, gsb__metric metric, int exclude_self, int tf32,
-             gsb__tensor *dist, gsb__tensor *idx, int *pruned)
+             bool prune, gsb__tensor *dist, gsb__tensor *idx, int *pruned)
 {
+    static_assert(sizeof(T) == sizeof(TX) || sizeof(T) == sizeof(float),
+                  "float64 goes through float32 copies or DGEMM tiles");
     const gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
     cudaStream_t ms = ctx->stream;
     const int64_t nq = Qt->rows, nr = Rt->rows, d = Qt->cols;
-    const bool mixed = sizeof(T) != sizeof(TX);
     run_in<T, TX> in;
     gemm_bufs g;
     int64_t nqc_max = 0, nb_max = 0, t = 0;
     sel_args a;
     int rc = GSB_OK, host_bad = 1;
+    bool screen = false;
 
     in.Qx = (const TX *)Qt->data;
     in.Rx = (const TX *)Rt->data;
-    in.Q = (const T *)Qt->data; /* the float32 copies instead, below, where mixed */
+    in.Q = (const T *)Qt->data; /* the float32 copies instead, below, where pruned */
     in.R = (const T *)Rt->data;
     in.Rhost = (const TX *)Rhost;
     in.nq = nq;
@@ -525,16 +650,19 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     in.d = d;
     in.ready_rows = Rhost ? 0 : nr;
     in.metric = (int)metric;
-    in.slack = run_slack<T, TX>(d, tf32);
+    in.prune = prune;
+    in.slack = run_slack<T>(d, tf32, prune);
     gemm_lane_of(ctx, &g.blas, &g.gs);
 
     GSB_CUDA_CHECK(plan_tiles<T>(nq, nr, &nqc_max, &nb_max));
+    screen = sizeof(T) == sizeof(float) && screen_applies(prune, d, k) && nb_max < nr &&
+             gsb__cuda_topk_screen_supported(be);
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(int), (void **)&g.wide));
     CUDA_CHECK(cudaMemsetAsync(g.wide, 0, sizeof(int), ms));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nq * sizeof(double), (void **)&g.qaux));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nr * sizeof(double), (void **)&g.raux));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nr * sizeof(T), &g.rb));
-    if (mixed) {
+    if (prune) {
         rc = gsb__cuda_alloc(be, (size_t)(nq * d) * sizeof(float), (void **)&g.qf);
         if (rc == GSB_OK)
             rc = gsb__cuda_alloc(be, (size_t)(nr * d) * sizeof(float), (void **)&g.rf);
@@ -550,9 +678,9 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
         GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(int), (void **)&g.bad));
         CUDA_CHECK(cudaMemsetAsync(g.bad, 0, sizeof(int), ms));
         /* centred on the queries' mean: all of them are here already */
-        GSB_CUDA_CHECK(gsb__cuda_topk_prune_sums(be, (const double *)in.Qx, nq, d, g.mean));
-        GSB_CUDA_CHECK(gsb__cuda_topk_prune_rows(be, (const double *)in.Qx, nq, d, g.mean, nq,
-                                                 g.qf, g.qaux, NULL, in.slack, g.bad));
+        GSB_CUDA_CHECK(gsb__cuda_topk_prune_sums(be, in.Qx, nq, d, g.mean));
+        GSB_CUDA_CHECK(gsb__cuda_topk_prune_rows(be, in.Qx, nq, d, g.mean, nq, g.qf, g.qaux,
+                                                 NULL, in.slack, g.bad));
         in.Q = (const T *)g.qf;
         in.R = (const T *)g.rf;
     } else {
@@ -572,6 +700,13 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     for (int b = 0; b < 2; b++)
         GSB_CUDA_CHECK(
             gsb__cuda_alloc(be, (size_t)(nqc_max * nb_max) * sizeof(T), &g.tile[b]));
+    if (screen) {
+        GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nqc_max * sizeof(float), (void **)&g.tq));
+        GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)nqc_max * sizeof(int), (void **)&g.cnt));
+        GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)(nqc_max * GSB_TOPK_SCREEN_CAP) * sizeof(int2),
+                                       (void **)&g.cand));
+        CUDA_CHECK(cudaMemsetAsync(g.cnt, 0, (size_t)nqc_max * sizeof(int), ms));
+    }
 
     /* the GEMM and side streams start after the allocations and norms above */
     CUDA_CHECK(cudaStreamCreateWithFlags(&g.side, cudaStreamNonBlocking));
@@ -601,6 +736,7 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
     a.li = g.li;
     a.len = g.len;
     a.carry = g.carry;
+    a.tq = g.tq;
     a.dist = dist->data;
     a.idx = (int64_t *)idx->data;
     for (int64_t q0 = 0; q0 < nq; q0 += nqc_max) {
@@ -610,7 +746,9 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
         CUDA_CHECK(cudaMemsetAsync(g.len, 0, (size_t)a.nqc * sizeof(int), g.side));
         CUDA_CHECK(cudaMemsetAsync(g.carry, 0, (size_t)(a.nqc * (CARRY + 1)) * sizeof(int),
                                    g.side));
-        for (int64_t j0 = 0; j0 < nr; j0 += nb_max, t++) {
+        /* screened: the first tile only through the GEMM (its selection
+         * fills the lists and sets the thresholds the screens start from) */
+        for (int64_t j0 = 0; j0 < (screen ? nb_max : nr); j0 += nb_max, t++) {
             const int b = (int)(t & 1);
             a.j0 = j0;
             a.nb = nr - j0 < nb_max ? nr - j0 : nb_max;
@@ -629,8 +767,10 @@ int gemm_run(const gsb__backend *be, const gsb__tensor *Qt, const gsb__tensor *R
             CUDA_CHECK(cudaGetLastError());
             CUDA_CHECK(cudaEventRecord(g.sel_done[b], g.side));
         }
+        if (screen)
+            GSB_CUDA_CHECK((screen_rest<T, TX>(be, in, g, a, nb_max)));
     }
-    if (mixed) {
+    if (prune) {
         /* the range check of every copy (on the backend's stream, which the
          * GEMMs and selections do not hold up) */
         CUDA_CHECK(cudaMemcpyAsync(&host_bad, g.bad, sizeof(int), cudaMemcpyDeviceToHost, ms));
@@ -648,13 +788,16 @@ done:
  * large shapes (GEMM's rate outruns the fused kernel's once its tiles are
  * big, ~0.4 of the FP32 GEMM rate at 10k x 200k x 64).  GSB_TOPK_PATH=gemm
  * or =fused forces one path where both apply (tests, measurements). */
-/* exact_f32: exact float32 (not topk_fast's TF32), where the fused kernel
- * stays faster on narrow rows: on an H200 at 10k x 200k x 64 it took 13.5 ms
- * against the GEMM path's 16.1 (float64: 21.7 against 16.8; float32 at d = 784:
- * 98 against 63). */
+/* exact_f32: exact float32 (not topk_fast's TF32) that is not pruned
+ * (cosine, GSB_TOPK_F32=exact), where the fused kernel stays faster on
+ * narrow rows: on an H200 at 10k x 200k x 64 it took 13.5 ms against the
+ * GEMM path's 16.1 (float64: 21.7 against 16.8; float32 at d = 784: 98
+ * against 63). */
 extern "C" int gsb__cuda_topk_gemm_applies(int64_t nq, int64_t nr, int64_t d,
                                             gsb__metric metric, int exact_f32)
 {
+    if (exact_f32 && gsb__cuda_topk_prune_applies(metric, GSB_F32))
+        exact_f32 = 0;
     if (metric == GSB__METRIC_MANHATTAN || d < 1 || d > INT_MAX || nr >= INT_MAX ||
         nq > INT_MAX)
         return 0;
@@ -672,17 +815,21 @@ extern "C" int gsb__cuda_topk_gemm(const gsb__backend *be, const gsb__tensor *Q,
                                    gsb__metric metric, int exclude_self, int tf32,
                                    gsb__tensor *dist, gsb__tensor *idx)
 {
-    if (Q->dtype == GSB_F32)
-        return gemm_run<float, float>(be, Q, R, Rhost, k, metric, exclude_self, tf32, dist, idx,
-                                      NULL);
-    if (gsb__cuda_topk_prune_applies(metric)) {
+    /* pruned through TF32 tiles (topk_fast keeps its own uncentred TF32) */
+    if ((Q->dtype == GSB_F64 || !tf32) && gsb__cuda_topk_prune_applies(metric, Q->dtype)) {
         int pruned = 0;
-        int rc = gemm_run<float, double>(be, Q, R, Rhost, k, metric, exclude_self, 1, dist, idx,
-                                         &pruned);
+        int rc = Q->dtype == GSB_F32
+                     ? gemm_run<float, float>(be, Q, R, Rhost, k, metric, exclude_self, 1, true,
+                                              dist, idx, &pruned)
+                     : gemm_run<float, double>(be, Q, R, Rhost, k, metric, exclude_self, 1,
+                                               true, dist, idx, &pruned);
         if (rc != GSB_OK || pruned)
             return rc;
         Rhost = NULL; /* all of R is on the device now */
     }
-    return gemm_run<double, double>(be, Q, R, Rhost, k, metric, exclude_self, 0, dist, idx,
-                                    NULL);
+    if (Q->dtype == GSB_F32)
+        return gemm_run<float, float>(be, Q, R, Rhost, k, metric, exclude_self, tf32, false,
+                                      dist, idx, NULL);
+    return gemm_run<double, double>(be, Q, R, Rhost, k, metric, exclude_self, 0, false, dist,
+                                    idx, NULL);
 }

@@ -57,6 +57,66 @@ __device__ __forceinline__ void warp_sort(double &v, int &i, int lane)
         }
 }
 
+/* From this many columns on, a flush gives each candidate the whole warp
+ * (coalesced reads of its row); below, a lane per candidate. */
+constexpr int64_t WARP_ROW_D = 256;
+
+/* What a flush sums over the columns: ||q - x||^2, q.x (cosine), |q - x|_1. */
+enum { SUM_SQ = 0, SUM_DOT = 1, SUM_L1 = 2 };
+
+template <typename T>
+__device__ __forceinline__ double sum_term(T qc, T xc, int kind)
+{
+    double u = (double)qc, w = (double)xc;
+    if (kind == SUM_DOT)
+        return u * w;
+    double t = u - w;
+    return kind == SUM_L1 ? fabs(t) : t * t;
+}
+
+/*
+ * The exact sums of a flush (all lanes; lane l < n gets candidate l's, of
+ * query row q against reference rows R + pidx[l] d), in double, in an order
+ * fixed by d alone: equal rows get equal sums whichever flush (of however
+ * many candidates) they come in, so exact ties stay ties and go by index,
+ * and every path (fused kernel, exact or pruned GEMM tiles) ranks by the
+ * same values to the bit.
+ */
+template <typename T>
+__device__ double exact_sums(const T *q, const T *R, const int *pidx, int n, int64_t d, int kind,
+                             int lane)
+{
+    double v = 0.0;
+    if (d >= WARP_ROW_D) {
+        /* one candidate at a time, the warp across its columns */
+        for (int e = 0; e < n; e++) {
+            const T *x = R + (int64_t)pidx[e] * d;
+            double s = 0.0;
+            for (int64_t c = lane; c < d; c += 32)
+                s += sum_term<T>(q[c], x[c], kind);
+            for (int off = 16; off > 0; off >>= 1)
+                s += __shfl_xor_sync(FULL_MASK, s, off);
+            if (lane == e)
+                v = s;
+        }
+    } else if (lane < n) {
+        /* a lane per candidate: four running sums, then (s0 + s1) + (s2 + s3) */
+        const T *x = R + (int64_t)pidx[lane] * d;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        int64_t c = 0;
+        for (; c + 4 <= d; c += 4) {
+            s0 += sum_term<T>(q[c], x[c], kind);
+            s1 += sum_term<T>(q[c + 1], x[c + 1], kind);
+            s2 += sum_term<T>(q[c + 2], x[c + 2], kind);
+            s3 += sum_term<T>(q[c + 3], x[c + 3], kind);
+        }
+        for (; c < d; c++)
+            s0 += sum_term<T>(q[c], x[c], kind);
+        v = (s0 + s1) + (s2 + s3);
+    }
+    return v;
+}
+
 /*
  * A flush's last steps, the same in both paths: lane l holds candidate l's
  * summed dot product (cosine) or distance v, pidx the n (<= 32) candidates'

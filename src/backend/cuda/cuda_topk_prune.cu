@@ -1,8 +1,12 @@
 /*
- * cuda_topk_prune.cu - float64 topk pruned through float32: centred float32
- * copies of the queries and references for cuda_topk_gemm.cu's TF32 tiles,
- * whose every admitted candidate is then ranked by its exact float64
- * distance (so the result is the exact path's; twin: topk in cpu_distance.c).
+ * cuda_topk_prune.cu - topk of the euclidean family pruned through TF32:
+ * centred float32 copies of the float64 or float32 queries and references
+ * for cuda_topk_gemm.cu's TF32 tiles, whose every admitted candidate is then
+ * ranked by its exact distance, computed from the inputs as the exact mode
+ * computes it (so the result is the exact path's; twin: topk in
+ * cpu_distance.c).  Everything below holds for either input type: the
+ * centring is done in double from the inputs (a float32 input converts
+ * exactly).
  *
  * Why centre: the admission margin is relative to ||q||^2 + ||r||^2, and
  * distances do not change when both sides move by the same vector m; with m
@@ -57,8 +61,9 @@ constexpr int SUM_ROWS = 8;             /* row lanes of a column-sum block (x 32
 
 /* sum += the column sums of rows [b per, (b + 1) per) of X (n x d); blocks
  * of 32 x SUM_ROWS threads: a warp reads 32 adjacent columns of a row. */
+template <typename T>
 __global__ void __launch_bounds__(32 * SUM_ROWS)
-    col_sum_kernel(const double *__restrict__ X, int64_t n, int64_t d, int64_t per,
+    col_sum_kernel(const T *__restrict__ X, int64_t n, int64_t d, int64_t per,
                    double *__restrict__ sum)
 {
     __shared__ double part[SUM_ROWS][33];
@@ -70,7 +75,7 @@ __global__ void __launch_bounds__(32 * SUM_ROWS)
         double s = 0.0;
         if (c < d)
             for (int64_t i = i0 + ty; i < i1; i += SUM_ROWS)
-                s += X[i * d + c];
+                s += (double)X[i * d + c];
         part[ty][tx] = s;
         __syncthreads();
         if (ty == 0 && c < d) {
@@ -86,7 +91,8 @@ __global__ void __launch_bounds__(32 * SUM_ROWS)
  * Xf, its squared norm in double into norm, where rb is not NULL the
  * admission term (1 - 1.5 slack) norm as float (cuda_topk_list.cuh's
  * topk_prep_kernel, euclidean family), and the range check into bad. */
-__global__ void centre_kernel(const double *__restrict__ X, int64_t n, int64_t d,
+template <typename T>
+__global__ void centre_kernel(const T *__restrict__ X, int64_t n, int64_t d,
                               const double *__restrict__ sum, double inv_sum,
                               float *__restrict__ Xf, double *__restrict__ norm,
                               float *__restrict__ rb, double slack, int *bad)
@@ -97,7 +103,7 @@ __global__ void centre_kernel(const double *__restrict__ X, int64_t n, int64_t d
          i += nwarps) {
         double s = 0.0;
         for (int64_t c = lane; c < d; c += 32) {
-            double v = X[i * d + c] - sum[c] * inv_sum; /* the same m_c for Q and R */
+            double v = (double)X[i * d + c] - sum[c] * inv_sum; /* the same m_c for Q and R */
             Xf[i * d + c] = fabs(v) < PRUNE_FLUSH ? 0.0f : (float)v;
             s += v * v;
         }
@@ -114,11 +120,40 @@ __global__ void centre_kernel(const double *__restrict__ X, int64_t n, int64_t d
     }
 }
 
+template <typename T>
+int prune_sums(const gsb__backend *be, const T *X, int64_t n, int64_t d, double *sum)
+{
+    cudaStream_t ms = gsb__cuda_ctx_of(be)->stream;
+    /* at least 256 rows a block (few atomics), at most a few waves */
+    int64_t blocks = (n + 255) / 256, cap = grid_for(be, (int64_t)1 << 40, 256);
+    if (blocks > cap)
+        blocks = cap;
+    if (blocks < 1)
+        blocks = 1;
+    CUDA_TRY(cudaMemsetAsync(sum, 0, (size_t)d * sizeof(double), ms));
+    col_sum_kernel<T><<<(unsigned)blocks, 32 * SUM_ROWS, 0, ms>>>(X, n, d,
+                                                                  (n + blocks - 1) / blocks, sum);
+    CUDA_TRY(cudaGetLastError());
+    return GSB_OK;
+}
+
+template <typename T>
+int prune_rows(const gsb__backend *be, const T *X, int64_t n, int64_t d, const double *sum,
+               int64_t n_sum, float *xf, double *norm, float *rb, double slack, int *bad)
+{
+    if (n == 0)
+        return GSB_OK;
+    centre_kernel<T><<<grid_for(be, n * 32, 256), 256, 0, gsb__cuda_ctx_of(be)->stream>>>(
+        X, n, d, sum, 1.0 / (double)n_sum, xf, norm, rb, slack, bad);
+    CUDA_TRY(cudaGetLastError());
+    return GSB_OK;
+}
+
 } // namespace
 
-int gsb__cuda_topk_prune_applies(gsb__metric metric)
+int gsb__cuda_topk_prune_applies(gsb__metric metric, gsb_dtype dt)
 {
-    const char *mode = getenv("GSB_TOPK_F64");
+    const char *mode = getenv(dt == GSB_F32 ? "GSB_TOPK_F32" : "GSB_TOPK_F64");
     if (mode && strcmp(mode, "exact") == 0)
         return 0;
     return metric == GSB__METRIC_SQEUCLIDEAN || metric == GSB__METRIC_EUCLIDEAN;
@@ -132,28 +167,25 @@ double gsb__cuda_topk_prune_slack(int64_t d)
 int gsb__cuda_topk_prune_sums(const gsb__backend *be, const double *X, int64_t n, int64_t d,
                               double *sum)
 {
-    cudaStream_t ms = gsb__cuda_ctx_of(be)->stream;
-    /* at least 256 rows a block (few atomics), at most a few waves */
-    int64_t blocks = (n + 255) / 256, cap = grid_for(be, (int64_t)1 << 40, 256);
-    if (blocks > cap)
-        blocks = cap;
-    if (blocks < 1)
-        blocks = 1;
-    CUDA_TRY(cudaMemsetAsync(sum, 0, (size_t)d * sizeof(double), ms));
-    col_sum_kernel<<<(unsigned)blocks, 32 * SUM_ROWS, 0, ms>>>(X, n, d, (n + blocks - 1) / blocks,
-                                                               sum);
-    CUDA_TRY(cudaGetLastError());
-    return GSB_OK;
+    return prune_sums<double>(be, X, n, d, sum);
+}
+
+int gsb__cuda_topk_prune_sums(const gsb__backend *be, const float *X, int64_t n, int64_t d,
+                              double *sum)
+{
+    return prune_sums<float>(be, X, n, d, sum);
 }
 
 int gsb__cuda_topk_prune_rows(const gsb__backend *be, const double *X, int64_t n, int64_t d,
                               const double *sum, int64_t n_sum, float *xf, double *norm,
                               float *rb, double slack, int *bad)
 {
-    if (n == 0)
-        return GSB_OK;
-    centre_kernel<<<grid_for(be, n * 32, 256), 256, 0, gsb__cuda_ctx_of(be)->stream>>>(
-        X, n, d, sum, 1.0 / (double)n_sum, xf, norm, rb, slack, bad);
-    CUDA_TRY(cudaGetLastError());
-    return GSB_OK;
+    return prune_rows<double>(be, X, n, d, sum, n_sum, xf, norm, rb, slack, bad);
+}
+
+int gsb__cuda_topk_prune_rows(const gsb__backend *be, const float *X, int64_t n, int64_t d,
+                              const double *sum, int64_t n_sum, float *xf, double *norm,
+                              float *rb, double slack, int *bad)
+{
+    return prune_rows<float>(be, X, n, d, sum, n_sum, xf, norm, rb, slack, bad);
 }
