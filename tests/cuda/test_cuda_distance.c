@@ -525,15 +525,26 @@ static void test_topk_errors(void)
 /* ---- segment_sum -------------------------------------------------------------- */
 
 /* How a segment case's labels are drawn: uniform in [0, k); every row in
- * cluster k - 1 (one warp owns all the work); runs of 37 rows alternating
- * between the first and the last cluster (the first and last tiles). */
-enum { LAB_UNIFORM, LAB_ONE, LAB_RUNS };
+ * cluster k - 1 (one cluster spans every segment of the sorted order); runs
+ * of 37 rows alternating between the first and the last cluster;
+ * nondecreasing (each cluster one block of rows, some ending on a segment
+ * boundary of cuda_segment_sum.cu, 128 positions); uniform over the even
+ * clusters only (every odd cluster empty). */
+enum { LAB_UNIFORM, LAB_ONE, LAB_RUNS, LAB_SORTED, LAB_EVEN };
 
 static gsb__tensor segment_labels(int64_t n, int64_t k, int lmode)
 {
     gsb__tensor lab = host_random(GSB_I32, n, 1, (double)k);
-    for (int64_t i = 0; lmode != LAB_UNIFORM && i < n; i++)
-        gsb__tensor_set(&lab, i, lmode == LAB_ONE || (i / 37) % 2 ? (double)(k - 1) : 0.0);
+    for (int64_t i = 0; lmode != LAB_UNIFORM && i < n; i++) {
+        double v = gsb__tensor_get(&lab, i);
+        if (lmode == LAB_ONE || lmode == LAB_RUNS)
+            v = lmode == LAB_ONE || (i / 37) % 2 ? (double)(k - 1) : 0.0;
+        else if (lmode == LAB_SORTED)
+            v = (double)(i * k / n);
+        else
+            v = (double)(((int64_t)v / 2) * 2);
+        gsb__tensor_set(&lab, i, v);
+    }
     return lab;
 }
 
@@ -576,29 +587,39 @@ static void segment_case(gsb_dtype dt, int64_t n, int64_t d, int64_t k, int wmod
     CASE_END(before, "segment_sum %s n=%lld d=%lld k=%lld weights=%s labels=%s",
              gsb_dtype_name(dt), (long long)n, (long long)d, (long long)k,
              wmode == 0 ? "none" : (wmode == 1 ? "float32" : "float64"),
-             lmode == LAB_UNIFORM ? "uniform" : (lmode == LAB_ONE ? "one" : "runs"));
+             lmode == LAB_UNIFORM  ? "uniform"
+             : lmode == LAB_ONE    ? "one"
+             : lmode == LAB_RUNS   ? "runs"
+             : lmode == LAB_SORTED ? "sorted"
+                                   : "even");
 }
 
 static void test_segment_sum(void)
 {
-    /* tiles (cuda_distance.cu's segment_plan): 3000 x 300, k = 700 and
-     * 20000 x 64, k = 300 take several cluster tiles; 6000 x 1000 two column
-     * tiles (the second without the weight column) whose 32-column groups
-     * outnumber the warps; 4097 x 33 two groups, the second of one column */
+    /* cuda_segment_sum.cu: segments of 128 sorted positions, column tiles of
+     * 128 (the weight totals with the first): 6000 x 1000 and 3000 x 300 take
+     * several tiles, the last partial, 4097 x 33 and 70001 x 65 columns past
+     * a lane's first; k = 1 one cluster over every segment; 3000 x 300,
+     * k = 700 and 12000 x 3, k = 5000 many short runs (clusters inside one
+     * segment, written directly, beside longer ones); 50 x 7, k = 300 more
+     * clusters than rows (most empty); 128 and 129 rows a segment boundary */
     static const int64_t shapes[][3] = {{1, 1, 1},       {1000, 3, 5},      {50000, 64, 100},
                                         {3000, 300, 700}, {20000, 2, 1},    {4097, 33, 17},
                                         {0, 4, 3},       {10, 0, 2},        {6000, 1000, 3},
-                                        {20000, 64, 300}, {70001, 65, 1}};
+                                        {20000, 64, 300}, {70001, 65, 1},   {50, 7, 300},
+                                        {128, 5, 2},     {129, 5, 2},       {12000, 3, 5000},
+                                        {2000, 257, 9}};
     for (int t = 0; t < 2; t++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int wmode = 0; wmode < 3; wmode++)
                 segment_case(dtypes[t], shapes[s][0], shapes[s][1], shapes[s][2], wmode,
                              LAB_UNIFORM);
-    /* skewed labels: one cluster, and the first and last tiles in turn */
-    static const int64_t skewed[][3] = {{50000, 64, 100}, {20000, 64, 300}, {6000, 1000, 3}};
+    /* skewed labels: one cluster, the first and last in turn, sorted, half empty */
+    static const int64_t skewed[][3] = {{50000, 64, 100}, {20000, 64, 300}, {6000, 1000, 3},
+                                        {1280, 3, 10},    {3000, 40, 2999}};
     for (int t = 0; t < 2; t++)
         for (size_t s = 0; s < sizeof skewed / sizeof skewed[0]; s++)
-            for (int lmode = LAB_ONE; lmode <= LAB_RUNS; lmode++)
+            for (int lmode = LAB_ONE; lmode <= LAB_EVEN; lmode++)
                 segment_case(dtypes[t], skewed[s][0], skewed[s][1], skewed[s][2], 2, lmode);
 }
 
@@ -623,6 +644,24 @@ static void test_segment_sum_errors(void)
         CHECK_ERR(gpu->ops->segment_sum(gpu, &Xg, &lg, NULL, &sg, &cg), GSB_EINVAL, cpu_msg);
         gsb__tensor_free(&lg);
         gsb__tensor_free(&l);
+    }
+    /* many segments: bad labels (sorted last by the GPU) in two far apart rows */
+    {
+        gsb__tensor Xb = host_random(GSB_F64, 50000, 5, 1.0);
+        gsb__tensor lb = host_random(GSB_I32, 50000, 1, (double)k);
+        gsb__tensor_set(&lb, 40000, (double)k);
+        gsb__tensor_set(&lb, 7777, -5.0);
+        gsb__tensor sb = host_poisoned(GSB_F64, k, 5), cb = host_poisoned(GSB_F64, k, 1);
+        CHECK(cpu->ops->segment_sum(cpu, &Xb, &lb, NULL, &sb, &cb) == GSB_EINVAL);
+        keep_cpu_msg();
+        CHECK(strstr(cpu_msg, "label -5 of row 7777") != NULL);
+        gsb__tensor Xbg = to_gpu(&Xb), lbg = to_gpu(&lb);
+        gsb__tensor sbg = gpu_poisoned(GSB_F64, k, 5), cbg = gpu_poisoned(GSB_F64, k, 1);
+        CHECK_ERR(gpu->ops->segment_sum(gpu, &Xbg, &lbg, NULL, &sbg, &cbg), GSB_EINVAL,
+                  cpu_msg);
+        gsb__tensor *all[] = {&Xb, &lb, &sb, &cb, &Xbg, &lbg, &sbg, &cbg};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            gsb__tensor_free(all[i]);
     }
     gsb__tensor labg = to_gpu(&lab);
     gsb__tensor w11 = gpu_poisoned(GSB_F64, 11, 1), wi = gpu_poisoned(GSB_I32, n, 1);

@@ -200,8 +200,8 @@ static void blobs_case(int64_t n, int64_t d, int64_t k)
     free(w);
 }
 
-/* 64 columns and 100 clusters: the benchmark's shape (two 32-column groups
- * per cluster in segment_sum's tile), smaller */
+/* 64 columns and 100 clusters: the benchmark's shape, smaller (segment_sum's
+ * clusters then span many 128-row segments of the sorted order) */
 static void test_blobs(void)
 {
     blobs_case(30011, 16, 9);

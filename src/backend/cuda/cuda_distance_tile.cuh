@@ -1,6 +1,6 @@
 /*
  * cuda_distance_tile.cuh - what the fused distance kernels share
- * (cuda_distance.cu: pairwise, argmin_sqdist, segment_sum; cuda_topk.cu:
+ * (cuda_distance.cu: pairwise, argmin_sqdist; cuda_topk.cu:
  * topk): argument checks in the CPU twin's words, row norms, and the tile
  * engine that computes a block of "distances" between rows of A and rows of
  * B with SGEMM-style register tiling.

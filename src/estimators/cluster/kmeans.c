@@ -271,9 +271,6 @@ static int km_setup(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw, in
     if (tol != 0)
         GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, d, 1, &var_t));
     GSB_CHECK(ops->col_moments(km->be, &xb, NULL, &mean_t, tol != 0 ? &var_t : NULL));
-    GSB_CHECK(download_doubles(km->be, &mean_t, km->mean));
-    if (tol != 0)
-        GSB_CHECK(download_doubles(km->be, &var_t, var));
     /* centred in place when xb is our own copy (an upload), sparing a second
      * n x d buffer; the caller's X, when it already was on be, is not ours */
     if (xb.owned) {
@@ -284,6 +281,11 @@ static int km_setup(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw, in
         GSB_CHECK(gsb__tensor_alloc(km->be, km->dtype, n, d, &km->X));
         GSB_CHECK(ops->col_affine(km->be, &xb, &mean_t, NULL, NULL, &km->X));
     }
+    /* the means (and variances) come back once the centring is queued: the
+     * copy's wait covers both passes instead of sitting between them */
+    GSB_CHECK(download_doubles(km->be, &mean_t, km->mean));
+    if (tol != 0)
+        GSB_CHECK(download_doubles(km->be, &var_t, var));
 
     /* scikit-learn's _tolerance: tol * mean(var(X, axis=0)), exactly 0 for tol == 0 */
     if (tol != 0)
@@ -642,7 +644,8 @@ done:
 
 typedef struct km_run {
     double *centres;  /* k x d, centred coordinates */
-    int32_t *labels;  /* n */
+    gsb__tensor lab;  /* n labels (a host tensor: the best run's becomes labels_ as it is) */
+    int32_t *labels;  /* lab's data */
     double inertia;
     int64_t n_iter;
 } km_run;
@@ -690,6 +693,8 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
     double *fresh = alloc_array((size_t)(k * d), sizeof(double));
     int32_t *labels_old = NULL; /* the previous relocating iteration's labels */
     int64_t n_waits = 0;        /* waits for the backend, for the profile */
+    /* GSB_PROFILE: the loop's time per part (each clock waits for the backend) */
+    double ms_estep = 0, ms_mstep = 0, ms_stats = 0;
     int rc = GSB_OK;
     if (!stats || !fresh) {
         rc = gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
@@ -713,12 +718,18 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
         } else {
             /* E- and M-step queued back to back; one copy (a wait) brings
              * the sums, the counts and the inertia's mean */
+            double t0 = gsb__profile_clock(be);
             GSB_CHECK(km_estep_queue(km, &ct, &wmean_t));
+            double t1 = gsb__profile_clock(be);
             GSB_CHECK(be->ops->segment_sum(be, &km->X, &km->labels,
                                            km->w.data ? &km->w : NULL, &sums_t, &counts_t));
+            double t2 = gsb__profile_clock(be);
             GSB_CHECK(be->ops->download(be, &stats_t, stats));
             inertia = stats[k * d + k] * km->wsum;
             n_waits += 2; /* segment_sum's label check, the copy */
+            ms_estep += t1 - t0;
+            ms_mstep += t2 - t1;
+            ms_stats += gsb__profile_clock(be) - t2;
         }
         run->inertia = inertia;
         GSB_CHECK(gsb__progress(c, "iteration", it, inertia));
@@ -765,6 +776,12 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
     run->n_iter = it < max_iter ? it + 1 : max_iter;
     gsb__profile_count("lloyd iterations", run->n_iter);
     gsb__profile_count("lloyd waits", n_waits);
+    if (!km->ks) {
+        gsb__profile_note("  lloyd: E-step (argmin_sqdist, col_moments of the distances)",
+                          ms_estep);
+        gsb__profile_note("  lloyd: M-step (segment_sum, its label check)", ms_mstep);
+        gsb__profile_note("  lloyd: sums, counts, inertia to the host", ms_stats);
+    }
     gsb__profile_mark("lloyd iterations");
     if (km->ks) { /* the last pass left the labels on the host */
         if (!current)
@@ -852,10 +869,10 @@ static void warn_distinct(const int32_t *labels, int64_t n, int64_t k, char *see
                   (long long)distinct, (long long)k);
 }
 
-static int set_fitted(gsb__ctx *c, const km_data *km, const km_run *best)
+static int set_fitted(gsb__ctx *c, const km_data *km, km_run *best)
 {
-    int64_t n = km->n, d = km->d, k = km->k;
-    gsb__tensor centres, labels;
+    int64_t d = km->d, k = km->k;
+    gsb__tensor centres;
     GSB_TRY(gsb__tensor_alloc(gsb__cpu_backend(), km->dtype, k, d, &centres));
     double *row = alloc_array((size_t)d, sizeof(double));
     if (!row) {
@@ -869,10 +886,11 @@ static int set_fitted(gsb__ctx *c, const km_data *km, const km_run *best)
     }
     free(row);
     GSB_TRY(gsb__fit_set(c, "cluster_centers_", &centres));
-    GSB_TRY(gsb__tensor_alloc(gsb__cpu_backend(), GSB_I32, n, 1, &labels));
-    memcpy(labels.data, best->labels, (size_t)n * sizeof(int32_t));
-    gsb__tensor_as_1d(&labels);
-    GSB_TRY(gsb__fit_set(c, "labels_", &labels));
+    /* the run's own labels, moved (a copy of 4 MB per million rows, into
+     * fresh pages, cost ~1 ms) */
+    gsb__tensor_as_1d(&best->lab);
+    best->labels = NULL;
+    GSB_TRY(gsb__fit_set(c, "labels_", &best->lab));
     GSB_TRY(gsb__fit_set_scalar(c, "inertia_", best->inertia, GSB_F64));
     return gsb__fit_set_scalar(c, "n_iter_", (double)best->n_iter, GSB_I64);
 }
@@ -912,14 +930,16 @@ static int kmeans_fit(gsb__ctx *c)
     int32_t *map = NULL;
     int have_best = 0, rc = GSB_OK;
     run.centres = alloc_array((size_t)(k * d), sizeof(double));
-    run.labels = alloc_array((size_t)n, sizeof(int32_t));
     best.centres = alloc_array((size_t)(k * d), sizeof(double));
-    best.labels = alloc_array((size_t)n, sizeof(int32_t));
     map = alloc_array((size_t)k, sizeof(int32_t));
-    if (!run.centres || !run.labels || !best.centres || !best.labels || !map) {
+    if (!run.centres || !best.centres || !map) {
         rc = gsb__err(GSB_ENOMEM, "KMeans: out of host memory");
         goto done;
     }
+    GSB_CHECK(gsb__tensor_alloc(gsb__cpu_backend(), GSB_I32, n, 1, &run.lab));
+    GSB_CHECK(gsb__tensor_alloc(gsb__cpu_backend(), GSB_I32, n, 1, &best.lab));
+    run.labels = run.lab.data;
+    best.labels = best.lab.data;
     for (int64_t r = 0; r < n_init; r++) {
         if (init) {
             /* the given centres, moved like X */
@@ -950,9 +970,9 @@ static int kmeans_fit(gsb__ctx *c)
     gsb__profile_mark("fitted attributes");
 done:
     free(run.centres);
-    free(run.labels);
+    gsb__tensor_free(&run.lab);
     free(best.centres);
-    free(best.labels);
+    gsb__tensor_free(&best.lab);
     free(map);
     km_free(&km);
     return rc;

@@ -116,10 +116,16 @@ int gsb__km_stream_open(gsb__ctx *c, const gsb__tensor *X, const gsb__tensor *sw
     int64_t d = X->cols;
     size_t esize = gsb_dtype_size(X->dtype);
     gsb__stream_plan plan;
-    /* in memory: X and its centred copy; streamed: centres and sums, and per
-     * row its weight, the centred copy, the label and the distance */
-    GSB_TRY(gsb__stream_plan_for(c, X, 2.0, (size_t)(4 * k * (d + 1)) * sizeof(double),
-                                 (size_t)d * esize + 4 + esize + (sw ? 8 : 0), &plan));
+    /* in memory: X and its centred copy, and per row the label, the distance
+     * and segment_sum's scratch (on a GPU the sorted labels and row indices
+     * and the sort's workspace, ~32 bytes: a narrow X's copies alone would
+     * leave too little room); streamed: centres and sums, and per row its
+     * weight, the centred copy, the label, the distance and that scratch */
+    const size_t row_extra = 4 + esize + 32;
+    const double xrow = (double)(d > 0 ? d : 1) * (double)esize;
+    GSB_TRY(gsb__stream_plan_for(c, X, 2.0 + (double)row_extra / xrow,
+                                 (size_t)(4 * k * (d + 1)) * sizeof(double),
+                                 (size_t)d * esize + row_extra + (sw ? 8 : 0), &plan));
     if (!plan.streamed)
         return GSB_OK;
     gsb__km_stream *ks = calloc(1, sizeof *ks);
