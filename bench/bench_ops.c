@@ -211,8 +211,8 @@ static void bench_argmin_modes(int big, double gemm_rate)
         for (int from_x = 0; from_x < 2; from_x++) {
             if (from_x) { /* centres: rows 0, 10007, 20014, ... of X */
                 for (int64_t j = 0; j < k; j++) {
-                    gsb__tensor dst = gsb__tensor_rows(&aa.C, j, j + 1);
-                    gsb__tensor src = gsb__tensor_rows(&aa.X, j * 10007 % n, j * 10007 % n + 1);
+                    gsb__tensor dst = gsb__tensor_rows(&aa.C, j, 1);
+                    gsb__tensor src = gsb__tensor_rows(&aa.X, j * 10007 % n, 1);
                     if (be->ops->copy(be, &dst, &src))
                         die("copy");
                 }

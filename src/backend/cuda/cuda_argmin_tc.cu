@@ -599,12 +599,14 @@ done:
 
 int gsb__cuda_argmin_tc_mode(void)
 {
+    /* exact by default: on the first device run (2 x H100) the 3xTF32 tiles
+     * took 1.27 ms against the exact kernel's 0.73 at 1M x 64, k = 100 */
     const char *m = getenv("GSB_ARGMIN");
-    if (m && strcmp(m, "exact") == 0)
-        return 0;
+    if (m && strcmp(m, "3xtf32") == 0)
+        return 3;
     if (m && strcmp(m, "tf32") == 0)
         return 1;
-    return 3;
+    return 0;
 }
 
 int gsb__cuda_argmin_tc(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *C,

@@ -9,8 +9,8 @@
 #include "backend/backend.h"
 
 /* How argmin_sqdist ranks centres (GSB_ARGMIN): 0 the exact kernel
- * ("exact"), 1 one TF32 product per term ("tf32"), 3 three TF32 products per
- * term, the split hi/lo scheme ("3xtf32", the default). */
+ * ("exact", the default), 1 one TF32 product per term ("tf32"), 3 three TF32
+ * products per term, the split hi/lo scheme ("3xtf32"). */
 int gsb__cuda_argmin_tc_mode(void);
 
 /*
