@@ -102,6 +102,20 @@ void gsb__cuda_count_copy(int to_device, size_t bytes);
 
 #define GSB_CUDA_ERR(status, ...) (gsb__cuda_host->err((status), __VA_ARGS__))
 
+#ifdef __cplusplus
+/* One scratch allocation cut into pieces aligned to 256 bytes: take() each
+ * piece's size in turn for its offset, then allocate bytes once. */
+struct gsb__cuda_carve {
+    size_t bytes = 0;
+    size_t take(size_t n)
+    {
+        size_t at = bytes;
+        bytes += (n + 255) & ~(size_t)255;
+        return at;
+    }
+};
+#endif
+
 /* A dtype's name in argument-check messages, the words of the CPU twins'
  * gsb_dtype_name (the plugin calls no libgsb function, see loader.c). */
 static inline const char *gsb__cuda_dtype_name(gsb_dtype dt)

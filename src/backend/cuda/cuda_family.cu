@@ -92,17 +92,6 @@ struct DVec {
     }
 };
 
-/* One scratch allocation cut into aligned pieces. */
-struct Carve {
-    size_t bytes = 0;
-    size_t take(size_t n) /* offset of a new piece of n bytes */
-    {
-        size_t at = bytes;
-        bytes += (n + 255) & ~(size_t)255;
-        return at;
-    }
-};
-
 /* cuBLAS entry points per dtype (float: float32 compute, used by kernel; the
  * handle's math mode keeps TF32 off unless GSB_ALLOW_TF32=1). */
 cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
@@ -454,7 +443,7 @@ extern "C" int gsb__cuda_logistic_loss_grad(const gsb__backend *be, const gsb__t
 
     /* the result and a host gradient side by side: one copy back, one wait */
     const size_t back = sizeof(LogiResult) + (grad_host ? (size_t)kp * sizeof(double) : 0);
-    Carve cv;
+    gsb__cuda_carve cv;
     const size_t o_res = cv.take(back);
     const size_t o_coef = coef_host ? cv.take((size_t)kp * sizeof(double)) : 0;
     const size_t o_part = fused ? 0 : cv.take((size_t)(nparts > 0 ? nparts : 1) * sizeof(double));

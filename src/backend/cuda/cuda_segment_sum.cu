@@ -51,17 +51,6 @@ constexpr int SEG_INFO_THREADS = 256;
 template <typename T>
 __host__ __device__ constexpr int seg_unroll() { return sizeof(T) == 4 ? 8 : 4; }
 
-/* One scratch allocation cut into aligned pieces. */
-struct Carve {
-    size_t bytes = 0;
-    size_t take(size_t n) /* offset of a new piece of n bytes */
-    {
-        size_t at = bytes;
-        bytes += (n + 255) & ~(size_t)255;
-        return at;
-    }
-};
-
 /* Step 1: keys[i] = lab[i], or sentinel when outside [0, k); idx[i] = i. */
 template <typename IdxT>
 __global__ void seg_keys_kernel(const int32_t *__restrict__ lab, int64_t n, int64_t k,
@@ -334,7 +323,7 @@ int segment_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor
      * boundary, and each boundary is touched by two runs at most */
     const int64_t nparts = 2 * nseg;
     size_t sort_bytes = 0;
-    Carve cv;
+    gsb__cuda_carve cv;
     size_t off[8];
     char *buf = NULL;
     unsigned long long bad = ~0ull, *bad_d = NULL;

@@ -47,17 +47,6 @@ unsigned grid_for(const gsb__backend *be, int64_t work)
     return (unsigned)(want < 1 ? 1 : want < cap ? want : cap);
 }
 
-/* One scratch allocation cut into aligned pieces. */
-struct Carve {
-    size_t bytes = 0;
-    size_t take(size_t n)
-    {
-        size_t at = bytes;
-        bytes += (n + 255) & ~(size_t)255;
-        return at;
-    }
-};
-
 int check_state(const gsb__backend *be, const gsb__svm_state *s, const char *op, int64_t *l,
                 int64_t *n)
 {
@@ -320,7 +309,7 @@ int kernel_rows_typed(const gsb__backend *be, const gsb__tensor *X, const int32_
     gsb__cuda_ctx *ctx = gsb__cuda_ctx_of(be);
     const int64_t n = X->rows, d = X->cols;
     const int64_t chunk = ROWS_ELEMS / n < 1 ? 1 : ROWS_ELEMS / n < m ? ROWS_ELEMS / n : m;
-    Carve cv;
+    gsb__cuda_carve cv;
     const size_t o_norm = kp.kind == GSB__KER_RBF ? cv.take((size_t)n * sizeof(double)) : 0;
     const size_t o_g = cv.take((size_t)(chunk * (d > 0 ? d : 1)) * sizeof(T));
     const size_t o_p = cv.take((size_t)(chunk * n) * sizeof(T));
@@ -540,7 +529,7 @@ extern "C" int gsb__cuda_svm_select(const gsb__backend *be, const gsb__svm_state
     CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, tmp_bytes, (const double *)NULL,
                                              (double *)NULL, (const int32_t *)NULL,
                                              (int32_t *)NULL, (int)l, 0, 64, ctx->stream));
-    Carve cv;
+    gsb__cuda_carve cv;
     const size_t o_mask = cv.take((size_t)l);
     const size_t o_kin = cv.take((size_t)l * sizeof(double));
     const size_t o_kout = cv.take((size_t)l * sizeof(double));
