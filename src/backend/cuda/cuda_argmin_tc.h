@@ -26,4 +26,10 @@ int gsb__cuda_argmin_tc_mode(void);
 int gsb__cuda_argmin_tc(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *C,
                         gsb__tensor *labels, gsb__tensor *mind, int mode, int *done);
 
+/* The exact kernel (cuda_distance.cu) alone, arguments checked: each row's
+ * label and distance depend only on that row and C, so the rows the tiles
+ * leave can be gathered and run through it. */
+int gsb__cuda_argmin_exact(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *C,
+                           gsb__tensor *labels, gsb__tensor *mind);
+
 #endif
