@@ -417,36 +417,42 @@ __global__ void __launch_bounds__(TC_THREADS, 3) tc_kernel(const __grid_constant
             }
         }
         /* the winners' exact distances, as the exact kernel sums them: TX
-         * lanes a row, columns lane, lane + TX, ..., then a butterfly.  For
-         * float32 the shared copies hold x and c exactly, so they are read
-         * there rather than from global memory. */
-        const int TX = a.tx, q0 = lane % TX;
-        for (int rr = 0; rr < 32; rr += 32 / TX) {
-            const int row = rr + lane / TX;
-            const int64_t r = r0 + row;
-            const int j = lab[row];
-            const bool ok = r < n && j >= 0;
-            double s = 0.0;
-            if (ok) {
-                if constexpr (sizeof(T) == 4) {
-                    const float *xr = sx + row * ld, *cr = sc + j * ld;
-                    for (int q = q0; q < d; q += TX) {
-                        double tq = (double)xr[q] - (double)cr[q];
-                        s += tq * tq;
-                    }
-                } else {
-                    const T *xr = a.X + r * d, *cr = a.C + (int64_t)j * d;
-                    for (int64_t q = q0; q < d; q += TX) {
-                        double tq = (double)xr[q] - (double)cr[q];
-                        s += tq * tq;
-                    }
-                }
+         * lanes a row, columns lane % TX, + TX, ..., then a butterfly.  A
+         * lane's TX rows (p RP + lane / TX) at once, so their loads overlap;
+         * float32 reads the shared copies, which hold x and c exactly. */
+        const int TX = a.tx, RP = 32 / TX, q0 = lane % TX;
+        double s[16];
+        int jr[16];
+#pragma unroll
+        for (int p = 0; p < 16; p++) {
+            const int row = p * RP + lane / TX;
+            s[p] = 0.0;
+            jr[p] = p < TX && r0 + row < n ? lab[row] : -1;
+        }
+        for (int q = q0; q < d; q += TX) {
+#pragma unroll
+            for (int p = 0; p < 16; p++) {
+                if (jr[p] < 0)
+                    continue;
+                const int row = p * RP + lane / TX;
+                double tq;
+                if constexpr (sizeof(T) == 4)
+                    tq = (double)sx[row * ld + q] - (double)sc[jr[p] * ld + q];
+                else
+                    tq = (double)a.X[(r0 + row) * d + q] - (double)a.C[(int64_t)jr[p] * d + q];
+                s[p] += tq * tq;
             }
+        }
+#pragma unroll
+        for (int p = 0; p < 16; p++) {
+            if (p >= TX)
+                break;
             for (int off = TX / 2; off > 0; off >>= 1)
-                s += __shfl_xor_sync(FULL_MASK, s, off);
-            if (q0 == 0 && ok) {
-                a.labels[r] = j;
-                a.mind[r] = (T)s;
+                s[p] += __shfl_xor_sync(FULL_MASK, s[p], off);
+            const int64_t r = r0 + p * RP + lane / TX;
+            if (q0 == 0 && jr[p] >= 0) {
+                a.labels[r] = jr[p];
+                a.mind[r] = (T)s[p];
             }
         }
         __syncwarp(); /* sx and lab are rewritten by the next unit */
