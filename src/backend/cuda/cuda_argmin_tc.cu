@@ -25,9 +25,10 @@
  * array, run through the exact kernel itself (gsb__cuda_argmin_exact) and
  * scattered back: a row's label and distance there depend only on the row
  * and C (its FMA chain, n_j and ordering do not depend on where the row
- * sits), so theirs are the exact kernel's bit for bit.  For float32 the
- * winners' distances are summed from the shared copies, which hold x and c
- * exactly.
+ * sits), so theirs are the exact kernel's bit for bit (where more than
+ * half the rows are listed, the exact kernel runs on all of X instead).
+ * For float32 the winners' distances are summed from the shared copies,
+ * which hold x and c exactly.
  *
  * Centres equal bit for bit to an earlier centre are left out of the tiles:
  * their e equals the earlier one's, which ranks first by index, so they can
@@ -589,7 +590,11 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
      * bit its results: a row's depend only on the row and C), scattered */
     CUDA_CHECK(cudaMemcpyAsync(&hits, g.count, sizeof(int), cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
-    if (hits > 0) {
+    if (hits > n / 2) {
+        /* mostly near ties (a large common offset, integer data): the exact
+         * kernel on all of X, with no gathered copy of most of it */
+        GSB_CUDA_CHECK(gsb__cuda_argmin_exact(be, Xt, Ct, labels, mind));
+    } else if (hits > 0) {
         const int64_t h = hits;
         const int64_t wave = 4 * (int64_t)(ctx->sm_count > 0 ? ctx->sm_count : 16);
         int64_t gb = (h * d + FB_THREADS - 1) / FB_THREADS;
