@@ -19,7 +19,8 @@ int gsb__cuda_argmin_tc_mode(void);
  * term; rows the bound cannot decide go through the exact arithmetic.  Sets
  * *done to 0 and does nothing where the shapes do not suit the tiles (the
  * caller then runs the exact kernel).  Arguments are checked by the caller.
- * GSB_ARGMIN_STATS (diagnostics; it synchronises): each call counts the rows
+ * Each call synchronises once, to read how many rows the tiles left.
+ * GSB_ARGMIN_STATS (diagnostics): each call counts the rows
  * that took the exact path into GSB_ARGMIN_EXACT_ROWS in the environment and,
  * unless it is "quiet", prints the count on stderr.
  */
