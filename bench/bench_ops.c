@@ -27,6 +27,7 @@
  *
  *   bench_ops [cuda|cpu] [copy]   prints a markdown table (copy: the copy rows alone)
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,11 +193,49 @@ static double umap_uniform(void)
 }
 
 /*
+ * compare.py's KMeans data (make_data: 8 blob centres 3 N(0, 1), unit
+ * noise, row i in blob i % 8), centred on the column means as KMeans does,
+ * on the device in dtype dt.
+ */
+static gsb__tensor blob_tensor(gsb_dtype dt, int64_t n, int64_t d)
+{
+    double *h = malloc((size_t)(n * d) * sizeof(double)), *b = malloc(8 * d * sizeof(double));
+    double *mu = calloc((size_t)d, sizeof(double));
+    if (!h || !b || !mu)
+        die("blobs");
+    for (int64_t i = 0; i < n * d + 8 * d; i++) { /* Box-Muller normals */
+        double u = umap_uniform() + 1e-300, v = umap_uniform();
+        double z = sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+        if (i < 8 * d)
+            b[i] = 3.0 * z;
+        else
+            h[i - 8 * d] = b[((i - 8 * d) / d % 8) * d + (i - 8 * d) % d] + z;
+    }
+    for (int64_t i = 0; i < n * d; i++)
+        mu[i % d] += h[i] / (double)n;
+    for (int64_t i = 0; i < n * d; i++)
+        h[i] -= mu[i % d];
+    gsb__tensor t;
+    if (gsb__tensor_alloc(be, GSB_F64, n, d, &t) || be->ops->upload(be, &t, h))
+        die("blobs upload");
+    gsb__tensor out = t;
+    if (dt != GSB_F64 && (gsb__tensor_alloc(be, dt, n, d, &out) || be->ops->copy(be, &out, &t)))
+        die("blobs cast");
+    if (dt != GSB_F64)
+        gsb__tensor_free(&t);
+    free(h);
+    free(b);
+    free(mu);
+    return out;
+}
+
+/*
  * argmin_sqdist's modes (GSB_ARGMIN: the exact kernel, the tensor-core
  * ranking with 3xTF32 or TF32 tiles, cuda_argmin_tc.cu) at the KMeans row's
- * shape in both dtypes, on random centres and on centres that are rows of X
- * (as k-means++ picks them), each with the share of rows the tensor-core
- * modes left to the exact path (GSB_ARGMIN_STATS).
+ * shape in both dtypes, on random centres, on centres that are rows of X
+ * (as k-means++ picks them), and on compare.py's KMeans blobs with rows of
+ * X as centres (the given-init row's first E-step), each with the share of
+ * rows the tensor-core modes left to the exact path (GSB_ARGMIN_STATS).
  */
 static void bench_argmin_modes(int big, double gemm_rate)
 {
@@ -208,7 +247,11 @@ static void bench_argmin_modes(int big, double gemm_rate)
         if (gsb__tensor_alloc(be, GSB_I32, n, 1, &aa.labels) ||
             gsb__tensor_alloc(be, dt, n, 1, &aa.mind))
             die("alloc");
-        for (int from_x = 0; from_x < 2; from_x++) {
+        for (int from_x = 0; from_x < 3; from_x++) {
+            if (from_x == 2) { /* the blobs */
+                gsb__tensor_free(&aa.X);
+                aa.X = blob_tensor(dt, n, d);
+            }
             if (from_x) { /* centres: rows 0, 10007, 20014, ... of X */
                 for (int64_t j = 0; j < k; j++) {
                     gsb__tensor dst = gsb__tensor_rows(&aa.C, j, 1);
@@ -234,7 +277,8 @@ static void bench_argmin_modes(int big, double gemm_rate)
                 double rate = 2.0 * n * k * d / tm;
                 printf("| argmin_sqdist %s %s, %s centres (%s) | %lld x %lld, k=%lld | %.3f | "
                        "%.1f TFLOP/s | %.2f |\n",
-                       gsb_dtype_name(dt), modes[m], from_x ? "X-row" : "random", share,
+                       gsb_dtype_name(dt), modes[m],
+                       from_x == 2 ? "blobs, X-row" : from_x ? "X-row" : "random", share,
                        (long long)n, (long long)d, (long long)k, tm * 1e3, rate / 1e12,
                        rate / gemm_rate);
             }

@@ -253,8 +253,11 @@ static int64_t exact_rows(const char *mode, const gsb__tensor *Xg, const gsb__te
  * The tiles decide most rows of ordinary data (a bound that failed every
  * row would still pass the bit-for-bit tests above), and the exact path
  * does get the near ties: random normal data, 64 columns, 100 centres
- * (a CPU emulation leaves 0.5% of rows to the exact path with 3xTF32, 5%
- * with TF32), and the same rows with a common offset of 1000.
+ * (a CPU emulation leaves 0.05% of rows to the exact path with 3xTF32, 5%
+ * with TF32), and the same rows with a common offset of 1000.  (The listed
+ * rows are gathered for the exact kernel where they are at most half of X,
+ * as in test_adversarial's and test_nonfinite's data; past that, as with
+ * the offset and the integer data, the exact kernel runs on all of X.)
  */
 static void test_exact_share(void)
 {

@@ -318,6 +318,13 @@ extern "C" int gsb__cuda_pairwise(const gsb__backend *be, const gsb__tensor *X,
                                : pairwise_run<double>(be, X, Y, metric, D);
 }
 
+int gsb__cuda_argmin_exact(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *C,
+                           gsb__tensor *labels, gsb__tensor *mind)
+{
+    return X->dtype == GSB_F32 ? argmin_run<float>(be, X, C, labels, mind)
+                               : argmin_run<double>(be, X, C, labels, mind);
+}
+
 extern "C" int gsb__cuda_argmin_sqdist(const gsb__backend *be, const gsb__tensor *X,
                                        const gsb__tensor *C, gsb__tensor *labels,
                                        gsb__tensor *mind)
@@ -342,6 +349,5 @@ extern "C" int gsb__cuda_argmin_sqdist(const gsb__backend *be, const gsb__tensor
         return rc;
     if (done)
         return GSB_OK;
-    return X->dtype == GSB_F32 ? argmin_run<float>(be, X, C, labels, mind)
-                               : argmin_run<double>(be, X, C, labels, mind);
+    return gsb__cuda_argmin_exact(be, X, C, labels, mind);
 }
