@@ -93,17 +93,17 @@ constexpr double RANGE_MAX = 0x1p50;        /* ||x|| + cmax at most this */
 #define TC_NO_TF32 1
 #endif
 
-/* v rounded to TF32 (nearest, ties away): a float whose low 13 bits are 0. */
+/* v rounded to TF32, nearest with ties away from zero: a float whose low 13
+ * bits are 0.  This is cvt.rna.tf32.f32 for every finite v, done on the
+ * integer pipes (the conversion unit has a quarter of their rate, and the
+ * tiles split every operand): half a TF32 ulp added to the magnitude's bits
+ * carries into the kept bits exactly when the dropped ones are at least
+ * half, a carry out of the mantissa steps the exponent (to inf past the
+ * largest TF32 value), subnormals round on their own grid.  NaN bits may come
+ * out as any value: a row or centre with NaN never passes the test. */
 __device__ __forceinline__ uint32_t to_tf32(float v)
 {
-#ifdef TC_NO_TF32
-    __trap();
-    return __float_as_uint(v);
-#else
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
-    return r;
-#endif
+    return (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
 }
 
 /* v = hi + lo + r, |r| <= 2^-22 |v|; v - hi is exact (Sterbenz). */
