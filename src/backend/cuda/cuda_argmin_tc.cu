@@ -149,59 +149,53 @@ __device__ __forceinline__ bool rank_before(T av, int aj, T bv, int bj)
     return av < bv || (av == bv && aj < bj);
 }
 
+/* Device counters of one call, zeroed before tc_prep_kernel. */
+struct tc_stat {
+    unsigned long long cmax2_bits; /* max_j n_j as double bits (n_j >= 0 order as integers) */
+    int bad;                       /* some n_j is not finite */
+    int fb_count;                  /* rows left to the exact path */
+};
+
 /*
- * One block: sn[j] = n_j as float for the centres the tiles rank, +inf for
- * padding (j >= k) and for centres equal bit for bit to an earlier one;
- * *cmax2 = max_j n_j (1 + 2^-20), NaN if any n_j is not finite.
+ * A warp a centre: sn[j] = n_j as float for the centres the tiles rank, +inf
+ * for padding (j >= k) and for centres equal bit for bit to an earlier one
+ * (the lanes compare against earlier centres in parallel, so the check is
+ * k / 32 row compares deep rather than k); the max of n_j and a flag for a
+ * non-finite one into *stat (tc_kernel makes cmax^2 of them).
  */
 template <typename T>
 __global__ void tc_prep_kernel(const T *__restrict__ C, int64_t k, int64_t d,
                                const T *__restrict__ cn, int kpad, float *__restrict__ sn,
-                               double *__restrict__ cmax2)
+                               tc_stat *__restrict__ stat)
 {
-    __shared__ double wmax[8];
-    __shared__ int wbad[8];
-    double m = 0.0;
-    int bad = 0;
-    for (int j = threadIdx.x; j < kpad; j += blockDim.x) {
-        float v = INFINITY;
-        if (j < k) {
-            const T *cj = C + (int64_t)j * d;
-            bool dup = false;
-            for (int i = 0; i < j && !dup; i++) {
-                const T *ci = C + (int64_t)i * d;
-                int64_t q = 0;
-                while (q < d && same_bits(ci[q], cj[q]))
-                    q++;
-                dup = q == d;
-            }
-            double c2 = (double)cn[j];
+    const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (j >= kpad)
+        return; /* the whole warp */
+    float v = INFINITY;
+    if (j < k) {
+        const T *cj = C + (int64_t)j * d;
+        bool dup = false;
+        for (int i = lane; i < j && !dup; i += 32) {
+            const T *ci = C + (int64_t)i * d;
+            int64_t q = 0;
+            while (q < d && same_bits(ci[q], cj[q]))
+                q++;
+            dup = q == d;
+        }
+        dup = __any_sync(FULL_MASK, dup);
+        const double c2 = (double)cn[j];
+        if (lane == 0) {
             if (!(c2 <= DBL_MAX))
-                bad = 1;
-            else if (c2 > m)
-                m = c2;
-            if (!dup)
-                v = (float)cn[j];
+                atomicOr(&stat->bad, 1);
+            else
+                atomicMax(&stat->cmax2_bits,
+                          (unsigned long long)__double_as_longlong(c2 > 0.0 ? c2 : 0.0));
         }
+        if (!dup)
+            v = (float)cn[j];
+    }
+    if (lane == 0)
         sn[j] = v;
-    }
-    for (int off = 16; off > 0; off >>= 1) {
-        m = fmax(m, __shfl_xor_sync(FULL_MASK, m, off));
-        bad |= __shfl_xor_sync(FULL_MASK, bad, off);
-    }
-    const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    if ((threadIdx.x & 31) == 0) {
-        wmax[warp] = m;
-        wbad[warp] = bad;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < nw; w++) {
-            m = fmax(m, wmax[w]);
-            bad |= wbad[w];
-        }
-        *cmax2 = bad ? (double)NAN : m * (1.0 + 0x1p-20);
-    }
 }
 
 /* The bound's coefficients (the header comment derives them). */
@@ -216,7 +210,7 @@ struct tc_args {
     int64_t n, k, d;
     int kpad, dpad, ld, tx; /* padded sizes, shared row stride, the exact kernel's TX */
     const float *sn;
-    const double *cmax2;
+    const tc_stat *stat; /* cmax^2 from it */
     tc_bound b;
     int32_t *labels;
     T *mind;
@@ -255,7 +249,11 @@ __global__ void __launch_bounds__(TC_THREADS, 3) tc_kernel(const __grid_constant
     }
     for (int j = tid; j < kpad; j += TC_THREADS)
         sn[j] = a.sn[j];
-    const double cmax2 = *a.cmax2, cmax = sqrt(cmax2);
+    /* cmax^2 = max_j n_j (1 + 2^-20), NaN if any n_j is not finite */
+    const double cmax2 = a.stat->bad ? (double)NAN
+                                     : __longlong_as_double((long long)a.stat->cmax2_bits) *
+                                           (1.0 + 0x1p-20),
+                 cmax = sqrt(cmax2);
     __syncthreads(); /* the only block-wide barrier: below, each warp keeps to its rows */
 
     float *sx = sxall + (size_t)warp * 32 * ld;
@@ -517,8 +515,7 @@ template <typename T>
 struct tc_bufs {
     T *cn = NULL;
     float *sn = NULL;
-    double *cmax2 = NULL;
-    int *count = NULL;
+    tc_stat *stat = NULL;
     int32_t *rows = NULL;
     T *xf = NULL;       /* the listed rows gathered, */
     int32_t *lf = NULL; /* their labels */
@@ -551,15 +548,14 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     const char *stats = getenv("GSB_ARGMIN_STATS");
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)k * sizeof(T), (void **)&g.cn));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)kpad * sizeof(float), (void **)&g.sn));
-    GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(double), (void **)&g.cmax2));
-    GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(int), (void **)&g.count));
+    GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(tc_stat), (void **)&g.stat));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)n * sizeof(int32_t), (void **)&g.rows));
     /* n_j exactly as the exact kernel's (row_norms<T, T>) */
     GSB_CUDA_CHECK((row_norms<T, T>(be, (const T *)Ct->data, k, d, 0, g.cn, 0.0, NULL)));
-    tc_prep_kernel<T><<<1, 256, 0, st>>>((const T *)Ct->data, k, d, g.cn, (int)kpad, g.sn,
-                                         g.cmax2);
+    CUDA_CHECK(cudaMemsetAsync(g.stat, 0, sizeof(tc_stat), st));
+    tc_prep_kernel<T><<<(unsigned)((kpad + 7) / 8), 256, 0, st>>>((const T *)Ct->data, k, d, g.cn,
+                                                                  (int)kpad, g.sn, g.stat);
     CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaMemsetAsync(g.count, 0, sizeof(int), st));
 
     a.X = (const T *)Xt->data;
     a.C = (const T *)Ct->data;
@@ -571,11 +567,11 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     a.ld = (int)ld;
     a.tx = k <= 32 ? 8 : 16; /* argmin_run's tile: TX = BN / TN */
     a.sn = g.sn;
-    a.cmax2 = g.cmax2;
+    a.stat = g.stat;
     a.b = bound_for<T>(d, (int)dpad, PASSES);
     a.labels = (int32_t *)labels->data;
     a.mind = (T *)mind->data;
-    a.fb_count = g.count;
+    a.fb_count = &g.stat->fb_count;
     a.fb_rows = g.rows;
     CUDA_CHECK(cudaFuncSetAttribute(tc_kernel<T, PASSES>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -588,7 +584,8 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     CUDA_CHECK(cudaGetLastError());
     /* the listed rows: gathered, through the exact kernel itself (bit for
      * bit its results: a row's depend only on the row and C), scattered */
-    CUDA_CHECK(cudaMemcpyAsync(&hits, g.count, sizeof(int), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(
+        cudaMemcpyAsync(&hits, &g.stat->fb_count, sizeof(int), cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
     if (hits > n / 2) {
         /* mostly near ties (a large common offset, integer data): the exact
@@ -626,8 +623,7 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
 done:
     gsb__cuda_free(be, g.cn);
     gsb__cuda_free(be, g.sn);
-    gsb__cuda_free(be, g.cmax2);
-    gsb__cuda_free(be, g.count);
+    gsb__cuda_free(be, g.stat);
     gsb__cuda_free(be, g.rows);
     gsb__cuda_free(be, g.xf);
     gsb__cuda_free(be, g.lf);
