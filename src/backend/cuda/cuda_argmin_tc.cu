@@ -12,8 +12,9 @@
  * over columns q = lane, lane + TX, ... and then a butterfly.
  *
  * Here.  A warp takes 32 rows of X (converted to float in shared memory, no
- * copy of X in global memory) and all k centres (in shared memory once per
- * block), computes the dot products S_j with mma.sync m16n8k8 TF32 tiles
+ * copy of X in global memory) and all k centres (rounded to float and split
+ * into TF32 hi and lo once per block, in shared memory in the order of the
+ * mma B fragments, so a lane loads its fragment in one access), computes the dot products S_j with mma.sync m16n8k8 TF32 tiles
  * (3xTF32: x = hi + lo, each an exact TF32 value, and hi.hi + hi.lo + lo.hi
  * accumulated in FP32; or one TF32 product, mode 1), a_j = fl32(n_j - 2 S_j),
  * and keeps each row's best a (its index) and second-best a.  If
@@ -27,8 +28,8 @@
  * and C (its FMA chain, n_j and ordering do not depend on where the row
  * sits), so theirs are the exact kernel's bit for bit (where more than
  * half the rows are listed, the exact kernel runs on all of X instead).
- * For float32 the winners' distances are summed from the shared copies,
- * which hold x and c exactly.
+ * For float32 the winners' distances are summed from the shared rows, which
+ * hold x exactly, and C itself.
  *
  * Centres equal bit for bit to an earlier centre are left out of the tiles:
  * their e equals the earlier one's, which ranks first by index, so they can
@@ -80,7 +81,7 @@ using namespace gsb_dist;
 
 namespace {
 
-constexpr int TC_WARPS = 4;                 /* warps per block, 32 rows each */
+constexpr int TC_WARPS = 6;                 /* warps per block, 32 rows each */
 constexpr int TC_THREADS = TC_WARPS * 32;
 constexpr int TC_CHUNK = 8;                 /* n-tiles (8 centres each) per accumulator pass */
 constexpr int64_t TC_SMEM_MAX = 112 << 10;  /* at least two blocks per SM */
@@ -228,24 +229,40 @@ struct tc_args {
  * a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B b0 (k = t,
  * n = g), b1 (t + 4, g); C c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t),
  * c3 (g + 8, 2t + 1).  Shared rows are ld = dpad + 4 floats apart, so the
- * 32 lanes' (g, t) reads fall in 32 different banks.
+ * 32 lanes' (g, t) reads fall in 32 different banks; B is stored split, a
+ * lane's W words of an (n-tile, k-step) after the previous lane's, so a
+ * warp's fragment load is conflict-free too.
  */
 template <typename T, int PASSES>
-__global__ void __launch_bounds__(TC_THREADS, 3) tc_kernel(const __grid_constant__ tc_args<T> a)
+__global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant__ tc_args<T> a)
 {
     extern __shared__ __align__(16) float smem[];
     const int ld = a.ld, kpad = a.kpad, dpad = a.dpad;
     const int64_t n = a.n, d = a.d, k = a.k;
-    float *sc = smem;                                  /* kpad x ld: the centres */
-    float *sn = sc + (size_t)kpad * ld;                /* kpad: n_j or +inf */
+    constexpr int W = PASSES == 3 ? 4 : 2;             /* words of B a lane a k-step */
+    const int ksteps = dpad / 8;
+    uint32_t *sb = (uint32_t *)smem;                   /* kpad / 8 x ksteps x 32 x W: B */
+    float *sn = (float *)(sb + (size_t)kpad * ksteps * 4 * W); /* kpad: n_j or +inf */
     float *sxall = sn + kpad;                          /* TC_WARPS x 32 x ld: rows */
     int *slab = (int *)(sxall + (size_t)TC_WARPS * 32 * ld); /* TC_WARPS x 32 */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
 
-    for (int e = tid; e < kpad * dpad; e += TC_THREADS) {
-        int j = e / dpad, q = e - j * dpad;
-        sc[j * ld + q] = j < k && q < d ? (float)a.C[(int64_t)j * d + q] : 0.0f;
+    /* the centres as float, split once here: lane (g, t) of n-tile nt at
+     * k-step ks finds its B fragment (b0 = c(nt 8 + g, ks 8 + t), b1 = the
+     * column + 4) as W consecutive words {hi b0, hi b1, lo b0, lo b1} */
+    for (int e = tid; e < kpad * ksteps * 4; e += TC_THREADS) {
+        const int l = e & 31, f = e >> 5, ks = f % ksteps, nt = f / ksteps;
+        const int64_t j = nt * 8 + (l >> 2), q = ks * 8 + (l & 3);
+        const float c0 = j < k && q < d ? (float)a.C[j * d + q] : 0.0f;
+        const float c1 = j < k && q + 4 < d ? (float)a.C[j * d + q + 4] : 0.0f;
+        uint32_t h0, l0, h1, l1;
+        tf32_split<PASSES>(c0, h0, l0);
+        tf32_split<PASSES>(c1, h1, l1);
+        if constexpr (PASSES == 3)
+            *(uint4 *)(sb + (size_t)e * W) = make_uint4(h0, h1, l0, l1);
+        else
+            *(uint2 *)(sb + (size_t)e * W) = make_uint2(h0, h1);
     }
     for (int j = tid; j < kpad; j += TC_THREADS)
         sn[j] = a.sn[j];
@@ -331,10 +348,16 @@ __global__ void __launch_bounds__(TC_THREADS, 3) tc_kernel(const __grid_constant
                 for (int nt = 0; nt < TC_CHUNK; nt++) {
                     if (n0 + nt * 8 >= kpad)
                         break;
-                    const float *p = sc + (n0 + nt * 8 + g) * ld + q0 + t;
-                    uint32_t bh0, bl0, bh1, bl1;
-                    tf32_split<PASSES>(p[0], bh0, bl0);
-                    tf32_split<PASSES>(p[4], bh1, bl1);
+                    const uint32_t *pb =
+                        sb + ((size_t)((n0 >> 3) + nt) * ksteps * 32 + (q0 >> 3) * 32 + lane) * W;
+                    uint32_t bh0, bh1, bl0 = 0u, bl1 = 0u;
+                    if constexpr (PASSES == 3) {
+                        const uint4 v = *(const uint4 *)pb;
+                        bh0 = v.x, bh1 = v.y, bl0 = v.z, bl1 = v.w;
+                    } else {
+                        const uint2 v = *(const uint2 *)pb;
+                        bh0 = v.x, bh1 = v.y;
+                    }
 #pragma unroll
                     for (int mt = 0; mt < 2; mt++) {
                         /* this k-step's 8 columns from zero, then one FP32
@@ -418,7 +441,7 @@ __global__ void __launch_bounds__(TC_THREADS, 3) tc_kernel(const __grid_constant
         /* the winners' exact distances, as the exact kernel sums them: TX
          * lanes a row, columns lane % TX, + TX, ..., then a butterfly.  A
          * lane's TX rows (p RP + lane / TX) at once, so their loads overlap;
-         * float32 reads the shared copies, which hold x and c exactly. */
+         * float32 reads x from the shared rows, which hold it exactly. */
         const int TX = a.tx, RP = 32 / TX, q0 = lane % TX;
         double s[16];
         int jr[16];
@@ -436,7 +459,7 @@ __global__ void __launch_bounds__(TC_THREADS, 3) tc_kernel(const __grid_constant
                 const int row = p * RP + lane / TX;
                 double tq;
                 if constexpr (sizeof(T) == 4)
-                    tq = (double)sx[row * ld + q] - (double)sc[jr[p] * ld + q];
+                    tq = (double)sx[row * ld + q] - (double)a.C[(int64_t)jr[p] * d + q];
                 else
                     tq = (double)a.X[(r0 + row) * d + q] - (double)a.C[(int64_t)jr[p] * d + q];
                 s[p] += tq * tq;
@@ -535,7 +558,9 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     if (major < 8 || d < 1 || n > INT_MAX || k > INT_MAX - 8 || d > INT_MAX - 8)
         return GSB_OK;
     const int64_t kpad = (k + 7) / 8 * 8, dpad = (d + 7) / 8 * 8, ld = dpad + 4;
-    const int64_t smem_words = kpad * ld + kpad + (int64_t)TC_WARPS * 32 * ld + TC_WARPS * 32;
+    /* B split (hi, and lo for 3 products) in fragment order, n_j, the rows */
+    const int64_t smem_words = kpad * dpad * (PASSES == 3 ? 2 : 1) + kpad +
+                               (int64_t)TC_WARPS * 32 * ld + TC_WARPS * 32;
     const size_t smem = (size_t)smem_words * 4;
     if (smem_words * 4 > TC_SMEM_MAX)
         return GSB_OK;
