@@ -139,6 +139,18 @@ __device__ __forceinline__ bool same_bits(double a, double b)
     return __double_as_longlong(a) == __double_as_longlong(b);
 }
 
+/* A float32 row element to stage: a streaming load (evicted first), so X
+ * passing through does not push C out of L1 (the winners' distances read
+ * it).  float64 rows are read again for those distances: a plain load. */
+__device__ __forceinline__ float stage_load(const float *p)
+{
+    return __ldcs(p);
+}
+__device__ __forceinline__ double stage_load(const double *p)
+{
+    return *p;
+}
+
 /* (av, aj) ranks before (bv, bj): the exact kernel's argmin_before. */
 template <typename T>
 __device__ __forceinline__ bool rank_before(T av, int aj, T bv, int bj)
@@ -286,7 +298,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
 #pragma unroll
             for (int rr = 0; rr < 32; rr++) {
                 int64_t r = r0 + rr;
-                v[rr] = r < n && q < d ? a.X[r * d + q] : T(0);
+                v[rr] = r < n && q < d ? stage_load(a.X + r * d + q) : T(0);
             }
 #pragma unroll
             for (int rr = 0; rr < 32; rr++)
