@@ -25,7 +25,9 @@
  * one call) reports the bytes of X its passes read per second against the
  * copy bandwidth (each pass must read X once).
  *
- *   bench_ops [cuda|cpu] [copy]   prints a markdown table (copy: the copy rows alone)
+ *   bench_ops [cuda|cpu] [copy|kmeans]   prints a markdown table (copy: the copy rows
+ *                                  alone; kmeans: the ceilings and the KMeans kernels'
+ *                                  rows, short enough to run under ncu)
  */
 #include <math.h>
 #include <stdio.h>
@@ -673,6 +675,7 @@ int main(int argc, char **argv)
             bench_copies();
         return 0;
     }
+    int kmeans_only = argc > 2 && strcmp(argv[2], "kmeans") == 0;
 
     /* ceilings */
     int64_t g = big ? 8192 : 2048;
@@ -710,6 +713,10 @@ int main(int argc, char **argv)
 
     if (be != gsb__cpu_backend())
         bench_argmin_modes(big, gemm_rate);
+    if (kmeans_only) {
+        bench_kmeanspp(big, copy_bw);
+        return GSB_OK;
+    }
 
     /* kNN: 10k queries against 200k x 64, k = 10 */
     int64_t nq = big ? 10000 : 1000, nr = big ? 200000 : 20000, kk = 10;

@@ -13,18 +13,16 @@
  *  - a draw (sample) finds its chunk from the chunk sums, then its row by a
  *    scan inside the chunk;
  *  - the trials' potentials are summed per fixed block of rows (scan, one
- *    partial per block and trial), then the blocks in a fixed tree (pick).
+ *    partial per block and trial), then the blocks in order (pick).
  *
  * A step reads X once (the job is memory-bound: 1M x 64 float64 is 512 MB):
  * the scan kernel computes each row's distance to every candidate, keeps
  * min(closest_i, D_it) for every trial t in a scratch column (store, when
  * those columns cost less to write and read back than X costs to read
  * again: kpp_keeps_trials), and the winner's column becomes closest (sums
- * with take).  For up to 8 trials a column is written only where D_it <
- * closest_i, and a mask byte a row says where: a step writes 1 byte a row
- * plus the rows a trial lowers, not 8 trials bytes.  Otherwise the winner
- * is folded in by the same scan kernel run again with one candidate (a
- * second pass over X).  All give the same bits.
+ * with take).  Otherwise the winner is folded in by the same scan kernel
+ * run again with one candidate (a second pass over X).  Both give the same
+ * bits.
  *
  * Every sum runs in an order fixed by the shapes only (never by the grid or
  * the scheduling), so a call repeats bitwise.  The sums associate
@@ -36,13 +34,11 @@
  * __fma_rn(t, t, s), t = __dsub_rn(x_j, c_j), from s = 0.  The intrinsics
  * keep the compiler from contracting or reordering, so the distance a trial
  * was scored with is bitwise the one folded into closest when it wins,
- * whichever pass computes it.  A warp stages 32 rows x 64 bytes of X at a
- * time in shared memory (coalesced cp.async copies, double-buffered: the
- * next slab is in flight while the warp computes on this one, so the pass
- * keeps enough bytes in flight to run at DRAM speed), so each row is read
- * from DRAM once per pass whatever the number of trials; the candidates
- * (as double, gathered by the sample kernel) sit in shared memory when
- * they fit.
+ * whichever pass computes it.  A warp stages 32 rows x KPP_COLS columns of
+ * X in shared memory (coalesced reads, converted to double), so each row
+ * is read from DRAM once per pass whatever the number of trials; the
+ * candidates (as double, gathered by the sample kernel) sit in shared
+ * memory when they fit.
  *
  * Chunk sums and the in-chunk scan share one scheme (chunk_scan): thread t
  * of 256 owns rows 8t .. 8t + 7 of the chunk, sums them in order, and a
@@ -51,10 +47,10 @@
  * as base + (E + run), is bitwise base + chunk sum, the value that selected
  * the chunk, and a draw that picks a chunk always finds a row in it.
  *
- * The sequential sum of the chunk sums (total, once a call) reads them
- * into shared memory in coalesced tiles first, so the dependent additions
- * wait on shared memory, not on global loads one at a time; pick, once a
- * step, sums each trial's P partials in a fixed tree over a warp.
+ * The sequential sums over blocks (pick: P partials per trial; total: the
+ * chunk sums) read their inputs into shared memory in coalesced tiles
+ * first, so the dependent additions wait on shared memory, not on global
+ * loads one at a time.
  *
  * Continuing (first < 0): the chunk sums are recomputed from closest (the
  * scratch lives for one call) by the sums kernel's own code, so splitting
@@ -65,8 +61,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cuda_pipeline_primitives.h>
 
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_ops.h"
@@ -86,29 +80,22 @@ static_assert(KPP_PER_THREAD * KPP_THREADS == KPP_CHUNK, "a chunk is split evenl
 constexpr int64_t KPP_MAX_BLOCKS = 1024;
 /* Most candidates per step. */
 constexpr int KPP_MAX_TRIALS = 64;
-/* Columns of X a warp stages per slab: 64 bytes of each of its 32 rows (8
- * doubles or 16 floats: two 32-byte sectors), kept as T, one more column of
- * padding (a lane reading a column of its row hits a distinct bank).  Each
- * warp owns two slabs: the copies of the next one (cp.async, global to
- * shared without registers) are in flight while the warp computes on the
- * other, so every warp keeps a slab's bytes moving whatever it computes. */
-template <typename T> __host__ __device__ constexpr int kpp_cols() { return 64 / (int)sizeof(T); }
-template <typename T> __host__ __device__ constexpr int kpp_slab() { return 32 * (kpp_cols<T>() + 1); }
-/* Bytes of the block's slabs (two per warp), after the candidates. */
-template <typename T> __host__ __device__ constexpr int64_t kpp_slabs_bytes()
-{
-    return (int64_t)KPP_WARPS * 2 * kpp_slab<T>() * (int64_t)sizeof(T);
-}
+/* Columns of X a warp stages at a time (32 rows x KPP_COLS doubles, one
+ * more column of padding: a half-warp reading a column of its rows hits
+ * 16 distinct bank pairs). */
+constexpr int KPP_COLS = 16;
+constexpr int KPP_SLAB = 32 * (KPP_COLS + 1);
+/* Loads a lane issues at once while staging a slab: 8 made the scan
+ * kernel spill at 64 registers a thread (ptxas -v, sm_90). */
+constexpr int KPP_LOADS = 4;
+static_assert(KPP_COLS % KPP_LOADS == 0, "a slab is staged in whole rounds");
 /* The candidates (d x TMAX doubles) are staged in shared memory up to this
- * size: with the slabs it stays within the 48 KiB a block gets without
- * opting in, and four blocks still fit on an SM. */
+ * size: with the slabs (8 x 4352 bytes) it stays under the 48 KiB a block
+ * gets without opting in. */
 constexpr int64_t KPP_CAND_SMEM = 12 << 10;
-static_assert(kpp_slabs_bytes<double>() + KPP_CAND_SMEM <= 48 << 10, "default shared memory");
-static_assert(kpp_slabs_bytes<float>() + KPP_CAND_SMEM <= 48 << 10, "default shared memory");
-static_assert(2 * kpp_slab<float>() * sizeof(float) >= 64 * sizeof(double) &&
-                  (2 * kpp_slab<float>() * sizeof(float)) % sizeof(double) == 0,
-              "a warp's two slabs hold its two partial sums per lane");
-/* Doubles per tile of the sequential sum of the chunk sums (total). */
+static_assert(KPP_WARPS * KPP_SLAB * 8 + KPP_CAND_SMEM <= 48 << 10, "default shared memory");
+static_assert(KPP_SLAB >= 2 * 32, "a warp's slab holds its two partial sums per lane");
+/* Doubles per tile of the sequential sums (pick, total). */
 constexpr int KPP_TILE = 2048;
 constexpr unsigned FULL_MASK = 0xffffffffu;
 
@@ -210,7 +197,6 @@ struct kpp_scan_args {
     int trials;
     double *store;          /* trials x n (column t at t * n), or NULL; may be closest */
     double *partials;       /* P x trials, or NULL */
-    uint8_t *mask;          /* n, or NULL (see kpp_scan_kernel); trials <= 8 */
 };
 
 /* Blocks of the scan kernel per SM that its registers must allow: 4 (64
@@ -219,65 +205,30 @@ struct kpp_scan_args {
 constexpr int kpp_scan_min_blocks(int tmax) { return tmax <= 8 ? 4 : tmax <= 16 ? 2 : 1; }
 
 /*
- * Stage one slab for the calling warp (every lane calls): rows r0 ..
- * r0 + 31 (those below i1) and columns j0 .. j0 + kpp_cols - 1 (those below
- * d) of X into buf (row r at r * (kpp_cols + 1)), by cp.async of one element
- * each, as one commit group; cells outside X are set to 0.  Lanes
- * kpp_cols apart take consecutive columns of a row: coalesced.
- */
-template <typename T>
-__device__ __forceinline__ void kpp_stage(const T *__restrict__ X, int64_t d, int64_t i1,
-                                          int64_t r0, int64_t j0, T *buf, int lane)
-{
-    constexpr int COLS = kpp_cols<T>();
-    const int rows = i1 - r0 < 32 ? (int)(i1 - r0) : 32;
-    const int cols = d - j0 < COLS ? (int)(d - j0) : COLS;
-    const T *src = X + r0 * d + j0;
-#pragma unroll
-    for (int q = 0; q < COLS; q++) {
-        const int e = lane + 32 * q, r = e / COLS, c = e % COLS;
-        T *dst = buf + r * (COLS + 1) + c;
-        if (r < rows && c < cols)
-            __pipeline_memcpy_async(dst, src + (int64_t)r * d + c, sizeof(T));
-        else
-            *dst = T(0);
-    }
-    __pipeline_commit();
-}
-
-/*
  * One pass over X for `trials` candidate rows.  Block p of the fixed grid
  * (P = gridDim.x, from the shapes only) owns rows [n p / P, n (p + 1) / P),
  * as the CPU twin's blocks; warp q takes its tiles of 32 rows q, q + 8, ...
- * in order, a lane per row, each tile in slabs of kpp_cols columns (two
- * slabs per warp, the next staged while this one is computed on).  For row
- * i and trial t: D_it (the distance, see the top) and v_it = min(closest_i,
- * D_it) (closest_i replaced when D_it < closest_i, as the CPU twin);
- * store[t n + i] = v_it; and, for partials, each tile's w_i v_it summed
- * over the warp by the butterfly is added (tiles in order) into lane
- * t % 32's register for t < 32 (a0) or t >= 32 (a1); the warps' sums are
- * added in warp order into partials[p * trials + t].  A thread reads
- * closest_i before it writes store[i], so store may be closest itself (the
- * fold: one candidate).  With mask (up to 8 trials), store[t n + i] is
- * written only where D_it < closest_i, and bit t of mask[i] says so (the
- * other rows' v_it is closest_i): a step writes a byte a row and the rows
- * a trial improves instead of 8 trials bytes a row.  Dynamic shared memory: the candidates as d x TMAX
- * doubles (column j's trials side by side) when STAGE (else they are read
- * from cands), then the warps' slabs.  TMAX >= trials.
+ * in order, a lane per row.  For row i and trial t: D_it (the distance, see
+ * the top) and v_it = min(closest_i, D_it) (closest_i replaced when
+ * D_it < closest_i, as the CPU twin); store[t n + i] = v_it; and, for
+ * partials, each tile's w_i v_it summed over the warp by the butterfly is
+ * added (tiles in order) into lane t % 32's register for t < 32 (a0) or
+ * t >= 32 (a1); the warps' sums are added in warp order into
+ * partials[p * trials + t].  A thread reads closest_i before it writes
+ * store[i], so store may be closest itself (the fold: one candidate).
+ * STAGE: the candidates are in shared memory as d x TMAX (column j's
+ * trials side by side), else read from cands.  TMAX >= trials.
  */
 template <typename T, int TMAX, bool STAGE>
 __global__ void __launch_bounds__(KPP_THREADS, kpp_scan_min_blocks(TMAX))
     kpp_scan_kernel(const kpp_scan_args a)
 {
-    constexpr int COLS = kpp_cols<T>(), SLAB = kpp_slab<T>();
-    extern __shared__ double kpp_smem[];
+    __shared__ double slab[KPP_WARPS][KPP_SLAB];
+    extern __shared__ double cand_smem[]; /* d x TMAX when STAGE */
     const T *__restrict__ X = (const T *)a.X;
     const int64_t n = a.n, d = a.d;
     const int trials = a.trials;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    double *cand_smem = kpp_smem;
-    T *slabs0 = (T *)(kpp_smem + (STAGE ? d * TMAX : 0));
-    T *slabs = slabs0 + warp * 2 * SLAB; /* this warp's two */
     if (STAGE) {
         for (int64_t e = tid; e < d * TMAX; e += KPP_THREADS) {
             const int64_t j = e / TMAX, t = e - j * TMAX;
@@ -287,61 +238,65 @@ __global__ void __launch_bounds__(KPP_THREADS, kpp_scan_min_blocks(TMAX))
     }
     const int64_t P = gridDim.x, p = blockIdx.x;
     const int64_t i0 = n * p / P, i1 = n * (p + 1) / P;
-    /* this warp's slabs, in order: tiles of rows r0 = first, first + 256,
-     * ... below i1, each in slabs of columns j0 = 0, kpp_cols, ... below d */
-    const int64_t step = KPP_WARPS * 32;
+    double *xs = slab[warp];
     double a0 = 0.0, a1 = 0.0;
-    double acc[TMAX];
-#pragma unroll
-    for (int t = 0; t < TMAX; t++)
-        acc[t] = 0.0;
-    int64_t r0 = i0 + (int64_t)warp * 32, j0 = 0; /* slab k */
-    if (r0 < i1)
-        kpp_stage<T>(X, d, i1, r0, 0, slabs, lane);
-    for (int buf = 0; r0 < i1; buf ^= 1) {
-        /* slab k + 1: the next columns of this tile, or the next tile */
-        const bool last_slab = j0 + COLS >= d;
-        const int64_t r1 = last_slab ? r0 + step : r0, j1 = last_slab ? 0 : j0 + COLS;
-        if (r1 < i1) {
-            __syncwarp(); /* every lane is done with slab k - 1, which k + 1 overwrites */
-            kpp_stage<T>(X, d, i1, r1, j1, slabs + (buf ^ 1) * SLAB, lane);
-            __pipeline_wait_prior(1); /* this lane's copies of slab k have landed */
-        } else {
-            __pipeline_wait_prior(0);
-        }
-        __syncwarp(); /* ... and every lane's */
+    for (int64_t r0 = i0 + (int64_t)warp * 32; r0 < i1; r0 += KPP_WARPS * 32) {
         const int rows = i1 - r0 < 32 ? (int)(i1 - r0) : 32;
-        const int cols = d - j0 < COLS ? (int)(d - j0) : COLS;
-        const T *xr = slabs + buf * SLAB + lane * (COLS + 1);
-        /* column j's candidates: TMAX side by side in shared memory, or
-         * a stride of d in global memory */
-        const double *cj = STAGE ? cand_smem + j0 * TMAX : a.cands + j0;
-        const int64_t cstride = STAGE ? 1 : d;
-#pragma unroll 1
-        for (int c = 0; c < cols; c++) {
-            const double x = (double)xr[c];
+        double acc[TMAX];
 #pragma unroll
-            for (int t = 0; t < TMAX; t++)
-                if (t < trials)
-                    acc[t] = kpp_sq_add(acc[t], x, cj[t * cstride]);
-            cj += STAGE ? TMAX : 1;
+        for (int t = 0; t < TMAX; t++)
+            acc[t] = 0.0;
+        for (int64_t j0 = 0; j0 < d; j0 += KPP_COLS) {
+            const int cols = d - j0 < KPP_COLS ? (int)(d - j0) : KPP_COLS;
+            const T *src = X + r0 * d + j0;
+            __syncwarp(); /* the lanes are done with the previous slab */
+            if (cols == KPP_COLS) {
+                /* a half-warp per row segment, in rounds of KPP_LOADS loads
+                 * issued before their stores (in flight together) */
+#pragma unroll
+                for (int q0 = 0; q0 < KPP_COLS; q0 += KPP_LOADS) {
+                    double v[KPP_LOADS];
+#pragma unroll
+                    for (int q = 0; q < KPP_LOADS; q++) {
+                        const int e = lane + 32 * (q0 + q), r = e / KPP_COLS, c = e % KPP_COLS;
+                        v[q] = r < rows ? (double)src[r * d + c] : 0.0;
+                    }
+#pragma unroll
+                    for (int q = 0; q < KPP_LOADS; q++) {
+                        const int e = lane + 32 * (q0 + q), r = e / KPP_COLS, c = e % KPP_COLS;
+                        xs[r * (KPP_COLS + 1) + c] = v[q];
+                    }
+                }
+            } else {
+                for (int e = lane; e < 32 * cols; e += 32) {
+                    const int r = e / cols, c = e - r * cols;
+                    xs[r * (KPP_COLS + 1) + c] = r < rows ? (double)src[r * d + c] : 0.0;
+                }
+            }
+            __syncwarp();
+            const double *xr = xs + lane * (KPP_COLS + 1);
+            /* column j's candidates: TMAX side by side in shared memory, or
+             * a stride of d in global memory */
+            const double *cj = STAGE ? cand_smem + j0 * TMAX : a.cands + j0;
+            const int64_t cstride = STAGE ? 1 : d;
+#pragma unroll 1
+            for (int c = 0; c < cols; c++) {
+                const double x = xr[c];
+#pragma unroll
+                for (int t = 0; t < TMAX; t++)
+                    if (t < trials)
+                        acc[t] = kpp_sq_add(acc[t], x, cj[t * cstride]);
+                cj += STAGE ? TMAX : 1;
+            }
         }
         const int64_t i = r0 + lane;
-        r0 = r1;
-        j0 = j1;
-        if (!last_slab)
-            continue;
-        /* the tile's last slab: its rows are done */
         const bool valid = lane < rows;
         const double ci = !valid ? 0.0 : a.closest ? a.closest[i] : (double)INFINITY;
-        unsigned bits = 0;
 #pragma unroll
         for (int t = 0; t < TMAX; t++) {
             if (t < trials) {
-                const bool lower = acc[t] < ci;
-                const double v = lower ? acc[t] : ci;
-                bits |= (unsigned)lower << (t & 7);
-                if (a.store && valid && (lower || !a.mask))
+                const double v = acc[t] < ci ? acc[t] : ci;
+                if (a.store && valid)
                     a.store[t * n + i] = v;
                 if (a.partials) {
                     const double s = kpp_warp_sum(valid ? kpp_wd(a.w, i, v) : 0.0);
@@ -353,47 +308,40 @@ __global__ void __launch_bounds__(KPP_THREADS, kpp_scan_min_blocks(TMAX))
                     }
                 }
             }
-            acc[t] = 0.0;
         }
-        if (a.mask && valid)
-            a.mask[i] = (uint8_t)bits;
     }
     if (!a.partials)
         return;
-    /* the warp's sums into its own slabs (done with them: its last wait was
-     * for every copy), then in warp order */
+    /* the warp's sums into its own slab (done with it), then in warp order */
     __syncwarp();
-    double *red = (double *)slabs;
-    red[lane] = a0;
-    red[32 + lane] = a1;
+    xs[lane] = a0;
+    xs[32 + lane] = a1;
     __syncthreads();
     if (tid < trials) {
         double s = 0.0;
         for (int q = 0; q < KPP_WARPS; q++)
-            s = __dadd_rn(s, ((const double *)(slabs0 + q * 2 * SLAB))[tid]);
+            s = __dadd_rn(s, slab[q][tid]);
         a.partials[p * trials + tid] = s;
     }
 }
 
 /*
  * Per chunk (one block at a time, grid-stride over chunks): with store,
- * closest_i = store[*best * n + i] (the winner's column: take; with mask,
- * only where bit *best of mask[i] is set, the rows the winner lowered),
- * else closest as it is; then chunk_sums[b] = the chunk scan's sum of
+ * closest_i = store[*best * n + i] (the winner's column: take), else
+ * closest as it is; then chunk_sums[b] = the chunk scan's sum of
  * w_i * closest_i.  The rows are read coalesced into shared memory, padded
  * (row r at r + r / 8) so that thread t reading its 8 rows 8t .. 8t + 7
  * hits distinct banks.
  */
 __global__ void __launch_bounds__(KPP_THREADS)
     kpp_sums_kernel(int64_t n, const double *__restrict__ w, double *closest,
-                    const double *store, const uint8_t *__restrict__ mask,
-                    const int64_t *__restrict__ best, int64_t nb, double *__restrict__ chunk_sums)
+                    const double *store, const int64_t *__restrict__ best, int64_t nb,
+                    double *__restrict__ chunk_sums)
 {
     __shared__ double prod[KPP_CHUNK + KPP_CHUNK / KPP_PER_THREAD];
     __shared__ double buf[KPP_THREADS];
     const int tid = threadIdx.x;
-    const int64_t win = store ? *best : 0;
-    const double *col = store ? store + win * n : NULL;
+    const double *src = store ? store + *best * n : closest;
     for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
         const int64_t i0 = b * KPP_CHUNK;
 #pragma unroll
@@ -402,9 +350,8 @@ __global__ void __launch_bounds__(KPP_THREADS)
             const int64_t i = i0 + r;
             double p = 0.0;
             if (i < n) {
-                const bool take = col && (!mask || ((mask[i] >> win) & 1));
-                const double ci = take ? col[i] : closest[i];
-                if (take)
+                const double ci = src[i];
+                if (store)
                     closest[i] = ci;
                 p = kpp_wd(w, i, ci);
             }
@@ -546,13 +493,11 @@ __global__ void __launch_bounds__(KPP_THREADS)
 }
 
 /*
- * pots[t] = the P partials of trial t summed in a fixed tree: lane l of a
- * warp adds those of blocks [P l / 32, P (l + 1) / 32) in order, then the
- * butterfly (a warp per trial: a few dependent additions, not P of them).
- * The winner is the first of the lowest, by the CPU twin's scan (best = 0,
- * replaced by a strictly lower pot); *pot = its pot, *chosen = its row,
- * *best = its index, and win (when not NULL) = its row as double (the
- * candidate of the fold pass).  One block.
+ * pots[t] = the P partials of trial t in block order (read in tiles of
+ * KPP_TILE doubles); the winner is the first of the lowest, by the CPU
+ * twin's scan (best = 0, replaced by a strictly lower pot); *pot = its pot,
+ * *chosen = its row, *best = its index, and win (when not NULL) = its row
+ * as double (the candidate of the fold pass).  One block.
  */
 __global__ void __launch_bounds__(KPP_THREADS)
     kpp_pick_kernel(const double *__restrict__ partials, int64_t P, int trials,
@@ -560,19 +505,24 @@ __global__ void __launch_bounds__(KPP_THREADS)
                     double *__restrict__ pot, int64_t *__restrict__ chosen,
                     int64_t *__restrict__ best, double *__restrict__ win)
 {
+    __shared__ double tile[KPP_TILE];
     __shared__ double pots[KPP_MAX_TRIALS];
     __shared__ int best_s;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    for (int t = warp; t < trials; t += KPP_WARPS) { /* warp-uniform */
-        const int64_t p0 = P * lane / 32, p1 = P * (lane + 1) / 32;
-        double s = 0.0;
-#pragma unroll 8
-        for (int64_t q = p0; q < p1; q++)
-            s = __dadd_rn(s, partials[q * trials + t]);
-        s = kpp_warp_sum(s);
-        if (lane == 0)
-            pots[t] = s;
+    const int tid = threadIdx.x;
+    const int64_t per = KPP_TILE / trials; /* rows of partials per tile, >= 32 */
+    double s = 0.0;
+    for (int64_t p0 = 0; p0 < P; p0 += per) {
+        const int64_t rows = P - p0 < per ? P - p0 : per;
+        for (int64_t e = tid; e < rows * trials; e += KPP_THREADS)
+            tile[e] = partials[p0 * trials + e];
+        __syncthreads();
+        if (tid < trials)
+            for (int64_t q = 0; q < rows; q++)
+                s = __dadd_rn(s, tile[q * trials + tid]);
+        __syncthreads();
     }
+    if (tid < trials)
+        pots[tid] = s;
     __syncthreads();
     if (tid == 0) {
         int b = 0;
@@ -643,13 +593,11 @@ bool kpp_keeps_trials(int64_t d, size_t esize, int64_t trials)
 template <typename T, int TMAX>
 void kpp_scan_tmax(const kpp_scan_args &a, unsigned P, cudaStream_t stream)
 {
-    const int64_t cand = a.d * TMAX * (int64_t)sizeof(double);
-    if (cand <= KPP_CAND_SMEM)
-        kpp_scan_kernel<T, TMAX, true>
-            <<<P, KPP_THREADS, (size_t)(cand + kpp_slabs_bytes<T>()), stream>>>(a);
+    const int64_t smem = a.d * TMAX * (int64_t)sizeof(double);
+    if (smem <= KPP_CAND_SMEM)
+        kpp_scan_kernel<T, TMAX, true><<<P, KPP_THREADS, (size_t)smem, stream>>>(a);
     else
-        kpp_scan_kernel<T, TMAX, false>
-            <<<P, KPP_THREADS, (size_t)kpp_slabs_bytes<T>(), stream>>>(a);
+        kpp_scan_kernel<T, TMAX, false><<<P, KPP_THREADS, 0, stream>>>(a);
 }
 
 /* The instance whose TMAX is the smallest of 1, 8, 16, 64 that holds the
@@ -675,8 +623,7 @@ int64_t kpp_scratch_words(int64_t n, int64_t d, int64_t nb, int64_t P, int64_t t
     const int64_t lim = INT64_MAX / 16;
     if (n > lim / KPP_MAX_TRIALS || d > lim / KPP_MAX_TRIALS || steps > lim)
         return -1;
-    return steps + 2 + trials + nb + P * trials + trials * d + d +
-           (keep ? trials * n + (trials <= 8 ? (n + 7) / 8 : 0) : 0);
+    return steps + 2 + trials + nb + P * trials + trials * d + d + (keep ? trials * n : 0);
 }
 
 template <typename T>
@@ -696,20 +643,16 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
     /* the sums' grid only spreads chunks over blocks: results do not depend on it */
     const int64_t sums_cap = (int64_t)(ctx->sm_count > 0 ? ctx->sm_count : 16) * 8;
     const unsigned sums_grid = (unsigned)(nb < sums_cap ? nb : sums_cap);
-    /* a first call without steps only folds the first centre in: no columns */
-    const bool keep = steps > 0 && kpp_keeps_trials(d, sizeof(T), trials64);
+    const bool keep = kpp_keeps_trials(d, sizeof(T), trials64);
     /* one scratch allocation of 8-byte words: chosen (steps) and pot first,
      * for one copy back; then the winner's index, the candidates' rows, the
      * chunk sums, the partials, the candidates as double, the winner as
-     * double (the fold's candidate), the trials' columns (keep) and, for up
-     * to 8 trials, their mask (a byte a row: the columns are written only
-     * where they lower closest) */
+     * double (the fold's candidate), the trials' columns (keep) */
     const int64_t words = kpp_scratch_words(n, d, nb, P, trials64, steps, keep);
     int rc = GSB_OK;
     void *scratch = NULL;
     int64_t *chosen_dev, *best_dev, *cand, *back = NULL;
     double *pot_dev, *chunk_sums, *partials, *cands, *win, *store;
-    uint8_t *mask;
     kpp_uniforms uni;
     kpp_scan_args trial_args, fold_args;
     if (words < 0)
@@ -725,11 +668,10 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
     cands = partials + P * trials;
     win = cands + (int64_t)trials * d;
     store = keep ? win + d : NULL;
-    mask = keep && trials <= 8 ? (uint8_t *)(store + (int64_t)trials * n) : NULL;
     memset(&uni, 0, sizeof uni);
     /* a step's pass over X for the trials, and (not keep) the winner's fold */
-    trial_args = {X, n, d, w, closest, cands, trials, store, partials, mask};
-    fold_args = {X, n, d, w, closest, win, 1, closest, NULL, NULL};
+    trial_args = {X, n, d, w, closest, cands, trials, store, partials};
+    fold_args = {X, n, d, w, closest, win, 1, closest, NULL};
 
     if (first >= 0) {
         kpp_row_kernel<T><<<1, KPP_THREADS, 0, stream>>>(X, d, first, win);
@@ -737,14 +679,14 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
         kpp_scan_args init_args = fold_args;
         init_args.closest = NULL; /* closest = D */
         CUDA_CHECK(kpp_scan<T>(init_args, (unsigned)P, stream));
-        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, NULL,
-                                                              nb, chunk_sums);
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, nb,
+                                                              chunk_sums);
         CUDA_CHECK(cudaGetLastError());
         kpp_total_kernel<<<1, KPP_THREADS, 0, stream>>>(chunk_sums, nb, pot_dev);
         CUDA_CHECK(cudaGetLastError());
     } else {
-        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, NULL,
-                                                              nb, chunk_sums);
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, nb,
+                                                              chunk_sums);
         CUDA_CHECK(cudaGetLastError());
         kpp_set_kernel<<<1, 1, 0, stream>>>(pot_dev, *pot);
         CUDA_CHECK(cudaGetLastError());
@@ -762,8 +704,8 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
         CUDA_CHECK(cudaGetLastError());
         if (!keep) /* the winner folded into closest by a second pass over X */
             CUDA_CHECK(kpp_scan<T>(fold_args, (unsigned)P, stream));
-        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, store, mask,
-                                                              best_dev, nb, chunk_sums);
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, store, best_dev,
+                                                              nb, chunk_sums);
         CUDA_CHECK(cudaGetLastError());
     }
     /* the one wait: chosen and pot reach the host in one copy */
