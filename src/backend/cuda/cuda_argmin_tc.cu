@@ -14,10 +14,12 @@
  * Here.  A warp takes 32 rows of X (converted to float in shared memory, no
  * copy of X in global memory) and all k centres (rounded to float and split
  * into TF32 hi and lo once per block, in shared memory in the order of the
- * mma B fragments, so a lane loads its fragment in one access), computes the dot products S_j with mma.sync m16n8k8 TF32 tiles
- * (3xTF32: x = hi + lo, each an exact TF32 value, and hi.hi + hi.lo + lo.hi
- * accumulated in FP32; or one TF32 product, mode 1), a_j = fl32(n_j - 2 S_j),
- * and keeps each row's best a (its index) and second-best a.  If
+ * mma B fragments, so a lane loads its fragment in one access; as float,
+ * split at each use, where the split copy does not fit), computes the dot
+ * products S_j with mma.sync m16n8k8 TF32 tiles (3xTF32: x = hi + lo, each
+ * an exact TF32 value, and hi.hi + hi.lo + lo.hi accumulated in FP32; or one
+ * TF32 product, mode 1), a_j = fl32(n_j - 2 S_j), and keeps each row's best
+ * a (its index) and second-best a.  If
  *     a_second - a_best > 2 B(x)
  * where |a_j - e_j| <= B(x) for every j (below), then e_best < e_j for every
  * other j, so the exact kernel picks the same centre; the winner's distance
@@ -241,17 +243,19 @@ struct tc_args {
  * a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B b0 (k = t,
  * n = g), b1 (t + 4, g); C c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t),
  * c3 (g + 8, 2t + 1).  Shared rows are ld = dpad + 4 floats apart, so the
- * 32 lanes' (g, t) reads fall in 32 different banks; B is stored split, a
- * lane's W words of an (n-tile, k-step) after the previous lane's, so a
- * warp's fragment load is conflict-free too.
+ * 32 lanes' (g, t) reads fall in 32 different banks; B is stored in
+ * fragment order, a lane's W words of an (n-tile, k-step) after the previous
+ * lane's, so a warp's fragment load is conflict-free too.  SPLIT: B split
+ * once here (hi, lo); else (3 products where the split B does not fit in
+ * shared memory) B as float, split at each use.
  */
-template <typename T, int PASSES>
+template <typename T, int PASSES, bool SPLIT>
 __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant__ tc_args<T> a)
 {
     extern __shared__ __align__(16) float smem[];
     const int ld = a.ld, kpad = a.kpad, dpad = a.dpad;
     const int64_t n = a.n, d = a.d, k = a.k;
-    constexpr int W = PASSES == 3 ? 4 : 2;             /* words of B a lane a k-step */
+    constexpr int W = PASSES == 3 && SPLIT ? 4 : 2;    /* words of B a lane a k-step */
     const int ksteps = dpad / 8;
     uint32_t *sb = (uint32_t *)smem;                   /* kpad / 8 x ksteps x 32 x W: B */
     float *sn = (float *)(sb + (size_t)kpad * ksteps * 4 * W); /* kpad: n_j or +inf */
@@ -260,9 +264,10 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
 
-    /* the centres as float, split once here: lane (g, t) of n-tile nt at
-     * k-step ks finds its B fragment (b0 = c(nt 8 + g, ks 8 + t), b1 = the
-     * column + 4) as W consecutive words {hi b0, hi b1, lo b0, lo b1} */
+    /* the centres as float, split once here where SPLIT: lane (g, t) of
+     * n-tile nt at k-step ks finds its B fragment (b0 = c(nt 8 + g, ks 8 + t),
+     * b1 = the column + 4) as W consecutive words {hi b0, hi b1, lo b0,
+     * lo b1}, or {b0, b1} as float */
     for (int e = tid; e < kpad * ksteps * 4; e += TC_THREADS) {
         const int l = e & 31, f = e >> 5, ks = f % ksteps, nt = f / ksteps;
         const int64_t j = nt * 8 + (l >> 2), q = ks * 8 + (l & 3);
@@ -271,7 +276,10 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
         uint32_t h0, l0, h1, l1;
         tf32_split<PASSES>(c0, h0, l0);
         tf32_split<PASSES>(c1, h1, l1);
-        if constexpr (PASSES == 3)
+        if constexpr (!SPLIT)
+            *(uint2 *)(sb + (size_t)e * W) =
+                make_uint2(__float_as_uint(c0), __float_as_uint(c1));
+        else if constexpr (PASSES == 3)
             *(uint4 *)(sb + (size_t)e * W) = make_uint4(h0, h1, l0, l1);
         else
             *(uint2 *)(sb + (size_t)e * W) = make_uint2(h0, h1);
@@ -363,7 +371,11 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
                     const uint32_t *pb =
                         sb + ((size_t)((n0 >> 3) + nt) * ksteps * 32 + (q0 >> 3) * 32 + lane) * W;
                     uint32_t bh0, bh1, bl0 = 0u, bl1 = 0u;
-                    if constexpr (PASSES == 3) {
+                    if constexpr (!SPLIT) {
+                        const uint2 v = *(const uint2 *)pb;
+                        tf32_split<PASSES>(__uint_as_float(v.x), bh0, bl0);
+                        tf32_split<PASSES>(__uint_as_float(v.y), bh1, bl1);
+                    } else if constexpr (PASSES == 3) {
                         const uint4 v = *(const uint4 *)pb;
                         bh0 = v.x, bh1 = v.y, bl0 = v.z, bl1 = v.w;
                     } else {
@@ -570,16 +582,19 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     if (major < 8 || d < 1 || n > INT_MAX || k > INT_MAX - 8 || d > INT_MAX - 8)
         return GSB_OK;
     const int64_t kpad = (k + 7) / 8 * 8, dpad = (d + 7) / 8 * 8, ld = dpad + 4;
-    /* B split (hi, and lo for 3 products) in fragment order, n_j, the rows */
-    const int64_t smem_words = kpad * dpad * (PASSES == 3 ? 2 : 1) + kpad +
-                               (int64_t)TC_WARPS * 32 * ld + TC_WARPS * 32;
-    const size_t smem = (size_t)smem_words * 4;
-    if (smem_words * 4 > TC_SMEM_MAX)
+    /* B in fragment order (split: hi, and lo for 3 products; else as
+     * float), n_j, the rows; split where that fits */
+    const int64_t rest = kpad + (int64_t)TC_WARPS * 32 * ld + TC_WARPS * 32;
+    const int64_t bsplit = kpad * dpad * (PASSES == 3 ? 2 : 1);
+    const bool split = (bsplit + rest) * 4 <= TC_SMEM_MAX;
+    const size_t smem = (size_t)((split ? bsplit : kpad * dpad) + rest) * 4;
+    if (smem > (size_t)TC_SMEM_MAX)
         return GSB_OK;
     *done = 1;
 
     tc_bufs<T> g;
     tc_args<T> a;
+    void (*kern)(const tc_args<T>) = NULL;
     int rc = GSB_OK, per_sm = 0, hits = 0;
     int64_t units = (n + 31) / 32, blocks = (units + TC_WARPS - 1) / TC_WARPS, resident;
     const char *stats = getenv("GSB_ARGMIN_STATS");
@@ -610,14 +625,14 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     a.mind = (T *)mind->data;
     a.fb_count = &g.stat->fb_count;
     a.fb_rows = g.rows;
-    CUDA_CHECK(cudaFuncSetAttribute(tc_kernel<T, PASSES>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tc_kernel<T, PASSES>,
-                                                             TC_THREADS, smem));
+    /* (one product: the split B is the float B's size, so always split) */
+    kern = split ? tc_kernel<T, PASSES, true> : tc_kernel<T, PASSES, PASSES == 1>;
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, TC_THREADS, smem));
     resident = (int64_t)(per_sm > 0 ? per_sm : 1) * (ctx->sm_count > 0 ? ctx->sm_count : 16);
     if (blocks > resident)
         blocks = resident;
-    tc_kernel<T, PASSES><<<(unsigned)blocks, TC_THREADS, smem, st>>>(a);
+    kern<<<(unsigned)blocks, TC_THREADS, smem, st>>>(a);
     CUDA_CHECK(cudaGetLastError());
     /* the listed rows: gathered, through the exact kernel itself (bit for
      * bit its results: a row's depend only on the row and C), scattered */
