@@ -83,8 +83,9 @@ using namespace gsb_dist;
 
 namespace {
 
-constexpr int TC_WARPS = 6;                 /* warps per block, 32 rows each */
-constexpr int TC_THREADS = TC_WARPS * 32;
+constexpr int TC_WARPS = 6;                 /* warps per block, 32 rows each ... */
+constexpr int TC_WARPS_MIN = 4;             /* ... or these where that does not fit */
+constexpr int TC_THREADS = TC_WARPS * 32;   /* at most */
 constexpr int TC_CHUNK = 8;                 /* n-tiles (8 centres each) per accumulator pass */
 constexpr int64_t TC_SMEM_MAX = 112 << 10;  /* at least two blocks per SM */
 constexpr int FB_THREADS = 256;             /* gather / scatter of the exact rows */
@@ -259,8 +260,9 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
     const int ksteps = dpad / 8;
     uint32_t *sb = (uint32_t *)smem;                   /* kpad / 8 x ksteps x 32 x W: B */
     float *sn = (float *)(sb + (size_t)kpad * ksteps * 4 * W); /* kpad: n_j or +inf */
-    float *sxall = sn + kpad;                          /* TC_WARPS x 32 x ld: rows */
-    int *slab = (int *)(sxall + (size_t)TC_WARPS * 32 * ld); /* TC_WARPS x 32 */
+    const int nw = blockDim.x >> 5, nthr = blockDim.x; /* TC_WARPS or TC_WARPS_MIN */
+    float *sxall = sn + kpad;                          /* nw x 32 x ld: rows */
+    int *slab = (int *)(sxall + (size_t)nw * 32 * ld); /* nw x 32 */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
 
@@ -268,7 +270,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
      * n-tile nt at k-step ks finds its B fragment (b0 = c(nt 8 + g, ks 8 + t),
      * b1 = the column + 4) as W consecutive words {hi b0, hi b1, lo b0,
      * lo b1}, or {b0, b1} as float */
-    for (int e = tid; e < kpad * ksteps * 4; e += TC_THREADS) {
+    for (int e = tid; e < kpad * ksteps * 4; e += nthr) {
         const int l = e & 31, f = e >> 5, ks = f % ksteps, nt = f / ksteps;
         const int64_t j = nt * 8 + (l >> 2), q = ks * 8 + (l & 3);
         const float c0 = j < k && q < d ? (float)a.C[j * d + q] : 0.0f;
@@ -284,7 +286,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
         else
             *(uint2 *)(sb + (size_t)e * W) = make_uint2(h0, h1);
     }
-    for (int j = tid; j < kpad; j += TC_THREADS)
+    for (int j = tid; j < kpad; j += nthr)
         sn[j] = a.sn[j];
     /* cmax^2 = max_j n_j (1 + 2^-20), NaN if any n_j is not finite */
     const double cmax2 = a.stat->bad ? (double)NAN
@@ -296,8 +298,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
     float *sx = sxall + (size_t)warp * 32 * ld;
     int *lab = slab + warp * 32;
     const int64_t units = (n + 31) / 32;
-    for (int64_t u = (int64_t)blockIdx.x * TC_WARPS + warp; u < units;
-         u += (int64_t)gridDim.x * TC_WARPS) {
+    for (int64_t u = (int64_t)blockIdx.x * nw + warp; u < units; u += (int64_t)gridDim.x * nw) {
         const int64_t r0 = u * 32;
         /* the 32 rows' loads of a column slice all in flight at once (the
          * accumulators are not live here, so their registers are free) */
@@ -315,7 +316,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
         __syncwarp();
         /* the warp's next unit towards L2 now (a hint, no registers), so its
          * staging above waits on L2 rather than on memory */
-        const int64_t r0n = r0 + (int64_t)gridDim.x * TC_WARPS * 32;
+        const int64_t r0n = r0 + (int64_t)gridDim.x * nw * 32;
         if (r0n < n) {
             const char *p = (const char *)(a.X + r0n * d);
             const int64_t bytes = (n - r0n < 32 ? n - r0n : 32) * d * (int64_t)sizeof(T);
@@ -582,13 +583,23 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     if (major < 8 || d < 1 || n > INT_MAX || k > INT_MAX - 8 || d > INT_MAX - 8)
         return GSB_OK;
     const int64_t kpad = (k + 7) / 8 * 8, dpad = (d + 7) / 8 * 8, ld = dpad + 4;
-    /* B in fragment order (split: hi, and lo for 3 products; else as
-     * float), n_j, the rows; split where that fits */
-    const int64_t rest = kpad + (int64_t)TC_WARPS * 32 * ld + TC_WARPS * 32;
-    const int64_t bsplit = kpad * dpad * (PASSES == 3 ? 2 : 1);
-    const bool split = (bsplit + rest) * 4 <= TC_SMEM_MAX;
-    const size_t smem = (size_t)((split ? bsplit : kpad * dpad) + rest) * 4;
-    if (smem > (size_t)TC_SMEM_MAX)
+    /* shared memory: B in fragment order (split: hi, and lo for 3
+     * products; else as float), n_j, each warp's rows.  The first that fits
+     * of: TC_WARPS warps and B split, as float, then TC_WARPS_MIN the same */
+    const int64_t bsplit = kpad * dpad * (PASSES == 3 ? 2 : 1), bfloat = kpad * dpad;
+    int nw = 0;
+    bool split = false;
+    size_t smem = 0;
+    for (int c = 0; c < 4 && !nw; c++) {
+        const int w = c < 2 ? TC_WARPS : TC_WARPS_MIN;
+        const int64_t words = (c % 2 == 0 ? bsplit : bfloat) + kpad + (int64_t)w * 32 * (ld + 1);
+        if (words * 4 <= TC_SMEM_MAX) {
+            nw = w;
+            split = c % 2 == 0;
+            smem = (size_t)words * 4;
+        }
+    }
+    if (!nw)
         return GSB_OK;
     *done = 1;
 
@@ -596,7 +607,7 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     tc_args<T> a;
     void (*kern)(const tc_args<T>) = NULL;
     int rc = GSB_OK, per_sm = 0, hits = 0;
-    int64_t units = (n + 31) / 32, blocks = (units + TC_WARPS - 1) / TC_WARPS, resident;
+    int64_t units = (n + 31) / 32, blocks = (units + nw - 1) / nw, resident;
     const char *stats = getenv("GSB_ARGMIN_STATS");
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)k * sizeof(T), (void **)&g.cn));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)kpad * sizeof(float), (void **)&g.sn));
@@ -628,11 +639,11 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     /* (one product: the split B is the float B's size, so always split) */
     kern = split ? tc_kernel<T, PASSES, true> : tc_kernel<T, PASSES, PASSES == 1>;
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, TC_THREADS, smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nw * 32, smem));
     resident = (int64_t)(per_sm > 0 ? per_sm : 1) * (ctx->sm_count > 0 ? ctx->sm_count : 16);
     if (blocks > resident)
         blocks = resident;
-    kern<<<(unsigned)blocks, TC_THREADS, smem, st>>>(a);
+    kern<<<(unsigned)blocks, (unsigned)(nw * 32), smem, st>>>(a);
     CUDA_CHECK(cudaGetLastError());
     /* the listed rows: gathered, through the exact kernel itself (bit for
      * bit its results: a row's depend only on the row and C), scattered */
