@@ -24,7 +24,11 @@
  *     zeros for clusters without rows.
  * X is read once, row by row in cluster order (rows of 4 d or 8 d bytes:
  * whole memory lines for the KMeans widths), so the op runs at close to
- * memory speed whatever k is, with no k x d accumulator per block.
+ * memory speed whatever k is, with no k x d accumulator per block.  The
+ * rows are scattered, so each warp asks L2 for the rows a few batches
+ * ahead of their adds (prefetches, which never block) to keep more bytes
+ * in flight than its in-order adds would; the order of the adds is the
+ * same with or without them.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -47,9 +51,12 @@ constexpr int64_t SEG_TILE = 32 * SEG_LANE_COLS;
 constexpr int SEG_WARPS = 8;
 constexpr int SEG_INFO_THREADS = 256;
 /* Rows whose loads a warp issues before their adds (32 bytes a lane of
- * float32, 64 of float64: enough loads in flight to reach memory speed). */
+ * float32, 64 of float64). */
 template <typename T>
 __host__ __device__ constexpr int seg_unroll() { return sizeof(T) == 4 ? 8 : 4; }
+/* Bytes of rows a warp has asked L2 for ahead of its adds: ~3k resident
+ * warps of an H100 / H200 keep ~20 MB of the 50 MB L2 waiting for them. */
+constexpr int64_t SEG_PREFETCH_BYTES = 6144;
 
 /* Step 1: keys[i] = lab[i], or sentinel when outside [0, k); idx[i] = i. */
 template <typename IdxT>
@@ -154,13 +161,30 @@ __device__ __forceinline__ void seg_flush(uint32_t c, int64_t s, const double (&
         *cnt = wsum;
 }
 
+/* Asks L2 for a row's columns [col0, col1) (col1 > col0), a prefetch per
+ * 128-byte line; nothing waits for them. */
+template <typename T>
+__device__ __forceinline__ void seg_prefetch(const T *X, int64_t row, int64_t d, int64_t col0,
+                                             int64_t col1)
+{
+    const size_t a = __cvta_generic_to_global(X + row * d + col0);
+    const size_t z = a + (size_t)(col1 - col0) * sizeof(T) - 1; /* the last byte */
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+    for (size_t l = (a | 127) + 1; l <= z; l += 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(l));
+}
+
 /*
  * Step 4: warp w of block b takes segment s = b SEG_WARPS + w (sorted
  * positions [s SEG_ROWS, (s + 1) SEG_ROWS) of the valid ones) and column
  * tile blockIdx.y.  Lane l owns columns col0 + l + 32 q; the rows are added
  * in sorted order (each cluster's in increasing row order), in double.
- * Per 32 positions the lanes load the keys, rows and weights, then the warp
- * walks them U rows at a time: all U rows' loads first, then their adds.
+ * Per 32 positions (a chunk) the lanes hold the keys, rows and weights, and
+ * the warp walks them U rows at a time: all U rows' loads first, then their
+ * adds.  The next chunk's keys and rows are loaded a chunk ahead, and the
+ * rows P positions ahead of each batch are prefetched into L2 (P: about
+ * SEG_PREFETCH_BYTES of rows, a multiple of U, U <= P <= 32; so a prefetched
+ * position is in this chunk or the next).
  */
 template <typename T, typename IdxT>
 __global__ void __launch_bounds__(SEG_WARPS * 32, 3)
@@ -179,15 +203,30 @@ __global__ void __launch_bounds__(SEG_WARPS * 32, 3)
         return;
     const int64_t p1 = p0 + SEG_ROWS < valid ? p0 + SEG_ROWS : valid;
     const int64_t col0 = (int64_t)blockIdx.y * SEG_TILE;
+    const int64_t col1 = col0 + SEG_TILE < d ? col0 + SEG_TILE : d;
+    const bool pf = col1 > col0; /* a column to prefetch (d > 0) */
+    int P = pf ? (int)(SEG_PREFETCH_BYTES / ((col1 - col0) * (int64_t)sizeof(T)) / U * U) : U;
+    P = P < U ? U : P > 32 ? 32 : P;
     double acc[LC], wsum = 0.0;
 #pragma unroll
     for (int q = 0; q < LC; q++)
         acc[q] = 0.0;
     uint32_t cur = keys[p0];
+    /* rows of this chunk and the next (loaded a chunk ahead of their
+     * prefetches), keys of this chunk; the first P rows prefetched */
+    IdxT row_a = p0 + lane < p1 ? idx[p0 + lane] : (IdxT)0;
+    IdxT row_b = p0 + 32 + lane < p1 ? idx[p0 + 32 + lane] : (IdxT)0;
+    uint32_t key_a = p0 + lane < p1 ? keys[p0 + lane] : 0u;
+    if (pf && lane < P && p0 + lane < p1)
+        seg_prefetch(X, (int64_t)row_a, d, col0, col1);
     for (int64_t wb = p0; wb < p1; wb += 32) {
         const int m = (int)(p1 - wb < 32 ? p1 - wb : 32); /* warp-uniform */
-        const IdxT my_row = lane < m ? idx[wb + lane] : (IdxT)0;
-        const uint32_t my_key = lane < m ? keys[wb + lane] : 0u;
+        const IdxT my_row = row_a, nxt_row = row_b;
+        const uint32_t my_key = key_a;
+        const bool nxt_ok = wb + 32 + lane < p1; /* this lane's position of the next chunk */
+        row_a = row_b;
+        row_b = wb + 64 + lane < p1 ? idx[wb + 64 + lane] : (IdxT)0;
+        key_a = nxt_ok ? keys[wb + 32 + lane] : 0u;
         double my_w = 1.0;
         if (w && lane < m)
             my_w = w_f64 ? ((const double *)w)[my_row] : (double)((const float *)w)[my_row];
@@ -202,6 +241,11 @@ __global__ void __launch_bounds__(SEG_WARPS * 32, 3)
                     xv[u][q] = q0 + u < m && col < d ? X[row * d + col] : T(0);
                 }
             }
+            /* prefetch positions [q0 + P, q0 + P + U) of this chunk and the next */
+            if (pf && lane < m && lane >= q0 + P && lane < q0 + P + U)
+                seg_prefetch(X, (int64_t)my_row, d, col0, col1);
+            if (pf && nxt_ok && lane + 32 >= q0 + P && lane + 32 < q0 + P + U)
+                seg_prefetch(X, (int64_t)nxt_row, d, col0, col1);
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const uint32_t key = __shfl_sync(FULL_MASK, my_key, q0 + u);
