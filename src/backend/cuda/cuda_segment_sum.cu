@@ -44,16 +44,18 @@ constexpr unsigned FULL_MASK = 0xffffffffu;
 /* Sorted positions per segment: one warp's work (rows, for d = 64 float32,
  * of 32 KiB; ~8k warps for a million rows, a few waves of an H200). */
 constexpr int64_t SEG_ROWS = 128;
-/* Columns per lane: a column tile is 32 SEG_LANE_COLS wide. */
+/* Columns per lane: a column tile is 32 SEG_LANE_COLS wide; 2 where d <= 64
+ * (one tile, no lane idle on the narrow KMeans widths, and twice the rows
+ * a batch for the same registers). */
 constexpr int SEG_LANE_COLS = 4;
 constexpr int64_t SEG_TILE = 32 * SEG_LANE_COLS;
 /* Warps per block of the segment kernel, threads of the info block. */
 constexpr int SEG_WARPS = 8;
 constexpr int SEG_INFO_THREADS = 256;
-/* Rows whose loads a warp issues before their adds (32 bytes a lane of
- * float32, 64 of float64). */
-template <typename T>
-__host__ __device__ constexpr int seg_unroll() { return sizeof(T) == 4 ? 8 : 4; }
+/* Rows whose loads a warp issues before their adds (32 values a lane of
+ * float32, 16 of float64, whatever LC). */
+template <typename T, int LC>
+__host__ __device__ constexpr int seg_unroll() { return (sizeof(T) == 4 ? 32 : 16) / LC; }
 /* Bytes of rows a warp has asked L2 for ahead of its adds: ~3k resident
  * warps of an H100 / H200 keep ~20 MB of the 50 MB L2 waiting for them. */
 constexpr int64_t SEG_PREFETCH_BYTES = 6144;
@@ -177,24 +179,23 @@ __device__ __forceinline__ void seg_prefetch(const T *X, int64_t row, int64_t d,
 /*
  * Step 4: warp w of block b takes segment s = b SEG_WARPS + w (sorted
  * positions [s SEG_ROWS, (s + 1) SEG_ROWS) of the valid ones) and column
- * tile blockIdx.y.  Lane l owns columns col0 + l + 32 q; the rows are added
+ * tile blockIdx.y (32 LC columns).  Lane l owns columns col0 + l + 32 q; the rows are added
  * in sorted order (each cluster's in increasing row order), in double.
  * Per 32 positions (a chunk) the lanes hold the keys, rows and weights, and
  * the warp walks them U rows at a time: all U rows' loads first, then their
  * adds.  The next chunk's keys and rows are loaded a chunk ahead, and the
  * rows P positions ahead of each batch are prefetched into L2 (P: about
- * SEG_PREFETCH_BYTES of rows, a multiple of U, U <= P <= 32; so a prefetched
+ * SEG_PREFETCH_BYTES of rows, U <= P <= 32; so a prefetched
  * position is in this chunk or the next).
  */
-template <typename T, typename IdxT>
+template <typename T, typename IdxT, int LC>
 __global__ void __launch_bounds__(SEG_WARPS * 32, 3)
     seg_sum_kernel(const T *__restrict__ X, int64_t d, const uint32_t *__restrict__ keys,
                    const IdxT *__restrict__ idx, const void *w, int w_f64, int64_t k,
                    const int64_t *__restrict__ info, double *__restrict__ part,
                    double *__restrict__ sums, double *__restrict__ counts)
 {
-    constexpr int U = seg_unroll<T>();
-    constexpr int LC = SEG_LANE_COLS;
+    constexpr int U = seg_unroll<T, LC>();
     const int lane = threadIdx.x % 32;
     const int64_t *start = info, *base = info + k + 1;
     const int64_t s = (int64_t)blockIdx.x * SEG_WARPS + threadIdx.x / 32;
@@ -202,10 +203,10 @@ __global__ void __launch_bounds__(SEG_WARPS * 32, 3)
     if (p0 >= valid) /* warp-uniform */
         return;
     const int64_t p1 = p0 + SEG_ROWS < valid ? p0 + SEG_ROWS : valid;
-    const int64_t col0 = (int64_t)blockIdx.y * SEG_TILE;
-    const int64_t col1 = col0 + SEG_TILE < d ? col0 + SEG_TILE : d;
+    const int64_t col0 = (int64_t)blockIdx.y * 32 * LC;
+    const int64_t col1 = col0 + 32 * LC < d ? col0 + 32 * LC : d;
     const bool pf = col1 > col0; /* a column to prefetch (d > 0) */
-    int P = pf ? (int)(SEG_PREFETCH_BYTES / ((col1 - col0) * (int64_t)sizeof(T)) / U * U) : U;
+    int P = pf ? (int)(SEG_PREFETCH_BYTES / ((col1 - col0) * (int64_t)sizeof(T))) : U;
     P = P < U ? U : P > 32 ? 32 : P;
     double acc[LC], wsum = 0.0;
 #pragma unroll
@@ -341,8 +342,10 @@ int seg_sorted_sums(const gsb__backend *be, const gsb__tensor *Xt, const gsb__te
     if (tiles > 65535)
         return GSB_CUDA_ERR(GSB_EUNSUPPORTED, "segment_sum: %lld columns are too many",
                             (long long)d);
-    seg_sum_kernel<T, IdxT>
-        <<<dim3((unsigned)((nseg + SEG_WARPS - 1) / SEG_WARPS), (unsigned)tiles), SEG_WARPS * 32,
+    /* d <= 64: one tile either way, of 64 columns (2 a lane) */
+    auto *kern = d <= 32 * SEG_LANE_COLS / 2 ? seg_sum_kernel<T, IdxT, SEG_LANE_COLS / 2>
+                                             : seg_sum_kernel<T, IdxT, SEG_LANE_COLS>;
+    kern<<<dim3((unsigned)((nseg + SEG_WARPS - 1) / SEG_WARPS), (unsigned)tiles), SEG_WARPS * 32,
            0, stream>>>((const T *)Xt->data, d, kout, iout, w ? w->data : NULL,
                         w && w->dtype == GSB_F64, k, info, part, (double *)sums->data,
                         (double *)counts->data);
