@@ -179,14 +179,14 @@ __device__ __forceinline__ void seg_prefetch(const T *X, int64_t row, int64_t d,
 /*
  * Step 4: warp w of block b takes segment s = b SEG_WARPS + w (sorted
  * positions [s SEG_ROWS, (s + 1) SEG_ROWS) of the valid ones) and column
- * tile blockIdx.y (32 LC columns).  Lane l owns columns col0 + l + 32 q; the rows are added
- * in sorted order (each cluster's in increasing row order), in double.
- * Per 32 positions (a chunk) the lanes hold the keys, rows and weights, and
- * the warp walks them U rows at a time: all U rows' loads first, then their
- * adds.  The next chunk's keys and rows are loaded a chunk ahead, and the
- * rows P positions ahead of each batch are prefetched into L2 (P: about
- * SEG_PREFETCH_BYTES of rows, U <= P <= 32; so a prefetched
- * position is in this chunk or the next).
+ * tile blockIdx.y (32 LC columns).  Lane l owns columns col0 + l + 32 q;
+ * the rows are added in sorted order (each cluster's in increasing row
+ * order), in double.  Per 32 positions (a chunk) the lanes hold the keys,
+ * rows and weights, and the warp walks them U rows at a time: all U rows'
+ * loads first, then their adds.  The row indices are loaded two chunks
+ * ahead, the keys one, and the rows P positions ahead of each batch are
+ * prefetched into L2 (P: about SEG_PREFETCH_BYTES of rows, U <= P <= 32;
+ * so a prefetched position is in this chunk or the next).
  */
 template <typename T, typename IdxT, int LC>
 __global__ void __launch_bounds__(SEG_WARPS * 32, 3)
