@@ -598,7 +598,7 @@ static void test_segment_sum(void)
 {
     /* cuda_segment_sum.cu: segments of 128 sorted positions, column tiles of
      * 128, or one of 64 where d <= 64 (the weight totals with the first; the
-     * L2 prefetch window of 6 KB: 12 to 32 rows): 6000 x 1000 and 3000 x 300 take
+     * L2 prefetch window of 6 KB: 6 to 32 rows): 6000 x 1000 and 3000 x 300 take
      * several tiles, the last partial, 4097 x 33 and 70001 x 65 columns past
      * a lane's first; k = 1 one cluster over every segment; 3000 x 300,
      * k = 700 and 12000 x 3, k = 5000 many short runs (clusters inside one
