@@ -154,16 +154,6 @@ __device__ __forceinline__ double stage_load(const double *p)
     return *p;
 }
 
-/* (av, aj) ranks before (bv, bj): the exact kernel's argmin_before. */
-template <typename T>
-__device__ __forceinline__ bool rank_before(T av, int aj, T bv, int bj)
-{
-    if (aj < 0)
-        return false;
-    if (bj < 0)
-        return true;
-    return av < bv || (av == bv && aj < bj);
-}
 
 /* Device counters of one call, zeroed before tc_prep_kernel. */
 struct tc_stat {
@@ -431,9 +421,9 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
                 float ob1 = __shfl_xor_sync(FULL_MASK, b1[r], off);
                 float ob2 = __shfl_xor_sync(FULL_MASK, b2[r], off);
                 int oi = __shfl_xor_sync(FULL_MASK, i1[r], off);
-                float hi = rank_before(ob1, oi, b1[r], i1[r]) ? b1[r] : ob1;
+                float hi = argmin_before(ob1, oi, b1[r], i1[r]) ? b1[r] : ob1;
                 float s = fminf(fminf(b2[r], ob2), hi);
-                if (rank_before(ob1, oi, b1[r], i1[r])) {
+                if (argmin_before(ob1, oi, b1[r], i1[r])) {
                     b1[r] = ob1;
                     i1[r] = oi;
                 }

@@ -37,18 +37,6 @@ namespace {
 
 /* ---- argmin_sqdist -------------------------------------------------------------- */
 
-/* (av, aj) ranks before (bv, bj): closer, or as close with a smaller index;
- * j < 0 is "no candidate yet" and ranks last. */
-template <typename T>
-__device__ __forceinline__ bool argmin_before(T av, int aj, T bv, int bj)
-{
-    if (aj < 0)
-        return false;
-    if (bj < 0)
-        return true;
-    return av < bv || (av == bv && aj < bj);
-}
-
 /*
  * Blocks of BM rows of X, grid-stride (the grid holds as many blocks as
  * are resident at once, so each streams many row blocks and fetches the

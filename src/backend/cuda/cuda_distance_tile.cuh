@@ -44,6 +44,19 @@ namespace gsb_dist {
 
 constexpr unsigned FULL_MASK = 0xffffffffu;
 
+/* (av, aj) ranks before (bv, bj): closer, or as close with a smaller index;
+ * j < 0 is "no candidate yet" and ranks last (argmin_sqdist's order, shared
+ * by its exact kernel and the tensor-core ranking). */
+template <typename T>
+__device__ __forceinline__ bool argmin_before(T av, int aj, T bv, int bj)
+{
+    if (aj < 0)
+        return false;
+    if (bj < 0)
+        return true;
+    return av < bv || (av == bv && aj < bj);
+}
+
 /* What a tile accumulates per (row of A, row of B). */
 enum tile_op {
     OP_DOT = 0,    /* sum a * b */
