@@ -9,6 +9,8 @@
  *   - estimators are known by name only: the server is the authority on
  *     names, parameters and methods, so a lookup never fails here and gives
  *     a descriptor that carries just the name (interned, one per name);
+ *   - nothing is profiled here (GSB_PROFILE is the server's): core/tensor.c's
+ *     notes of large moves see profiling off;
  *   - local sessions do not exist: gsb_open refuses them (session/api.c) and
  *     session/local.c, the only caller of the engine's calls, parameter
  *     checks, blobs and store, is not built, so none of those is needed.
@@ -25,6 +27,7 @@
 #include "core/hostmem.h"
 #include "core/model.h"
 #include "core/params.h"
+#include "core/profile.h"
 #include "core/store.h"
 #include "core/tensor.h"
 
@@ -196,3 +199,21 @@ json_t *gsb__params_defaults(const gsb__param_desc *list)
 
 /* a session's store is opened by local sessions only: none here */
 void gsb__store_close(gsb__store *st) { (void)st; }
+
+/* ---- profiling ------------------------------------------------------------ */
+
+/* core/tensor.c notes large moves between backends when GSB_PROFILE is on;
+ * nothing here computes or profiles (the server profiles its own calls) */
+int gsb__profile_on(void) { return 0; }
+
+double gsb__profile_clock(const gsb__backend *be)
+{
+    (void)be;
+    return 0;
+}
+
+void gsb__profile_note(const char *phase, double ms)
+{
+    (void)phase;
+    (void)ms;
+}
