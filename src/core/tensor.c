@@ -93,6 +93,15 @@ static void move_note(const gsb__backend *dev, const gsb__tensor *src, gsb_dtype
     gsb__profile_note(line, ms);
 }
 
+/* A traced move's two lines: allocation from t0 to t1, copy from t1 to now. */
+static void move_notes(const gsb__backend *traced, const gsb__tensor *src, gsb_dtype dtype,
+                       double t0, double t1)
+{
+    double t2 = gsb__profile_clock(traced);
+    move_note(traced, src, dtype, "allocation", t1 - t0);
+    move_note(traced, src, dtype, "copy", t2 - t1);
+}
+
 int gsb__tensor_to_dtype(const gsb__backend *be, const gsb__tensor *src, gsb_dtype dtype,
                          gsb__tensor *out)
 {
@@ -126,9 +135,7 @@ int gsb__tensor_to_dtype(const gsb__backend *be, const gsb__tensor *src, gsb_dty
     if (rc != GSB_OK) {
         gsb__tensor_free(out);
     } else if (traced) {
-        double t2 = gsb__profile_clock(traced);
-        move_note(traced, src, dtype, "allocation", t1 - t0);
-        move_note(traced, src, dtype, "copy", t2 - t1);
+        move_notes(traced, src, dtype, t0, t1);
     }
     return rc;
 }
@@ -151,9 +158,7 @@ int gsb__tensor_to_host(const gsb__tensor *src, gsb__tensor *out)
     if (rc != GSB_OK) {
         gsb__tensor_free(out);
     } else if (traced) {
-        double t2 = gsb__profile_clock(traced);
-        move_note(traced, src, src->dtype, "allocation", t1 - t0);
-        move_note(traced, src, src->dtype, "copy", t2 - t1);
+        move_notes(traced, src, src->dtype, t0, t1);
     }
     return rc;
 }

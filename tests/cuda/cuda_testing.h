@@ -134,6 +134,19 @@ static inline double tol_for(gsb_dtype dt) { return dt == GSB_F32 ? 1e-4 : 1e-10
         }                                                                           \
     } while (0)
 
+/* Bytes that differ with position (xorshift from seed), so a copied chunk
+ * landing in the wrong place shows. */
+static inline void byte_pattern(unsigned char *p, size_t n, unsigned seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        p[i] = (unsigned char)x;
+    }
+}
+
 /* A case's parameters are printed when one of its checks failed. */
 static inline int case_begin(void)
 {

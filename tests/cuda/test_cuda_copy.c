@@ -61,18 +61,6 @@ static void *xmalloc(size_t n)
     return p;
 }
 
-/* bytes that differ with position, so a chunk landing in the wrong place shows */
-static void pattern(unsigned char *p, size_t n, unsigned seed)
-{
-    uint32_t x = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        p[i] = (unsigned char)x;
-    }
-}
-
 /* first differing byte of a and b (n when equal), for the message */
 static size_t first_diff(const unsigned char *a, const unsigned char *b, size_t n)
 {
@@ -92,7 +80,7 @@ static int roundtrip_on(const gsb__backend *be, size_t bytes, size_t off_up, siz
 {
     unsigned char *want = xmalloc(bytes), *src = xmalloc(bytes + off_up),
                   *back = xmalloc(bytes + off_down);
-    pattern(want, bytes, seed);
+    byte_pattern(want, bytes, seed);
     memcpy(src + off_up, want, bytes);
     memset(back, 0xA5, bytes + off_down);
     gsb__tensor g;
@@ -142,7 +130,7 @@ static void test_fresh_pages(void)
 {
     const size_t bytes = ((size_t)4 << 20) + 4096 * 3 + 8;
     unsigned char *want = xmalloc(bytes);
-    pattern(want, bytes, 7);
+    byte_pattern(want, bytes, 7);
     gsb__tensor g;
     CHECK_OK(gsb__tensor_alloc(gpu, GSB_I32, (int64_t)(bytes / 4), 1, &g));
     CHECK_OK(gpu->ops->upload(gpu, &g, want));
@@ -180,7 +168,7 @@ static void test_register_mode(void)
         return;
     setenv("GSB_CUDA_COPY_MODE", "register", 1);
     unsigned char *want = xmalloc(n);
-    pattern(want, n, 11);
+    byte_pattern(want, n, 11);
     memcpy(mem, want, n);
     gsb__tensor g;
     CHECK_OK(gsb__tensor_alloc(gpu, GSB_I32, (int64_t)(n / 4), 1, &g));
@@ -213,8 +201,8 @@ static void test_layout_switch(void)
 {
     const size_t n = (size_t)40 << 20;
     unsigned char *a = xmalloc(n), *b = xmalloc(n), *back = xmalloc(n);
-    pattern(a, n, 31);
-    pattern(b, n, 32);
+    byte_pattern(a, n, 31);
+    byte_pattern(b, n, 32);
     gsb__tensor ga, gb;
     CHECK_OK(gsb__tensor_alloc(gpu, GSB_I32, (int64_t)(n / 4), 1, &ga));
     CHECK_OK(gsb__tensor_alloc(gpu, GSB_I32, (int64_t)(n / 4), 1, &gb));

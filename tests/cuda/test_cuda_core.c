@@ -136,25 +136,13 @@ static void test_open(void)
 
 /* ---- memory ops ---------------------------------------------------------------- */
 
-/* bytes that differ with position, so a chunk landing in the wrong place shows */
-static void pattern(unsigned char *p, size_t n, unsigned seed)
-{
-    uint32_t x = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        p[i] = (unsigned char)x;
-    }
-}
-
 /* upload then download `bytes` (a multiple of dt's size) and compare */
 static void roundtrip(gsb_dtype dt, size_t bytes, unsigned seed)
 {
     size_t esz = gsb_dtype_size(dt);
     int64_t n = (int64_t)(bytes / esz);
     unsigned char *src = xmalloc(bytes), *back = xmalloc(bytes);
-    pattern(src, bytes, seed);
+    byte_pattern(src, bytes, seed);
     memset(back, 0xA5, bytes);
     gsb__tensor g;
     CHECK_OK(gsb__tensor_alloc(gpu, dt, n, 1, &g));
@@ -194,7 +182,7 @@ static int roundtrip_at(unsigned char *h, size_t n, unsigned seed)
 {
     gsb__tensor g;
     unsigned char *src = xmalloc(n);
-    pattern(src, n, seed);
+    byte_pattern(src, n, seed);
     memcpy(h, src, n);
     int ok = gsb__tensor_alloc(gpu, GSB_I32, (int64_t)(n / 4), 1, &g) == GSB_OK &&
              gpu->ops->upload(gpu, &g, h) == GSB_OK;
@@ -392,7 +380,7 @@ static void *thread_roundtrips(void *arg)
     job->ok = src && back;
     for (int rep = 0; rep < 3 && job->ok; rep++) {
         gsb__tensor g;
-        pattern(src, bytes, job->seed * 10 + (unsigned)rep);
+        byte_pattern(src, bytes, job->seed * 10 + (unsigned)rep);
         memset(back, 0, bytes);
         job->ok = gsb__tensor_alloc(gpu, GSB_I32, (int64_t)(bytes / 4), 1, &g) == GSB_OK;
         if (!job->ok)
