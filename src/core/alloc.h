@@ -17,9 +17,13 @@ static inline int gsb__array_too_big(int64_t count, size_t size)
 
 static inline void *gsb__alloc_array(int64_t count, size_t size)
 {
-    if (gsb__array_too_big(count, size))
+    /* one overflow-checked product that bounds what malloc sees (gcc 13's
+     * -Walloc-size-larger-than loses a bound checked apart from it) */
+    size_t bytes = 0;
+    if (count < 0 || __builtin_mul_overflow((size_t)count, size, &bytes) ||
+        bytes > (size_t)PTRDIFF_MAX)
         return NULL;
-    return malloc(count > 0 ? (size_t)count * size : 1);
+    return malloc(bytes > 0 ? bytes : 1);
 }
 
 static inline void *gsb__calloc_array(int64_t count, size_t size)
