@@ -32,6 +32,8 @@
  */
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
@@ -297,6 +299,276 @@ __global__ void seg_reduce_kernel(const double *__restrict__ part, const int64_t
     }
 }
 
+/* ---- the chunk path: no sort, a k x TC accumulator per block ----------- */
+
+/* Warps of a chunk block; warp w owns the clusters c with c % CH_WARPS == w
+ * (its rows' adds, in row order, with no other warp touching them). */
+constexpr int CH_WARPS = 8;
+/* Labels a warp stages per group (8 a lane, loaded a group ahead). */
+constexpr int CH_GROUP = 256;
+/* A warp's queue of its rows (offsets in the chunk) and their labels: a
+ * ring of 64 (a batch is at most 32 rows, a window adds at most 32). */
+constexpr int CH_QUEUE = 64;
+/* Shared memory a chunk block may take: every GPU since sm_80 grants it,
+ * so the path (and so the order of the sums) does not depend on the GPU. */
+constexpr size_t CH_SMEM_BUDGET = 96 * 1024;
+constexpr size_t CH_WARP_BYTES = (CH_GROUP + 2 * CH_QUEUE) * sizeof(int32_t);
+/* Chunks: at least CH_MIN_ROWS rows each, enough for ~CH_WARPS_WANTED
+ * warps, and partials (written and read once) of at most 1/4 of X's bytes. */
+constexpr int64_t CH_MIN_ROWS = 1024;
+constexpr int64_t CH_WARPS_WANTED = 2048;
+
+/* The chunk path's plan, a function of the shapes and dtype alone. */
+struct ch_plan {
+    int lc;              /* columns a lane: 1, 2 or 4 (a tile of 32 lc) */
+    int64_t tc, tiles;   /* tile width (<= d), tiles */
+    int64_t chunks, rows; /* chunks of `rows` rows (the last shorter) */
+    size_t smem;
+};
+
+/* Shared bytes of a block: the k x tc sums, k counts, the warps' buffers. */
+size_t ch_smem(int64_t k, int64_t tc)
+{
+    return (size_t)(k * (tc + 1)) * sizeof(double) + CH_WARPS * CH_WARP_BYTES;
+}
+
+/* 1 and the plan when the chunk path applies. */
+int ch_plan_for(int64_t n, int64_t d, int64_t k, size_t xsize, ch_plan *p)
+{
+    if (n < 1 || n > INT32_MAX || d < 1 || k < 1 || k > INT32_MAX)
+        return 0;
+    int lc = d <= 32 ? 1 : d <= 64 ? 2 : 4;
+    while (lc > 1 && ch_smem(k, 32 * lc) > CH_SMEM_BUDGET)
+        lc /= 2;
+    const int64_t tc = d < 32 * lc ? d : 32 * lc;
+    if (ch_smem(k, tc) > CH_SMEM_BUDGET)
+        return 0;
+    p->lc = lc;
+    p->tc = tc;
+    p->tiles = (d + tc - 1) / tc;
+    if (p->tiles > 65535)
+        return 0;
+    const int64_t busy = k < CH_WARPS ? k : CH_WARPS; /* warps with clusters */
+    int64_t want = (CH_WARPS_WANTED + p->tiles * busy - 1) / (p->tiles * busy);
+    const int64_t by_rows = (n + CH_MIN_ROWS - 1) / CH_MIN_ROWS;
+    const double xbytes = (double)n * (double)d * (double)xsize;
+    const double by_traffic = xbytes / (8.0 * sizeof(double) * (double)k * (double)(d + 1));
+    want = want < by_rows ? want : by_rows;
+    if ((double)want > by_traffic)
+        want = by_traffic < 1.0 ? 1 : (int64_t)by_traffic;
+    p->rows = (n + want - 1) / want;
+    p->rows = (p->rows + CH_GROUP - 1) / CH_GROUP * CH_GROUP;
+    p->chunks = (n + p->rows - 1) / p->rows;
+    p->smem = ch_smem(k, tc);
+    return 1;
+}
+
+/*
+ * Adds a warp's batch of m <= U queued rows (queue positions head ..
+ * head + m - 1) to the block's sums, in queue (= row) order per cluster:
+ * all U rows' loads first, then the adds, four rows at a time where their
+ * four clusters differ (independent read-add-writes), else one by one.
+ */
+template <typename T, int LC, int U>
+__device__ __forceinline__ void ch_batch(const T *__restrict__ X, int64_t d, int64_t r0,
+                                         int64_t col0, int64_t tc, const void *w, int w_f64,
+                                         const int32_t *qrow, const int32_t *qlab, unsigned head,
+                                         int m, double *acc, double *cnt, bool counts)
+{
+    const int lane = threadIdx.x % 32;
+    int my_r = 0, my_l = 0;
+    double my_w = 1.0;
+    if (lane < m) {
+        my_r = qrow[(head + lane) % CH_QUEUE];
+        my_l = qlab[(head + lane) % CH_QUEUE];
+        if (w)
+            my_w = w_f64 ? ((const double *)w)[r0 + my_r]
+                         : (double)((const float *)w)[r0 + my_r];
+    }
+    T xv[U][LC];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int64_t row = r0 + __shfl_sync(FULL_MASK, my_r, u);
+#pragma unroll
+        for (int q = 0; q < LC; q++) {
+            const int64_t col = lane + 32 * q;
+            xv[u][q] = u < m && col < tc ? X[row * d + col0 + col] : T(0);
+        }
+    }
+    const bool cnt_lane = counts && lane == 0;
+#pragma unroll
+    for (int u = 0; u < U; u += 4) {
+        int l[4];
+        double wu[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            l[i] = __shfl_sync(FULL_MASK, my_l, u + i);
+            wu[i] = __shfl_sync(FULL_MASK, my_w, u + i);
+        }
+        if (u >= m) /* warp-uniform */
+            break;
+        const bool apart = u + 4 <= m && l[0] != l[1] && l[0] != l[2] && l[0] != l[3] &&
+                           l[1] != l[2] && l[1] != l[3] && l[2] != l[3];
+        if (apart) {
+            double a[4][LC], c[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+#pragma unroll
+                for (int q = 0; q < LC; q++)
+                    a[i][q] = lane + 32 * q < tc ? acc[l[i] * tc + lane + 32 * q] : 0.0;
+                c[i] = cnt_lane ? cnt[l[i]] : 0.0;
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+#pragma unroll
+                for (int q = 0; q < LC; q++)
+                    if (lane + 32 * q < tc)
+                        acc[l[i] * tc + lane + 32 * q] = fma(wu[i], (double)xv[u + i][q], a[i][q]);
+                if (cnt_lane)
+                    cnt[l[i]] = c[i] + wu[i];
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                if (u + i >= m)
+                    break;
+#pragma unroll
+                for (int q = 0; q < LC; q++)
+                    if (lane + 32 * q < tc) {
+                        double *s = acc + l[i] * tc + lane + 32 * q;
+                        *s = fma(wu[i], (double)xv[u + i][q], *s);
+                    }
+                if (cnt_lane)
+                    cnt[l[i]] += wu[i];
+            }
+        }
+    }
+}
+
+/*
+ * Block (chunk blockIdx.x, column tile blockIdx.y): the chunk's rows
+ * [r0, r0 + rows) summed into a k x tc accumulator in shared memory, then
+ * written to the chunk's partial (or straight to sums / counts when there
+ * is one chunk).  Every warp reads every label of the chunk (staged in
+ * groups of CH_GROUP, a group ahead) and queues its own clusters' rows;
+ * lane l of a warp owns columns col0 + l + 32 q of its clusters, so every
+ * sum gets its rows in row order with no races.  Labels outside [0, k):
+ * the first one's row goes to *bad (an integer atomic min), its row is
+ * skipped.  The counts: lane 0 of the warps of column tile 0.
+ */
+template <typename T, int LC>
+__global__ void __launch_bounds__(CH_WARPS * 32)
+    ch_sum_kernel(const T *__restrict__ X, int64_t n, int64_t d, const int32_t *__restrict__ lab,
+                  const void *w, int w_f64, int64_t k, int64_t tc, int64_t rows,
+                  double *__restrict__ part, double *__restrict__ sums,
+                  double *__restrict__ counts, unsigned long long *bad)
+{
+    constexpr int U = seg_unroll<T, LC>();
+    extern __shared__ double ch_smem_d[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int64_t r0 = (int64_t)blockIdx.x * rows;
+    const int nr = (int)(n - r0 < rows ? n - r0 : rows);
+    const int64_t col0 = (int64_t)blockIdx.y * tc;
+    const int64_t tw = d - col0 < tc ? d - col0 : tc; /* this tile's columns, acc's stride */
+    double *acc = ch_smem_d, *cnt = acc + k * tw;
+    int32_t *lbuf = (int32_t *)(cnt + k) + warp * (CH_WARP_BYTES / sizeof(int32_t));
+    int32_t *qrow = lbuf + CH_GROUP, *qlab = qrow + CH_QUEUE;
+    const bool counts_here = blockIdx.y == 0;
+    for (int64_t e = threadIdx.x; e < k * (tw + 1); e += blockDim.x)
+        acc[e] = 0.0; /* cnt follows acc */
+    int32_t nxt[CH_GROUP / 32];
+#pragma unroll
+    for (int j = 0; j < CH_GROUP / 32; j++)
+        nxt[j] = j * 32 + lane < nr ? lab[r0 + j * 32 + lane] : 0;
+    __syncthreads();
+    unsigned head = 0, tail = 0;
+    for (int g0 = 0; g0 < nr; g0 += CH_GROUP) {
+#pragma unroll
+        for (int j = 0; j < CH_GROUP / 32; j++)
+            lbuf[j * 32 + lane] = nxt[j];
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < CH_GROUP / 32; j++) {
+            const int r = g0 + CH_GROUP + j * 32 + lane;
+            nxt[j] = r < nr ? lab[r0 + r] : 0;
+        }
+        const int gn = nr - g0 < CH_GROUP ? nr - g0 : CH_GROUP;
+        for (int j0 = 0; j0 < gn; j0 += 32) {
+            const bool in = j0 + lane < gn;
+            const int32_t v = in ? lbuf[j0 + lane] : 0;
+            const bool ok = v >= 0 && (int64_t)v < k;
+            if (warp == 0 && counts_here) {
+                const unsigned badm = __ballot_sync(FULL_MASK, in && !ok);
+                if (badm && lane == 0)
+                    atomicMin(bad, (unsigned long long)(r0 + g0 + j0 + __ffs(badm) - 1));
+            }
+            const bool mine = in && ok && (int)((uint32_t)v % CH_WARPS) == warp;
+            const unsigned mm = __ballot_sync(FULL_MASK, mine);
+            if (mine) {
+                const unsigned at = (tail + __popc(mm & ((1u << lane) - 1))) % CH_QUEUE;
+                qrow[at] = g0 + j0 + lane;
+                qlab[at] = v;
+            }
+            tail += __popc(mm);
+            __syncwarp();
+            while (tail - head >= (unsigned)U) {
+                ch_batch<T, LC, U>(X, d, r0, col0, tw, w, w_f64, qrow, qlab, head, U, acc, cnt,
+                                   counts_here);
+                head += U;
+            }
+            __syncwarp(); /* the batch's queue reads before the next window's writes */
+        }
+    }
+    if (tail > head)
+        ch_batch<T, LC, U>(X, d, r0, col0, tw, w, w_f64, qrow, qlab, head, (int)(tail - head),
+                           acc, cnt, counts_here);
+    __syncthreads();
+    const bool direct = gridDim.x == 1;
+    for (int64_t e = threadIdx.x; e < k * tw; e += blockDim.x) {
+        const int64_t c = e / tw, j = e - c * tw;
+        if (direct)
+            sums[c * d + col0 + j] = acc[c * tw + j];
+        else
+            part[((int64_t)blockIdx.x * k + c) * (d + 1) + col0 + j] = acc[c * tw + j];
+    }
+    if (counts_here)
+        for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
+            if (direct)
+                counts[c] = cnt[c];
+            else
+                part[((int64_t)blockIdx.x * k + c) * (d + 1) + d] = cnt[c];
+        }
+}
+
+/* Element e of [sums | counts] (k x (d + 1)): the chunks' partials added
+ * in chunk order, as thread row y's sum of chunks y, y + 8, ... in order,
+ * then those eight sums in order of y. */
+__global__ void __launch_bounds__(256)
+    ch_reduce_kernel(const double *__restrict__ part, int64_t chunks, int64_t k, int64_t d,
+                     double *__restrict__ sums, double *__restrict__ counts)
+{
+    __shared__ double s8[8][32];
+    const int64_t total = k * (d + 1);
+    const int64_t e = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    double s = 0.0;
+    if (e < total)
+        for (int64_t p = threadIdx.y; p < chunks; p += 8)
+            s += part[p * total + e];
+    s8[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && e < total) {
+        double t = s8[0][threadIdx.x];
+#pragma unroll
+        for (int y = 1; y < 8; y++)
+            t += s8[y][threadIdx.x];
+        const int64_t c = e / (d + 1), j = e - c * (d + 1);
+        if (j < d)
+            sums[c * d + j] = t;
+        else
+            counts[c] = t;
+    }
+}
+
 /* Blocks of `threads` for a grid-stride loop over `items`, a few waves at most. */
 unsigned seg_grid(const gsb__backend *be, int64_t items, int threads)
 {
@@ -412,6 +684,70 @@ done:
     return rc;
 }
 
+
+/* The chunk path: the chunk kernel, the reduce when there are several
+ * chunks, the label check (as the sorted path's). */
+template <typename T>
+int ch_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *labels,
+           const gsb__tensor *w, const ch_plan &p, gsb__tensor *sums, gsb__tensor *counts)
+{
+    cudaStream_t stream = gsb__cuda_ctx_of(be)->stream;
+    const int64_t n = Xt->rows, d = Xt->cols, k = sums->rows;
+    const int32_t *lab = (const int32_t *)labels->data;
+    gsb__cuda_carve cv;
+    const size_t off_bad = cv.take(sizeof(unsigned long long));
+    const size_t off_part = cv.take(p.chunks > 1 ? (size_t)(p.chunks * k * (d + 1)) * sizeof(double) : 0);
+    char *buf = NULL;
+    unsigned long long bad = ~0ull, *bad_d;
+    double *part;
+    int rc = GSB_OK;
+    void (*kern)(const T *, int64_t, int64_t, const int32_t *, const void *, int, int64_t,
+                 int64_t, int64_t, double *, double *, double *, unsigned long long *) =
+        p.lc == 1 ? ch_sum_kernel<T, 1> : p.lc == 2 ? ch_sum_kernel<T, 2> : ch_sum_kernel<T, 4>;
+    GSB_CUDA_CHECK(gsb__cuda_alloc(be, cv.bytes, (void **)&buf));
+    bad_d = (unsigned long long *)(buf + off_bad);
+    part = (double *)(buf + off_part);
+    CUDA_CHECK(cudaMemsetAsync(bad_d, 0xff, sizeof bad, stream));
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)p.smem));
+    kern<<<dim3((unsigned)p.chunks, (unsigned)p.tiles), CH_WARPS * 32, p.smem, stream>>>(
+        (const T *)Xt->data, n, d, lab, w ? w->data : NULL, w && w->dtype == GSB_F64, k, p.tc,
+        p.rows, part, (double *)sums->data, (double *)counts->data, bad_d);
+    CUDA_CHECK(cudaGetLastError());
+    if (p.chunks > 1) {
+        ch_reduce_kernel<<<(unsigned)((k * (d + 1) + 31) / 32), dim3(32, 8), 0, stream>>>(
+            part, p.chunks, k, d, (double *)sums->data, (double *)counts->data);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    /* the label check must reach the host */
+    CUDA_CHECK(cudaMemcpyAsync(&bad, bad_d, sizeof bad, cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (bad != ~0ull)
+        rc = seg_report(be, lab, bad, k);
+done:
+    gsb__cuda_free(be, buf);
+    return rc;
+}
+
+/* 1 when the chunk path takes this call: its plan exists and the device
+ * grants its shared memory (every GPU since sm_80 does), unless
+ * GSB_SEGMENT_SUM=sorted; GSB_SEGMENT_SUM=chunk takes it wherever a plan
+ * exists (tests and measurements). */
+int ch_applies(const gsb__backend *be, const gsb__tensor *X, int64_t k, ch_plan *p, int *out)
+{
+    *out = 0;
+    if (!ch_plan_for(X->rows, X->cols, k, X->dtype == GSB_F32 ? sizeof(float) : sizeof(double), p))
+        return GSB_OK;
+    const char *force = getenv("GSB_SEGMENT_SUM");
+    if (force && strcmp(force, "sorted") == 0)
+        return GSB_OK;
+    int optin = 0;
+    CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                    gsb__cuda_ctx_of(be)->device));
+    *out = (size_t)optin >= p->smem;
+    return GSB_OK;
+}
+
 /* segment_sum's argument check (cpu_family.c's fam_check); cols -2: a vector of rows elements. */
 int check_family(const gsb__backend *be, const gsb__tensor *t, gsb_dtype dtype, int64_t rows,
                  int64_t cols, const char *op, const char *name)
@@ -438,6 +774,13 @@ template <typename T>
 int segment_dispatch(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *labels,
                      const gsb__tensor *w, gsb__tensor *sums, gsb__tensor *counts)
 {
+    ch_plan p;
+    int chunk = 0;
+    int rc = ch_applies(be, X, sums->rows, &p, &chunk);
+    if (rc != GSB_OK)
+        return rc;
+    if (chunk)
+        return ch_run<T>(be, X, labels, w, p, sums, counts);
     return X->rows <= INT32_MAX ? segment_run<T, int32_t>(be, X, labels, w, sums, counts)
                                 : segment_run<T, int64_t>(be, X, labels, w, sums, counts);
 }
