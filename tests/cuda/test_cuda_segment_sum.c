@@ -180,8 +180,9 @@ static void fill_fast(gsb__tensor *t, int64_t k)
 static void time_shapes(void)
 {
     static const int64_t shapes[][4] = {
-        /* n, d, k, weighted */
-        {1000000, 64, 100, 0}, {1000000, 64, 100, 1}, {1000000, 2, 2, 0},
+        /* n, d, k, weighted (2: X and the labels as bench_ops makes them:
+         * normal X, labels of normal centres, skewed) */
+        {1000000, 64, 100, 2}, {1000000, 64, 100, 0}, {1000000, 64, 100, 1}, {1000000, 2, 2, 0},
         {1000000, 8, 10, 0},   {1000000, 16, 1000, 0}, {1000000, 32, 300, 0},
         {1000000, 128, 50, 0}, {200000, 512, 100, 0},  {1000000, 64, 8, 0},
         {10000, 64, 100, 0},   {100000, 64, 100, 0},   {100000, 300, 20, 0},
@@ -199,13 +200,32 @@ static void time_shapes(void)
             fill_fast(&w, k);
             gsb__tensor Xg = to_gpu(&X), lg = to_gpu(&l), wg = to_gpu(&w);
             gsb__tensor sg = gpu_poisoned(GSB_F64, k, d), cg = gpu_poisoned(GSB_F64, k, 1);
+            if (shapes[s][3] == 2) {
+                gsb__tensor C, mind;
+                if (gsb__tensor_alloc(gpu, dtypes[t], k, d, &C) ||
+                    gsb__tensor_alloc(gpu, dtypes[t], n, 1, &mind) ||
+                    gpu->ops->rand_normal(gpu, &Xg, 11) || gpu->ops->rand_normal(gpu, &C, 12) ||
+                    gpu->ops->argmin_sqdist(gpu, &Xg, &C, &lg, &mind))
+                    abort();
+                gsb__tensor hl = from_gpu(&lg);
+                int64_t *hist = calloc((size_t)k, sizeof *hist), big = 0;
+                for (int64_t i = 0; i < n; i++)
+                    hist[((int32_t *)hl.data)[i]]++;
+                for (int64_t c = 0; c < k; c++)
+                    big = hist[c] > big ? hist[c] : big;
+                printf("bench labels: largest cluster %.3f of the rows\n", (double)big / (double)n);
+                free(hist);
+                gsb__tensor_free(&hl);
+                gsb__tensor_free(&C);
+                gsb__tensor_free(&mind);
+            }
             double ms[2];
             for (int p = 0; p < 2; p++) {
                 set_path(p);
                 double best = 1e9;
                 for (int r = 0; r < 12; r++) {
                     double t0 = now_s();
-                    if (gpu->ops->segment_sum(gpu, &Xg, &lg, shapes[s][3] ? &wg : NULL, &sg, &cg))
+                    if (gpu->ops->segment_sum(gpu, &Xg, &lg, shapes[s][3] == 1 ? &wg : NULL, &sg, &cg))
                         abort();
                     double t1 = now_s() - t0;
                     best = r > 1 && t1 < best ? t1 : best;

@@ -326,10 +326,12 @@ struct ch_plan {
     size_t smem;
 };
 
-/* Shared bytes of a block: the k x tc sums, k counts, the warps' buffers. */
+/* Shared bytes of a block: the k x tc sums, k counts, the warps' buffers,
+ * the clusters' owners. */
 size_t ch_smem(int64_t k, int64_t tc)
 {
-    return (size_t)(k * (tc + 1)) * sizeof(double) + CH_WARPS * CH_WARP_BYTES;
+    return (size_t)(k * (tc + 1)) * sizeof(double) + CH_WARPS * CH_WARP_BYTES +
+           (size_t)k * sizeof(int32_t);
 }
 
 /* 1 and the plan when the chunk path applies. */
@@ -396,6 +398,15 @@ __device__ __forceinline__ void ch_batch(const T *__restrict__ X, int64_t d, int
         }
     }
     const bool cnt_lane = counts && lane == 0;
+    /* a run of rows of one cluster (cur >= 0) is added in registers and
+     * stored when the next row's cluster differs: the same adds in the same
+     * order as one read-add-write per row, without a shared-memory round
+     * trip per row of a long run */
+    int cur = -1;
+    double v[LC], vc = 0.0;
+#pragma unroll
+    for (int q = 0; q < LC; q++)
+        v[q] = 0.0;
 #pragma unroll
     for (int u = 0; u < U; u += 4) {
         int l[4];
@@ -408,8 +419,9 @@ __device__ __forceinline__ void ch_batch(const T *__restrict__ X, int64_t d, int
         if (u >= m) /* warp-uniform */
             break;
         const bool apart = u + 4 <= m && l[0] != l[1] && l[0] != l[2] && l[0] != l[3] &&
-                           l[1] != l[2] && l[1] != l[3] && l[2] != l[3];
-        if (apart) {
+                           l[1] != l[2] && l[1] != l[3] && l[2] != l[3] && l[0] != cur &&
+                           l[1] != cur && l[2] != cur && l[3] != cur;
+        if (apart) { /* four clusters, none the pending run's: independent */
             double a[4][LC], c[4];
 #pragma unroll
             for (int i = 0; i < 4; i++) {
@@ -432,16 +444,35 @@ __device__ __forceinline__ void ch_batch(const T *__restrict__ X, int64_t d, int
             for (int i = 0; i < 4; i++) {
                 if (u + i >= m)
                     break;
+                if (l[i] != cur) { /* warp-uniform: the run ends */
+                    if (cur >= 0) {
+#pragma unroll
+                        for (int q = 0; q < LC; q++)
+                            if (lane + 32 * q < tc)
+                                acc[cur * tc + lane + 32 * q] = v[q];
+                        if (cnt_lane)
+                            cnt[cur] = vc;
+                    }
+                    cur = l[i];
+#pragma unroll
+                    for (int q = 0; q < LC; q++)
+                        v[q] = lane + 32 * q < tc ? acc[cur * tc + lane + 32 * q] : 0.0;
+                    vc = cnt_lane ? cnt[cur] : 0.0;
+                }
 #pragma unroll
                 for (int q = 0; q < LC; q++)
-                    if (lane + 32 * q < tc) {
-                        double *s = acc + l[i] * tc + lane + 32 * q;
-                        *s = fma(wu[i], (double)xv[u + i][q], *s);
-                    }
-                if (cnt_lane)
-                    cnt[l[i]] += wu[i];
+                    v[q] = fma(wu[i], (double)xv[u + i][q], v[q]);
+                vc += wu[i];
             }
         }
+    }
+    if (cur >= 0) {
+#pragma unroll
+        for (int q = 0; q < LC; q++)
+            if (lane + 32 * q < tc)
+                acc[cur * tc + lane + 32 * q] = v[q];
+        if (cnt_lane)
+            cnt[cur] = vc;
     }
 }
 
@@ -473,14 +504,50 @@ __global__ void __launch_bounds__(CH_WARPS * 32)
     double *acc = ch_smem_d, *cnt = acc + k * tw;
     int32_t *lbuf = (int32_t *)(cnt + k) + warp * (CH_WARP_BYTES / sizeof(int32_t));
     int32_t *qrow = lbuf + CH_GROUP, *qlab = qrow + CH_QUEUE;
+    int32_t *own = (int32_t *)(cnt + k) + CH_WARPS * (CH_WARP_BYTES / sizeof(int32_t));
     const bool counts_here = blockIdx.y == 0;
+    using Scan = cub::BlockScan<int, CH_WARPS * 32>;
+    __shared__ typename Scan::TempStorage scan_tmp;
+    __shared__ int valid;
     for (int64_t e = threadIdx.x; e < k * (tw + 1); e += blockDim.x)
         acc[e] = 0.0; /* cnt follows acc */
+    for (int64_t c = threadIdx.x; c < k; c += blockDim.x)
+        own[c] = 0;
+    if (threadIdx.x == 0)
+        valid = 0;
     int32_t nxt[CH_GROUP / 32];
 #pragma unroll
     for (int j = 0; j < CH_GROUP / 32; j++)
         nxt[j] = j * 32 + lane < nr ? lab[r0 + j * 32 + lane] : 0;
     __syncthreads();
+    /* the chunk's rows per cluster and in all (integer atomics: exact) */
+    int mine_valid = 0;
+    for (int r = threadIdx.x; r < nr; r += blockDim.x) {
+        const int32_t v = lab[r0 + r];
+        if (v >= 0 && (int64_t)v < k) {
+            atomicAdd(&own[v], 1);
+            mine_valid++;
+        }
+    }
+    atomicAdd(&valid, mine_valid);
+    __syncthreads();
+    /* owners: the clusters in order cut into CH_WARPS ranges of about equal
+     * rows (cluster c to the warp of its rows' middle), so that skewed
+     * clusters spread the work as evenly as whole clusters can; a function
+     * of the labels alone */
+    for (int64_t c0 = 0, carry = 0; c0 < k; c0 += blockDim.x) { /* block-uniform bounds */
+        const int64_t c = c0 + threadIdx.x;
+        const int cn = c < k ? own[c] : 0;
+        int before, total;
+        Scan(scan_tmp).ExclusiveSum(cn, before, total);
+        if (c < k) {
+            const int64_t mid2 = 2 * (carry + before) + cn; /* twice the middle */
+            const int64_t o = valid > 0 ? mid2 * CH_WARPS / (2 * (int64_t)valid) : 0;
+            own[c] = (int)(o < CH_WARPS - 1 ? o : CH_WARPS - 1);
+        }
+        __syncthreads(); /* scan_tmp reused */
+        carry += total;
+    }
     unsigned head = 0, tail = 0;
     for (int g0 = 0; g0 < nr; g0 += CH_GROUP) {
 #pragma unroll
@@ -502,7 +569,7 @@ __global__ void __launch_bounds__(CH_WARPS * 32)
                 if (badm && lane == 0)
                     atomicMin(bad, (unsigned long long)(r0 + g0 + j0 + __ffs(badm) - 1));
             }
-            const bool mine = in && ok && (int)((uint32_t)v % CH_WARPS) == warp;
+            const bool mine = in && ok && own[v] == warp;
             const unsigned mm = __ballot_sync(FULL_MASK, mine);
             if (mine) {
                 const unsigned at = (tail + __popc(mm & ((1u << lane) - 1))) % CH_QUEUE;
