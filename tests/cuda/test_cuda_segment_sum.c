@@ -89,16 +89,16 @@ static void seg_case(gsb_dtype dt, int64_t n, int64_t d, int64_t k, int wmode, i
 
 static void test_shapes(void)
 {
-    /* chunk path budget (96 KB: k (tc + 1) doubles + 12 KB of warp buffers):
-     * d = 32: k = 325 fits, 326 goes to the sorted path; d = 64: k = 165 in
-     * one tile of 64, 166 in two of 32; d = 128: k = 83 in one tile of 128,
-     * 84 in two of 64.  n <= 1024: one chunk (written straight to sums);
+    /* chunk path budget (96 KB: k (tc + 1) doubles, k owners, 12 KB of warp
+     * buffers): d = 32: k = 320 fits, 321 goes to the sorted path; d = 64:
+     * k = 164 in one tile of 64, 165 in two of 32; d = 128: k = 83 in one
+     * tile of 128, 84 in two of 64.  n <= 1024: one chunk (written straight to sums);
      * 1000, 4097 rows: shorter than a chunk / a last short chunk; 300 and 200
      * columns: tiles, the last partial; k = 3 < 8 warps; k > n: most empty */
     static const int64_t shapes[][3] = {
         {1, 1, 1},        {1000, 3, 5},     {1024, 64, 100},  {1025, 64, 100},
-        {4097, 33, 17},   {20000, 32, 325}, {20000, 32, 326}, {20000, 64, 165},
-        {20000, 64, 166}, {9000, 128, 83},  {9000, 128, 84},  {3000, 300, 20},
+        {4097, 33, 17},   {20000, 32, 320}, {20000, 32, 321}, {20000, 64, 164},
+        {20000, 64, 165}, {9000, 128, 83},  {9000, 128, 84},  {3000, 300, 20},
         {5000, 200, 7},   {50, 7, 300},     {70001, 2, 3},    {100000, 64, 100},
         {257, 5, 2},      {30000, 16, 1000}};
     for (int t = 0; t < 2; t++)
