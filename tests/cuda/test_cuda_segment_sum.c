@@ -5,7 +5,8 @@
  * edges: k x d at its shared-memory budget and one past it, one chunk,
  * fewer rows than a chunk, the last chunk short, column tiles, empty
  * clusters, all rows in one warp's clusters, weights, bad labels; and
- * bitwise repeatable.  `test_cuda_segment_sum --time`: both paths' times
+ * bitwise repeatable (GSB_SEGMENT_SUM=chunk3, the kernel held to three
+ * blocks an SM, bitwise the chunk path).  `test_cuda_segment_sum --time`: both paths' times
  * on a grid of shapes (the op waits for its label check, so a call's wall
  * time is its device time plus a launch).
  */
@@ -18,7 +19,7 @@
 #include "cuda_testing.h"
 
 static const gsb_dtype dtypes[2] = {GSB_F32, GSB_F64};
-static const char *const paths[2] = {"chunk", "sorted"};
+static const char *const paths[3] = {"chunk", "sorted", "chunk3"};
 
 enum { LAB_UNIFORM, LAB_ONE, LAB_EIGHTH, LAB_EVEN, LAB_SORTED };
 
@@ -54,7 +55,8 @@ static void seg_case(gsb_dtype dt, int64_t n, int64_t d, int64_t k, int wmode, i
     CHECK_OK(cpu->ops->segment_sum(cpu, &X, &lab, wmode ? &w : NULL, &sc, &cc));
     gsb__tensor Xg = to_gpu(&X), labg = to_gpu(&lab);
     gsb__tensor wg = wmode ? to_gpu(&w) : GSB__TENSOR_NONE;
-    for (int p = 0; p < 2; p++) {
+    gsb__tensor hs0 = GSB__TENSOR_NONE, hc0 = GSB__TENSOR_NONE; /* the chunk path's */
+    for (int p = 0; p < 3; p++) {
         set_path(p);
         gsb__tensor sg[2], cg[2], hs[2], hc[2];
         for (int r = 0; r < 2; r++) {
@@ -68,6 +70,13 @@ static void seg_case(gsb_dtype dt, int64_t n, int64_t d, int64_t k, int wmode, i
         CHECK_MATCH(&cg[0], &cc, 1e-10);
         CHECK(memcmp(hs[0].data, hs[1].data, (size_t)(k * d) * sizeof(double)) == 0);
         CHECK(memcmp(hc[0].data, hc[1].data, (size_t)k * sizeof(double)) == 0);
+        if (p == 0) {
+            hs0 = from_gpu(&sg[0]);
+            hc0 = from_gpu(&cg[0]);
+        } else if (p == 2) { /* same adds, same order: same bits */
+            CHECK(memcmp(hs0.data, hs[0].data, (size_t)(k * d) * sizeof(double)) == 0);
+            CHECK(memcmp(hc0.data, hc[0].data, (size_t)k * sizeof(double)) == 0);
+        }
         for (int r = 0; r < 2; r++) {
             gsb__tensor_free(&sg[r]);
             gsb__tensor_free(&cg[r]);
@@ -80,7 +89,7 @@ static void seg_case(gsb_dtype dt, int64_t n, int64_t d, int64_t k, int wmode, i
         }
     }
     unsetenv("GSB_SEGMENT_SUM");
-    gsb__tensor *all[] = {&X, &lab, &w, &sc, &cc, &Xg, &labg, &wg};
+    gsb__tensor *all[] = {&X, &lab, &w, &sc, &cc, &Xg, &labg, &wg, &hs0, &hc0};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         gsb__tensor_free(all[i]);
     CASE_END(before, "segment_sum %s n=%lld d=%lld k=%lld weights=%d labels=%d",
@@ -94,13 +103,14 @@ static void test_shapes(void)
      * k = 164 in one tile of 64, 165 in two of 32; d = 128: k = 83 in one
      * tile of 128, 84 in two of 64.  n <= 1024: one chunk (written straight to sums);
      * 1000, 4097 rows: shorter than a chunk / a last short chunk; 300 and 200
-     * columns: tiles, the last partial; k = 3 < 8 warps; k > n: most empty */
+     * columns: tiles, the last partial; k = 3 < 8 warps; k > n: most empty;
+     * d = 3, k = 1000: two chunks (60000 rows), sorted above 65536 rows */
     static const int64_t shapes[][3] = {
         {1, 1, 1},        {1000, 3, 5},     {1024, 64, 100},  {1025, 64, 100},
         {4097, 33, 17},   {20000, 32, 320}, {20000, 32, 321}, {20000, 64, 164},
         {20000, 64, 165}, {9000, 128, 83},  {9000, 128, 84},  {3000, 300, 20},
         {5000, 200, 7},   {50, 7, 300},     {70001, 2, 3},    {100000, 64, 100},
-        {257, 5, 2},      {30000, 16, 1000}};
+        {257, 5, 2},      {30000, 16, 1000}, {60000, 3, 1000}, {70001, 3, 1000}};
     for (int t = 0; t < 2; t++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int wmode = 0; wmode < 3; wmode++)
@@ -139,7 +149,7 @@ static void test_bad_labels(void)
             snprintf(msg, sizeof msg, "%s", gsb_errmsg());
             gsb__tensor Xg = to_gpu(&X), lg = to_gpu(&l);
             gsb__tensor sg = gpu_poisoned(GSB_F64, k, d), cg = gpu_poisoned(GSB_F64, k, 1);
-            for (int p = 0; p < 2; p++) {
+            for (int p = 0; p < 3; p++) {
                 set_path(p);
                 CHECK_ERR(gpu->ops->segment_sum(gpu, &Xg, &lg, NULL, &sg, &cg), GSB_EINVAL, msg);
             }
@@ -219,8 +229,8 @@ static void time_shapes(void)
                 gsb__tensor_free(&C);
                 gsb__tensor_free(&mind);
             }
-            double ms[2];
-            for (int p = 0; p < 2; p++) {
+            double ms[3];
+            for (int p = 0; p < 3; p++) {
                 set_path(p);
                 double best = 1e9;
                 for (int r = 0; r < 12; r++) {
@@ -233,9 +243,10 @@ static void time_shapes(void)
                 ms[p] = best * 1e3;
             }
             unsetenv("GSB_SEGMENT_SUM");
-            printf("time %s n=%lld d=%lld k=%lld w=%lld: chunk %.3f ms, sorted %.3f ms\n",
+            printf("time %s n=%lld d=%lld k=%lld w=%lld: chunk %.3f ms, sorted %.3f ms, "
+                   "chunk3 %.3f ms\n",
                    gsb_dtype_name(dtypes[t]), (long long)n, (long long)d, (long long)k,
-                   (long long)shapes[s][3], ms[0], ms[1]);
+                   (long long)shapes[s][3], ms[0], ms[1], ms[2]);
             gsb__tensor *all[] = {&X, &l, &w, &Xg, &lg, &wg, &sg, &cg};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
                 gsb__tensor_free(all[i]);

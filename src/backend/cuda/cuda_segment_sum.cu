@@ -5,7 +5,25 @@
  *
  * Deterministic (KMeans' convergence test relies on it, see kmeans.c's
  * lloyd()): every sum is added in an order fixed by the inputs' shapes and
- * values alone, with no atomics, so it repeats bitwise on any GPU.  Steps:
+ * values alone, with no floating-point atomics, so it repeats bitwise on any
+ * GPU.  Two paths, chosen from the shapes alone (so the order, too):
+ *
+ * The chunk path (where a block's k x tc accumulator fits CH_SMEM_BUDGET
+ * of shared memory, a budget every GPU since sm_80 grants): no sort.
+ *  1. the rows are cut into contiguous chunks (their number a function of
+ *     n, d, k and X's dtype, never of the GPU: ch_plan_for); block
+ *     (chunk, column tile) counts its chunk's rows per cluster (integer
+ *     atomics), gives each of its 8 warps a run of clusters of about equal
+ *     rows, then every warp reads the chunk's labels in order and adds the
+ *     rows of its own clusters, lane l owning columns l + 32 q of the tile:
+ *     each cluster's sum gets its chunk's rows in row order (one fma per
+ *     row, x * w added to the running sum), whatever the warps' timing;
+ *  2. with several chunks, the partials are added per element in a fixed
+ *     tree: eight strided runs over the chunks, then those eight in order.
+ *  Sums therefore associate differently from the sorted path's (and from
+ *  the CPU twin's, which differs anyway): each order is fixed.
+ *
+ * The sorted path (larger k x d, or too many partials for the rows):
  *  1. keys: each row's label, or k (a sentinel sorting last) for a label
  *     outside [0, k), whose first row an atomic min records; and the row
  *     indices 0 .. n - 1;
@@ -29,6 +47,10 @@
  * ahead of their adds (prefetches, which never block) to keep more bytes
  * in flight than its in-order adds would; the order of the adds is the
  * same with or without them.
+ *
+ * Both paths: a label outside [0, k) fails the call with GSB_EINVAL naming
+ * the first such row (an integer atomic min), as the CPU twin does.
+ * GSB_SEGMENT_SUM=sorted forces the sorted path (tests, measurements).
  */
 #include <limits.h>
 #include <stdint.h>
@@ -314,15 +336,19 @@ constexpr int CH_QUEUE = 64;
 constexpr size_t CH_SMEM_BUDGET = 96 * 1024;
 constexpr size_t CH_WARP_BYTES = (CH_GROUP + 2 * CH_QUEUE) * sizeof(int32_t);
 /* Chunks: at least CH_MIN_ROWS rows each, enough for ~CH_WARPS_WANTED
- * warps, and partials (written and read once) of at most 1/4 of X's bytes. */
+ * warps, and partials (written and read once) of at most 1/4 of X's bytes;
+ * where that bound leaves too few chunks above CH_FEW_ROWS rows, the sorted
+ * path. */
 constexpr int64_t CH_MIN_ROWS = 1024;
 constexpr int64_t CH_WARPS_WANTED = 2048;
+constexpr int64_t CH_FEW_ROWS = 65536;
 
 /* The chunk path's plan, a function of the shapes and dtype alone. */
 struct ch_plan {
     int lc;              /* columns a lane: 1, 2 or 4 (a tile of 32 lc) */
     int64_t tc, tiles;   /* tile width (<= d), tiles */
     int64_t chunks, rows; /* chunks of `rows` rows (the last shorter) */
+    int minb;             /* the kernel's launch bound's blocks an SM */
     size_t smem;
 };
 
@@ -356,8 +382,15 @@ int ch_plan_for(int64_t n, int64_t d, int64_t k, size_t xsize, ch_plan *p)
     const double xbytes = (double)n * (double)d * (double)xsize;
     const double by_traffic = xbytes / (8.0 * sizeof(double) * (double)k * (double)(d + 1));
     want = want < by_rows ? want : by_rows;
-    if ((double)want > by_traffic)
+    if ((double)want > by_traffic) {
+        /* too few chunks to keep the GPU busy without partials that cost
+         * more than the sort (large k x d for the rows; e.g. d = 3, k = 1000
+         * ran 2x slower than sorted): below 64k rows the partials stay in
+         * L2 and the chunk path's fewer launches still win */
+        if (n > CH_FEW_ROWS)
+            return 0;
         want = by_traffic < 1.0 ? 1 : (int64_t)by_traffic;
+    }
     p->rows = (n + want - 1) / want;
     p->rows = (p->rows + CH_GROUP - 1) / CH_GROUP * CH_GROUP;
     p->chunks = (n + p->rows - 1) / p->rows;
@@ -414,7 +447,7 @@ __device__ __forceinline__ void ch_batch(const T *__restrict__ X, int64_t d, int
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             l[i] = __shfl_sync(FULL_MASK, my_l, u + i);
-            wu[i] = __shfl_sync(FULL_MASK, my_w, u + i);
+            wu[i] = w ? __shfl_sync(FULL_MASK, my_w, u + i) : 1.0; /* w: block-uniform */
         }
         if (u >= m) /* warp-uniform */
             break;
@@ -487,8 +520,8 @@ __device__ __forceinline__ void ch_batch(const T *__restrict__ X, int64_t d, int
  * the first one's row goes to *bad (an integer atomic min), its row is
  * skipped.  The counts: lane 0 of the warps of column tile 0.
  */
-template <typename T, int LC>
-__global__ void __launch_bounds__(CH_WARPS * 32)
+template <typename T, int LC, int MINB>
+__global__ void __launch_bounds__(CH_WARPS * 32, MINB)
     ch_sum_kernel(const T *__restrict__ X, int64_t n, int64_t d, const int32_t *__restrict__ lab,
                   const void *w, int w_f64, int64_t k, int64_t tc, int64_t rows,
                   double *__restrict__ part, double *__restrict__ sums,
@@ -770,13 +803,21 @@ int ch_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *lab
     int rc = GSB_OK;
     void (*kern)(const T *, int64_t, int64_t, const int32_t *, const void *, int, int64_t,
                  int64_t, int64_t, double *, double *, double *, unsigned long long *) =
-        p.lc == 1 ? ch_sum_kernel<T, 1> : p.lc == 2 ? ch_sum_kernel<T, 2> : ch_sum_kernel<T, 4>;
+        p.minb == 3 ? (p.lc == 1 ? ch_sum_kernel<T, 1, 3>
+                       : p.lc == 2 ? ch_sum_kernel<T, 2, 3>
+                                   : ch_sum_kernel<T, 4, 3>)
+                    : (p.lc == 1 ? ch_sum_kernel<T, 1, 1>
+                       : p.lc == 2 ? ch_sum_kernel<T, 2, 1>
+                                   : ch_sum_kernel<T, 4, 1>);
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, cv.bytes, (void **)&buf));
     bad_d = (unsigned long long *)(buf + off_bad);
     part = (double *)(buf + off_part);
     CUDA_CHECK(cudaMemsetAsync(bad_d, 0xff, sizeof bad, stream));
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)p.smem));
+    if (p.minb == 3) /* room for three blocks an SM */
+        CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        (int)cudaSharedmemCarveoutMaxShared));
     kern<<<dim3((unsigned)p.chunks, (unsigned)p.tiles), CH_WARPS * 32, p.smem, stream>>>(
         (const T *)Xt->data, n, d, lab, w ? w->data : NULL, w && w->dtype == GSB_F64, k, p.tc,
         p.rows, part, (double *)sums->data, (double *)counts->data, bad_d);
@@ -808,6 +849,9 @@ int ch_applies(const gsb__backend *be, const gsb__tensor *X, int64_t k, ch_plan 
     const char *force = getenv("GSB_SEGMENT_SUM");
     if (force && strcmp(force, "sorted") == 0)
         return GSB_OK;
+    /* chunk3: the kernel held to three blocks an SM's registers (it spills
+     * a little); the same adds in the same order, so the same bits */
+    p->minb = force && strcmp(force, "chunk3") == 0 ? 3 : 1;
     int optin = 0;
     CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                     gsb__cuda_ctx_of(be)->device));
