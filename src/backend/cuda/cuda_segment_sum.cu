@@ -348,7 +348,6 @@ struct ch_plan {
     int lc;              /* columns a lane: 1, 2 or 4 (a tile of 32 lc) */
     int64_t tc, tiles;   /* tile width (<= d), tiles */
     int64_t chunks, rows; /* chunks of `rows` rows (the last shorter) */
-    int minb;             /* the kernel's launch bound's blocks an SM */
     size_t smem;
 };
 
@@ -447,7 +446,7 @@ __device__ __forceinline__ void ch_batch(const T *__restrict__ X, int64_t d, int
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             l[i] = __shfl_sync(FULL_MASK, my_l, u + i);
-            wu[i] = w ? __shfl_sync(FULL_MASK, my_w, u + i) : 1.0; /* w: block-uniform */
+            wu[i] = __shfl_sync(FULL_MASK, my_w, u + i);
         }
         if (u >= m) /* warp-uniform */
             break;
@@ -520,8 +519,8 @@ __device__ __forceinline__ void ch_batch(const T *__restrict__ X, int64_t d, int
  * the first one's row goes to *bad (an integer atomic min), its row is
  * skipped.  The counts: lane 0 of the warps of column tile 0.
  */
-template <typename T, int LC, int MINB>
-__global__ void __launch_bounds__(CH_WARPS * 32, MINB)
+template <typename T, int LC>
+__global__ void __launch_bounds__(CH_WARPS * 32)
     ch_sum_kernel(const T *__restrict__ X, int64_t n, int64_t d, const int32_t *__restrict__ lab,
                   const void *w, int w_f64, int64_t k, int64_t tc, int64_t rows,
                   double *__restrict__ part, double *__restrict__ sums,
@@ -796,28 +795,21 @@ int ch_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *lab
     const int32_t *lab = (const int32_t *)labels->data;
     gsb__cuda_carve cv;
     const size_t off_bad = cv.take(sizeof(unsigned long long));
-    const size_t off_part = cv.take(p.chunks > 1 ? (size_t)(p.chunks * k * (d + 1)) * sizeof(double) : 0);
+    const size_t part_bytes = (size_t)(p.chunks * k * (d + 1)) * sizeof(double);
+    const size_t off_part = cv.take(p.chunks > 1 ? part_bytes : 0);
     char *buf = NULL;
     unsigned long long bad = ~0ull, *bad_d;
     double *part;
     int rc = GSB_OK;
     void (*kern)(const T *, int64_t, int64_t, const int32_t *, const void *, int, int64_t,
                  int64_t, int64_t, double *, double *, double *, unsigned long long *) =
-        p.minb == 3 ? (p.lc == 1 ? ch_sum_kernel<T, 1, 3>
-                       : p.lc == 2 ? ch_sum_kernel<T, 2, 3>
-                                   : ch_sum_kernel<T, 4, 3>)
-                    : (p.lc == 1 ? ch_sum_kernel<T, 1, 1>
-                       : p.lc == 2 ? ch_sum_kernel<T, 2, 1>
-                                   : ch_sum_kernel<T, 4, 1>);
+        p.lc == 1 ? ch_sum_kernel<T, 1> : p.lc == 2 ? ch_sum_kernel<T, 2> : ch_sum_kernel<T, 4>;
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, cv.bytes, (void **)&buf));
     bad_d = (unsigned long long *)(buf + off_bad);
     part = (double *)(buf + off_part);
     CUDA_CHECK(cudaMemsetAsync(bad_d, 0xff, sizeof bad, stream));
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)p.smem));
-    if (p.minb == 3) /* room for three blocks an SM */
-        CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                        (int)cudaSharedmemCarveoutMaxShared));
     kern<<<dim3((unsigned)p.chunks, (unsigned)p.tiles), CH_WARPS * 32, p.smem, stream>>>(
         (const T *)Xt->data, n, d, lab, w ? w->data : NULL, w && w->dtype == GSB_F64, k, p.tc,
         p.rows, part, (double *)sums->data, (double *)counts->data, bad_d);
@@ -849,9 +841,6 @@ int ch_applies(const gsb__backend *be, const gsb__tensor *X, int64_t k, ch_plan 
     const char *force = getenv("GSB_SEGMENT_SUM");
     if (force && strcmp(force, "sorted") == 0)
         return GSB_OK;
-    /* chunk3: the kernel held to three blocks an SM's registers (it spills
-     * a little); the same adds in the same order, so the same bits */
-    p->minb = force && strcmp(force, "chunk3") == 0 ? 3 : 1;
     int optin = 0;
     CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                     gsb__cuda_ctx_of(be)->device));
