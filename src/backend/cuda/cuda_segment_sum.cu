@@ -5,7 +5,25 @@
  *
  * Deterministic (KMeans' convergence test relies on it, see kmeans.c's
  * lloyd()): every sum is added in an order fixed by the inputs' shapes and
- * values alone, with no atomics, so it repeats bitwise on any GPU.  Steps:
+ * values alone, with no floating-point atomics, so it repeats bitwise on any
+ * GPU.  Two paths, chosen from the shapes alone (so the order, too):
+ *
+ * The chunk path (where a block's k x tc accumulator fits CH_SMEM_BUDGET
+ * of shared memory, a budget every GPU since sm_80 grants): no sort.
+ *  1. the rows are cut into contiguous chunks (their number a function of
+ *     n, d, k and X's dtype, never of the GPU: ch_plan_for); block
+ *     (chunk, column tile) counts its chunk's rows per cluster (integer
+ *     atomics), gives each of its 8 warps a run of clusters of about equal
+ *     rows, then every warp reads the chunk's labels in order and adds the
+ *     rows of its own clusters, lane l owning columns l + 32 q of the tile:
+ *     each cluster's sum gets its chunk's rows in row order (one fma per
+ *     row, x * w added to the running sum), whatever the warps' timing;
+ *  2. with several chunks, the partials are added per element in a fixed
+ *     tree: eight strided runs over the chunks, then those eight in order.
+ *  Sums therefore associate differently from the sorted path's (and from
+ *  the CPU twin's, which differs anyway): each order is fixed.
+ *
+ * The sorted path (larger k x d, or too many partials for the rows):
  *  1. keys: each row's label, or k (a sentinel sorting last) for a label
  *     outside [0, k), whose first row an atomic min records; and the row
  *     indices 0 .. n - 1;
@@ -29,9 +47,15 @@
  * ahead of their adds (prefetches, which never block) to keep more bytes
  * in flight than its in-order adds would; the order of the adds is the
  * same with or without them.
+ *
+ * Both paths: a label outside [0, k) fails the call with GSB_EINVAL naming
+ * the first such row (an integer atomic min), as the CPU twin does.
+ * GSB_SEGMENT_SUM=sorted forces the sorted path (tests, measurements).
  */
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
@@ -297,6 +321,353 @@ __global__ void seg_reduce_kernel(const double *__restrict__ part, const int64_t
     }
 }
 
+/* ---- the chunk path: no sort, a k x TC accumulator per block ----------- */
+
+/* Warps of a chunk block; warp w owns the clusters c with c % CH_WARPS == w
+ * (its rows' adds, in row order, with no other warp touching them). */
+constexpr int CH_WARPS = 8;
+/* Labels a warp stages per group (8 a lane, loaded a group ahead). */
+constexpr int CH_GROUP = 256;
+/* A warp's queue of its rows (offsets in the chunk) and their labels: a
+ * ring of 64 (a batch is at most 32 rows, a window adds at most 32). */
+constexpr int CH_QUEUE = 64;
+/* Shared memory a chunk block may take: every GPU since sm_80 grants it,
+ * so the path (and so the order of the sums) does not depend on the GPU. */
+constexpr size_t CH_SMEM_BUDGET = 96 * 1024;
+constexpr size_t CH_WARP_BYTES = (CH_GROUP + 2 * CH_QUEUE) * sizeof(int32_t);
+/* Chunks: at least CH_MIN_ROWS rows each, enough for ~CH_WARPS_WANTED
+ * warps, and partials (written and read once) of at most 1/4 of X's bytes;
+ * where that bound leaves too few chunks above CH_FEW_ROWS rows, the sorted
+ * path. */
+constexpr int64_t CH_MIN_ROWS = 1024;
+constexpr int64_t CH_WARPS_WANTED = 2048;
+constexpr int64_t CH_FEW_ROWS = 65536;
+
+/* The chunk path's plan, a function of the shapes and dtype alone. */
+struct ch_plan {
+    int lc;              /* columns a lane: 1, 2 or 4 (a tile of 32 lc) */
+    int64_t tc, tiles;   /* tile width (<= d), tiles */
+    int64_t chunks, rows; /* chunks of `rows` rows (the last shorter) */
+    size_t smem;
+};
+
+/* Shared bytes of a block: the k x tc sums, k counts, the warps' buffers,
+ * the clusters' owners. */
+size_t ch_smem(int64_t k, int64_t tc)
+{
+    return (size_t)(k * (tc + 1)) * sizeof(double) + CH_WARPS * CH_WARP_BYTES +
+           (size_t)k * sizeof(int32_t);
+}
+
+/* 1 and the plan when the chunk path applies. */
+int ch_plan_for(int64_t n, int64_t d, int64_t k, size_t xsize, ch_plan *p)
+{
+    if (n < 1 || n > INT32_MAX || d < 1 || k < 1 || k > INT32_MAX)
+        return 0;
+    int lc = d <= 32 ? 1 : d <= 64 ? 2 : 4;
+    while (lc > 1 && ch_smem(k, 32 * lc) > CH_SMEM_BUDGET)
+        lc /= 2;
+    const int64_t tc = d < 32 * lc ? d : 32 * lc;
+    if (ch_smem(k, tc) > CH_SMEM_BUDGET)
+        return 0;
+    p->lc = lc;
+    p->tc = tc;
+    p->tiles = (d + tc - 1) / tc;
+    if (p->tiles > 65535)
+        return 0;
+    const int64_t busy = k < CH_WARPS ? k : CH_WARPS; /* warps with clusters */
+    int64_t want = (CH_WARPS_WANTED + p->tiles * busy - 1) / (p->tiles * busy);
+    const int64_t by_rows = (n + CH_MIN_ROWS - 1) / CH_MIN_ROWS;
+    const double xbytes = (double)n * (double)d * (double)xsize;
+    const double by_traffic = xbytes / (8.0 * sizeof(double) * (double)k * (double)(d + 1));
+    want = want < by_rows ? want : by_rows;
+    if ((double)want > by_traffic) {
+        /* too few chunks to keep the GPU busy without partials that cost
+         * more than the sort (large k x d for the rows; e.g. d = 3, k = 1000
+         * ran 2x slower than sorted): below 64k rows the partials stay in
+         * L2 and the chunk path's fewer launches still win */
+        if (n > CH_FEW_ROWS)
+            return 0;
+        want = by_traffic < 1.0 ? 1 : (int64_t)by_traffic;
+    }
+    p->rows = (n + want - 1) / want;
+    p->rows = (p->rows + CH_GROUP - 1) / CH_GROUP * CH_GROUP;
+    p->chunks = (n + p->rows - 1) / p->rows;
+    p->smem = ch_smem(k, tc);
+    return 1;
+}
+
+/*
+ * Adds a warp's batch of m <= U queued rows (queue positions head ..
+ * head + m - 1) to the block's sums, in queue (= row) order per cluster:
+ * all U rows' loads first, then the adds, four rows at a time where their
+ * four clusters differ (independent read-add-writes), else one by one.
+ */
+template <typename T, int LC, int U>
+__device__ __forceinline__ void ch_batch(const T *__restrict__ X, int64_t d, int64_t r0,
+                                         int64_t col0, int64_t tc, const void *w, int w_f64,
+                                         const int32_t *qrow, const int32_t *qlab, unsigned head,
+                                         int m, double *acc, double *cnt, bool counts)
+{
+    const int lane = threadIdx.x % 32;
+    int my_r = 0, my_l = 0;
+    double my_w = 1.0;
+    if (lane < m) {
+        my_r = qrow[(head + lane) % CH_QUEUE];
+        my_l = qlab[(head + lane) % CH_QUEUE];
+        if (w)
+            my_w = w_f64 ? ((const double *)w)[r0 + my_r]
+                         : (double)((const float *)w)[r0 + my_r];
+    }
+    T xv[U][LC];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int64_t row = r0 + __shfl_sync(FULL_MASK, my_r, u);
+#pragma unroll
+        for (int q = 0; q < LC; q++) {
+            const int64_t col = lane + 32 * q;
+            xv[u][q] = u < m && col < tc ? X[row * d + col0 + col] : T(0);
+        }
+    }
+    const bool cnt_lane = counts && lane == 0;
+    /* a run of rows of one cluster (cur >= 0) is added in registers and
+     * stored when the next row's cluster differs: the same adds in the same
+     * order as one read-add-write per row, without a shared-memory round
+     * trip per row of a long run */
+    int cur = -1;
+    double v[LC], vc = 0.0;
+#pragma unroll
+    for (int q = 0; q < LC; q++)
+        v[q] = 0.0;
+#pragma unroll
+    for (int u = 0; u < U; u += 4) {
+        int l[4];
+        double wu[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            l[i] = __shfl_sync(FULL_MASK, my_l, u + i);
+            wu[i] = __shfl_sync(FULL_MASK, my_w, u + i);
+        }
+        if (u >= m) /* warp-uniform */
+            break;
+        const bool apart = u + 4 <= m && l[0] != l[1] && l[0] != l[2] && l[0] != l[3] &&
+                           l[1] != l[2] && l[1] != l[3] && l[2] != l[3] && l[0] != cur &&
+                           l[1] != cur && l[2] != cur && l[3] != cur;
+        if (apart) { /* four clusters, none the pending run's: independent */
+            double a[4][LC], c[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+#pragma unroll
+                for (int q = 0; q < LC; q++)
+                    a[i][q] = lane + 32 * q < tc ? acc[l[i] * tc + lane + 32 * q] : 0.0;
+                c[i] = cnt_lane ? cnt[l[i]] : 0.0;
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+#pragma unroll
+                for (int q = 0; q < LC; q++)
+                    if (lane + 32 * q < tc)
+                        acc[l[i] * tc + lane + 32 * q] = fma(wu[i], (double)xv[u + i][q], a[i][q]);
+                if (cnt_lane)
+                    cnt[l[i]] = c[i] + wu[i];
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                if (u + i >= m)
+                    break;
+                if (l[i] != cur) { /* warp-uniform: the run ends */
+                    if (cur >= 0) {
+#pragma unroll
+                        for (int q = 0; q < LC; q++)
+                            if (lane + 32 * q < tc)
+                                acc[cur * tc + lane + 32 * q] = v[q];
+                        if (cnt_lane)
+                            cnt[cur] = vc;
+                    }
+                    cur = l[i];
+#pragma unroll
+                    for (int q = 0; q < LC; q++)
+                        v[q] = lane + 32 * q < tc ? acc[cur * tc + lane + 32 * q] : 0.0;
+                    vc = cnt_lane ? cnt[cur] : 0.0;
+                }
+#pragma unroll
+                for (int q = 0; q < LC; q++)
+                    v[q] = fma(wu[i], (double)xv[u + i][q], v[q]);
+                vc += wu[i];
+            }
+        }
+    }
+    if (cur >= 0) {
+#pragma unroll
+        for (int q = 0; q < LC; q++)
+            if (lane + 32 * q < tc)
+                acc[cur * tc + lane + 32 * q] = v[q];
+        if (cnt_lane)
+            cnt[cur] = vc;
+    }
+}
+
+/*
+ * Block (chunk blockIdx.x, column tile blockIdx.y): the chunk's rows
+ * [r0, r0 + rows) summed into a k x tc accumulator in shared memory, then
+ * written to the chunk's partial (or straight to sums / counts when there
+ * is one chunk).  Every warp reads every label of the chunk (staged in
+ * groups of CH_GROUP, a group ahead) and queues its own clusters' rows;
+ * lane l of a warp owns columns col0 + l + 32 q of its clusters, so every
+ * sum gets its rows in row order with no races.  Labels outside [0, k):
+ * the first one's row goes to *bad (an integer atomic min), its row is
+ * skipped.  The counts: lane 0 of the warps of column tile 0.
+ */
+template <typename T, int LC>
+__global__ void __launch_bounds__(CH_WARPS * 32)
+    ch_sum_kernel(const T *__restrict__ X, int64_t n, int64_t d, const int32_t *__restrict__ lab,
+                  const void *w, int w_f64, int64_t k, int64_t tc, int64_t rows,
+                  double *__restrict__ part, double *__restrict__ sums,
+                  double *__restrict__ counts, unsigned long long *bad)
+{
+    constexpr int U = seg_unroll<T, LC>();
+    extern __shared__ double ch_smem_d[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int64_t r0 = (int64_t)blockIdx.x * rows;
+    const int nr = (int)(n - r0 < rows ? n - r0 : rows);
+    const int64_t col0 = (int64_t)blockIdx.y * tc;
+    const int64_t tw = d - col0 < tc ? d - col0 : tc; /* this tile's columns, acc's stride */
+    double *acc = ch_smem_d, *cnt = acc + k * tw;
+    int32_t *lbuf = (int32_t *)(cnt + k) + warp * (CH_WARP_BYTES / sizeof(int32_t));
+    int32_t *qrow = lbuf + CH_GROUP, *qlab = qrow + CH_QUEUE;
+    int32_t *own = (int32_t *)(cnt + k) + CH_WARPS * (CH_WARP_BYTES / sizeof(int32_t));
+    const bool counts_here = blockIdx.y == 0;
+    using Scan = cub::BlockScan<int, CH_WARPS * 32>;
+    __shared__ typename Scan::TempStorage scan_tmp;
+    __shared__ int valid;
+    for (int64_t e = threadIdx.x; e < k * (tw + 1); e += blockDim.x)
+        acc[e] = 0.0; /* cnt follows acc */
+    for (int64_t c = threadIdx.x; c < k; c += blockDim.x)
+        own[c] = 0;
+    if (threadIdx.x == 0)
+        valid = 0;
+    int32_t nxt[CH_GROUP / 32];
+#pragma unroll
+    for (int j = 0; j < CH_GROUP / 32; j++)
+        nxt[j] = j * 32 + lane < nr ? lab[r0 + j * 32 + lane] : 0;
+    __syncthreads();
+    /* the chunk's rows per cluster and in all (integer atomics: exact) */
+    int mine_valid = 0;
+    for (int r = threadIdx.x; r < nr; r += blockDim.x) {
+        const int32_t v = lab[r0 + r];
+        if (v >= 0 && (int64_t)v < k) {
+            atomicAdd(&own[v], 1);
+            mine_valid++;
+        }
+    }
+    atomicAdd(&valid, mine_valid);
+    __syncthreads();
+    /* owners: the clusters in order cut into CH_WARPS ranges of about equal
+     * rows (cluster c to the warp of its rows' middle), so that skewed
+     * clusters spread the work as evenly as whole clusters can; a function
+     * of the labels alone */
+    for (int64_t c0 = 0, carry = 0; c0 < k; c0 += blockDim.x) { /* block-uniform bounds */
+        const int64_t c = c0 + threadIdx.x;
+        const int cn = c < k ? own[c] : 0;
+        int before, total;
+        Scan(scan_tmp).ExclusiveSum(cn, before, total);
+        if (c < k) {
+            const int64_t mid2 = 2 * (carry + before) + cn; /* twice the middle */
+            const int64_t o = valid > 0 ? mid2 * CH_WARPS / (2 * (int64_t)valid) : 0;
+            own[c] = (int)(o < CH_WARPS - 1 ? o : CH_WARPS - 1);
+        }
+        __syncthreads(); /* scan_tmp reused */
+        carry += total;
+    }
+    unsigned head = 0, tail = 0;
+    for (int g0 = 0; g0 < nr; g0 += CH_GROUP) {
+#pragma unroll
+        for (int j = 0; j < CH_GROUP / 32; j++)
+            lbuf[j * 32 + lane] = nxt[j];
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < CH_GROUP / 32; j++) {
+            const int r = g0 + CH_GROUP + j * 32 + lane;
+            nxt[j] = r < nr ? lab[r0 + r] : 0;
+        }
+        const int gn = nr - g0 < CH_GROUP ? nr - g0 : CH_GROUP;
+        for (int j0 = 0; j0 < gn; j0 += 32) {
+            const bool in = j0 + lane < gn;
+            const int32_t v = in ? lbuf[j0 + lane] : 0;
+            const bool ok = v >= 0 && (int64_t)v < k;
+            if (warp == 0 && counts_here) {
+                const unsigned badm = __ballot_sync(FULL_MASK, in && !ok);
+                if (badm && lane == 0)
+                    atomicMin(bad, (unsigned long long)(r0 + g0 + j0 + __ffs(badm) - 1));
+            }
+            const bool mine = in && ok && own[v] == warp;
+            const unsigned mm = __ballot_sync(FULL_MASK, mine);
+            if (mine) {
+                const unsigned at = (tail + __popc(mm & ((1u << lane) - 1))) % CH_QUEUE;
+                qrow[at] = g0 + j0 + lane;
+                qlab[at] = v;
+            }
+            tail += __popc(mm);
+            __syncwarp();
+            while (tail - head >= (unsigned)U) {
+                ch_batch<T, LC, U>(X, d, r0, col0, tw, w, w_f64, qrow, qlab, head, U, acc, cnt,
+                                   counts_here);
+                head += U;
+            }
+            __syncwarp(); /* the batch's queue reads before the next window's writes */
+        }
+    }
+    if (tail > head)
+        ch_batch<T, LC, U>(X, d, r0, col0, tw, w, w_f64, qrow, qlab, head, (int)(tail - head),
+                           acc, cnt, counts_here);
+    __syncthreads();
+    const bool direct = gridDim.x == 1;
+    for (int64_t e = threadIdx.x; e < k * tw; e += blockDim.x) {
+        const int64_t c = e / tw, j = e - c * tw;
+        if (direct)
+            sums[c * d + col0 + j] = acc[c * tw + j];
+        else
+            part[((int64_t)blockIdx.x * k + c) * (d + 1) + col0 + j] = acc[c * tw + j];
+    }
+    if (counts_here)
+        for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
+            if (direct)
+                counts[c] = cnt[c];
+            else
+                part[((int64_t)blockIdx.x * k + c) * (d + 1) + d] = cnt[c];
+        }
+}
+
+/* Element e of [sums | counts] (k x (d + 1)): the chunks' partials added
+ * in chunk order, as thread row y's sum of chunks y, y + 8, ... in order,
+ * then those eight sums in order of y. */
+__global__ void __launch_bounds__(256)
+    ch_reduce_kernel(const double *__restrict__ part, int64_t chunks, int64_t k, int64_t d,
+                     double *__restrict__ sums, double *__restrict__ counts)
+{
+    __shared__ double s8[8][32];
+    const int64_t total = k * (d + 1);
+    const int64_t e = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    double s = 0.0;
+    if (e < total)
+        for (int64_t p = threadIdx.y; p < chunks; p += 8)
+            s += part[p * total + e];
+    s8[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && e < total) {
+        double t = s8[0][threadIdx.x];
+#pragma unroll
+        for (int y = 1; y < 8; y++)
+            t += s8[y][threadIdx.x];
+        const int64_t c = e / (d + 1), j = e - c * (d + 1);
+        if (j < d)
+            sums[c * d + j] = t;
+        else
+            counts[c] = t;
+    }
+}
+
 /* Blocks of `threads` for a grid-stride loop over `items`, a few waves at most. */
 unsigned seg_grid(const gsb__backend *be, int64_t items, int threads)
 {
@@ -412,6 +783,71 @@ done:
     return rc;
 }
 
+
+/* The chunk path: the chunk kernel, the reduce when there are several
+ * chunks, the label check (as the sorted path's). */
+template <typename T>
+int ch_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *labels,
+           const gsb__tensor *w, const ch_plan &p, gsb__tensor *sums, gsb__tensor *counts)
+{
+    cudaStream_t stream = gsb__cuda_ctx_of(be)->stream;
+    const int64_t n = Xt->rows, d = Xt->cols, k = sums->rows;
+    const int32_t *lab = (const int32_t *)labels->data;
+    gsb__cuda_carve cv;
+    const size_t off_bad = cv.take(sizeof(unsigned long long));
+    const size_t part_bytes = (size_t)(p.chunks * k * (d + 1)) * sizeof(double);
+    const size_t off_part = cv.take(p.chunks > 1 ? part_bytes : 0);
+    char *buf = NULL;
+    unsigned long long bad = ~0ull, *bad_d;
+    double *part;
+    int rc = GSB_OK;
+    void (*kern)(const T *, int64_t, int64_t, const int32_t *, const void *, int, int64_t,
+                 int64_t, int64_t, double *, double *, double *, unsigned long long *) =
+        p.lc == 1 ? ch_sum_kernel<T, 1> : p.lc == 2 ? ch_sum_kernel<T, 2> : ch_sum_kernel<T, 4>;
+    GSB_CUDA_CHECK(gsb__cuda_alloc(be, cv.bytes, (void **)&buf));
+    bad_d = (unsigned long long *)(buf + off_bad);
+    part = (double *)(buf + off_part);
+    CUDA_CHECK(cudaMemsetAsync(bad_d, 0xff, sizeof bad, stream));
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)p.smem));
+    kern<<<dim3((unsigned)p.chunks, (unsigned)p.tiles), CH_WARPS * 32, p.smem, stream>>>(
+        (const T *)Xt->data, n, d, lab, w ? w->data : NULL, w && w->dtype == GSB_F64, k, p.tc,
+        p.rows, part, (double *)sums->data, (double *)counts->data, bad_d);
+    CUDA_CHECK(cudaGetLastError());
+    if (p.chunks > 1) {
+        ch_reduce_kernel<<<(unsigned)((k * (d + 1) + 31) / 32), dim3(32, 8), 0, stream>>>(
+            part, p.chunks, k, d, (double *)sums->data, (double *)counts->data);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    /* the label check must reach the host */
+    CUDA_CHECK(cudaMemcpyAsync(&bad, bad_d, sizeof bad, cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (bad != ~0ull)
+        rc = seg_report(be, lab, bad, k);
+done:
+    gsb__cuda_free(be, buf);
+    return rc;
+}
+
+/* 1 when the chunk path takes this call: its plan exists and the device
+ * grants its shared memory (every GPU since sm_80 does), unless
+ * GSB_SEGMENT_SUM=sorted; GSB_SEGMENT_SUM=chunk takes it wherever a plan
+ * exists (tests and measurements). */
+int ch_applies(const gsb__backend *be, const gsb__tensor *X, int64_t k, ch_plan *p, int *out)
+{
+    *out = 0;
+    if (!ch_plan_for(X->rows, X->cols, k, X->dtype == GSB_F32 ? sizeof(float) : sizeof(double), p))
+        return GSB_OK;
+    const char *force = getenv("GSB_SEGMENT_SUM");
+    if (force && strcmp(force, "sorted") == 0)
+        return GSB_OK;
+    int optin = 0;
+    CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                    gsb__cuda_ctx_of(be)->device));
+    *out = (size_t)optin >= p->smem;
+    return GSB_OK;
+}
+
 /* segment_sum's argument check (cpu_family.c's fam_check); cols -2: a vector of rows elements. */
 int check_family(const gsb__backend *be, const gsb__tensor *t, gsb_dtype dtype, int64_t rows,
                  int64_t cols, const char *op, const char *name)
@@ -438,6 +874,13 @@ template <typename T>
 int segment_dispatch(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *labels,
                      const gsb__tensor *w, gsb__tensor *sums, gsb__tensor *counts)
 {
+    ch_plan p;
+    int chunk = 0;
+    int rc = ch_applies(be, X, sums->rows, &p, &chunk);
+    if (rc != GSB_OK)
+        return rc;
+    if (chunk)
+        return ch_run<T>(be, X, labels, w, p, sums, counts);
     return X->rows <= INT32_MAX ? segment_run<T, int32_t>(be, X, labels, w, sums, counts)
                                 : segment_run<T, int64_t>(be, X, labels, w, sums, counts);
 }
