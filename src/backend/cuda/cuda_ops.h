@@ -5,7 +5,7 @@
  *   cuda_linalg.cu    gemm, syrk, eigh, posv, svd, lstsq, orthonormalize (cuBLAS/cuSOLVER)
  *   cuda_reduce.cu    col_moments, col_minmax, row_sqnorms, col_affine, clip, rand_normal
  *   cuda_distance.cu  pairwise, argmin_sqdist, topk (fused kernels)
- *   cuda_segment_sum.cu segment_sum (sorted by label, summed in fixed order)
+ *   cuda_segment_sum.cu segment_sum (chunked in shared memory, or sorted by label; fixed order)
  *   cuda_topk.cu      topk, topk_fast (fused kernel; large shapes go to ...)
  *   cuda_topk_gemm.cu ... GEMM tiles + selection; topk_fast's TF32 GEMM
  *   cuda_family.cu    logistic_loss_grad, kernel
