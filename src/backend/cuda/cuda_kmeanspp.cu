@@ -325,6 +325,204 @@ __global__ void __launch_bounds__(KPP_THREADS, kpp_scan_min_blocks(TMAX))
     }
 }
 
+/* ---- the pipelined scan (X rows of whole 16-byte chunks) ------------------------- */
+
+/* Warps of the pipelined scan's block: each runs two of kpp_scan_kernel's
+ * eight warps' tile sequences, one after the other. */
+constexpr int KPP_AWARPS = 4;
+constexpr int KPP_ATHREADS = 32 * KPP_AWARPS;
+constexpr int KPP_ALOGICAL = KPP_WARPS / KPP_AWARPS;
+static_assert(KPP_ALOGICAL * KPP_AWARPS == KPP_WARPS, "whole sequences a warp");
+/* Stages of a warp's copy ring: slabs in flight while one is computed. */
+constexpr int KPP_ASTAGES = 3;
+/* A slab: 32 rows x 8 chunks of 16 bytes (16 doubles or 32 floats a row):
+ * each row's piece is a whole 128-byte line. */
+constexpr int KPP_ACHUNKS = 8;
+constexpr int KPP_ASLAB = 32 * KPP_ACHUNKS * 16;
+constexpr int KPP_AWARP = KPP_ASTAGES * KPP_ASLAB;
+/* the rings, red and up to 6 KiB of candidates (8 trials, d <= 96): 4 blocks
+ * an SM (of its 228 KiB, 1 KiB a block the driver's) */
+static_assert(KPP_AWARPS * KPP_AWARP + (2 + 6 + 1 << 10) <= 57 << 10, "4 blocks an SM");
+
+/* Chunk m of row r sits at 16-byte slot r * 8 + (m ^ (r & 7)): the 8 lanes
+ * of a quarter-warp reading chunk m of their rows hit the 8 distinct
+ * 16-byte bank groups. */
+__device__ __forceinline__ int kpp_aslot(int r, int m)
+{
+    return r * KPP_ACHUNKS + (m ^ (r & 7));
+}
+
+__device__ __forceinline__ void kpp_cp16(void *dst, const void *src)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void kpp_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void kpp_cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/*
+ * kpp_scan_kernel's pass, bitwise (the same blocks, the same eight tile
+ * sequences a block and their sums in the same order, the same per-row
+ * distance order), for X whose rows are whole 16-byte chunks at a 16-byte
+ * aligned address and exactly NT <= 32 trials.  Why: that kernel waits on
+ * its loads before each slab's arithmetic, so a warp has little in flight
+ * (the pass ran at about half the device's copy rate, float32 no faster
+ * than float64).  Here each warp keeps a ring of KPP_ASTAGES slabs filled
+ * by cp.async (X's own bytes: float32 is converted where it is used, which
+ * is exact), so the next slabs load while one is computed; closest_i and
+ * w_i are loaded at a tile's start.  A warp runs sequences h and h + 4 of
+ * kpp_scan_kernel's eight (4 warps a block: the rings of 4 blocks fit an SM,
+ * so the whole grid is resident, and with 128 threads the registers allow
+ * 128 a thread).  Dynamic shared memory: the rings, then the candidates
+ * (STAGE: d x NT, column j's trials side by side).
+ */
+template <typename T, int NT, bool STAGE>
+__global__ void __launch_bounds__(KPP_ATHREADS, 4) kpp_scan_async_kernel(const kpp_scan_args a)
+{
+    constexpr int VEC = 16 / (int)sizeof(T); /* elements per chunk */
+    constexpr int SC = KPP_ACHUNKS * VEC;    /* columns per slab */
+    constexpr int STRIDE = KPP_WARPS * 32;   /* rows between a sequence's tiles */
+    static_assert(NT >= 1 && NT <= 32, "one partial register a lane");
+    extern __shared__ __align__(16) unsigned char kpp_asmem[];
+    __shared__ double red[KPP_WARPS][32];
+    const T *__restrict__ X = (const T *)a.X;
+    const int64_t n = a.n, d = a.d;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    unsigned char *ring = kpp_asmem + warp * KPP_AWARP;
+    const double *cs = (const double *)(kpp_asmem + KPP_AWARPS * KPP_AWARP);
+    if (STAGE) {
+        double *cw = (double *)(kpp_asmem + KPP_AWARPS * KPP_AWARP);
+        for (int64_t e = tid; e < d * NT; e += KPP_ATHREADS) {
+            const int64_t j = e / NT, t = e - j * NT;
+            cw[e] = a.cands[t * d + j];
+        }
+        __syncthreads();
+    }
+    const int64_t P = gridDim.x, p = blockIdx.x;
+    const int64_t i0 = n * p / P, i1 = n * (p + 1) / P;
+    const int nslab = (int)((d + SC - 1) / SC);
+    /* sequence q (of kpp_scan_kernel's warps): tiles from i0 + 32 q, STRIDE apart */
+    auto tiles = [&](int q) {
+        const int64_t f = i0 + (int64_t)q * 32;
+        return f < i1 ? (int)((i1 - f + STRIDE - 1) / STRIDE) : 0;
+    };
+
+    /* the copies of the units (sequence, tile, slab) in order, one group
+     * a unit, into stage (unit % KPP_ASTAGES) */
+    int ih = 0, it = 0, is = 0, iu = 0, intile = tiles(warp);
+    auto issue = [&]() {
+        while (ih < KPP_ALOGICAL && it == intile) { /* next sequence */
+            if (++ih < KPP_ALOGICAL) {
+                it = 0;
+                intile = tiles(warp + ih * KPP_AWARPS);
+            }
+        }
+        if (ih < KPP_ALOGICAL) {
+            const int64_t r0 = i0 + (int64_t)(warp + ih * KPP_AWARPS) * 32 + (int64_t)it * STRIDE;
+            const int rows = i1 - r0 < 32 ? (int)(i1 - r0) : 32;
+            const int64_t j0 = (int64_t)is * SC;
+            const int chunks = (int)((d - j0 < SC ? d - j0 : SC) / VEC);
+            unsigned char *dst = ring + (iu % KPP_ASTAGES) * KPP_ASLAB;
+            const T *src = X + r0 * d + j0;
+#pragma unroll
+            for (int q = 0; q < 32 * KPP_ACHUNKS / 32; q++) {
+                const int e = lane + 32 * q, r = e / KPP_ACHUNKS, m = e % KPP_ACHUNKS;
+                if (r < rows && m < chunks)
+                    kpp_cp16(dst + kpp_aslot(r, m) * 16, src + r * d + m * VEC);
+            }
+            if (++is == nslab) {
+                is = 0;
+                it++;
+            }
+            iu++;
+        }
+        kpp_cp_commit(); /* empty past the end: the waits count uniformly */
+    };
+#pragma unroll
+    for (int k = 0; k < KPP_ASTAGES - 1; k++)
+        issue();
+
+    int u = 0;
+#pragma unroll 1
+    for (int h = 0; h < KPP_ALOGICAL; h++) {
+        const int q = warp + h * KPP_AWARPS, ntile = tiles(q);
+        double a0 = 0.0;
+        for (int tk = 0; tk < ntile; tk++) {
+            const int64_t r0 = i0 + (int64_t)q * 32 + (int64_t)tk * STRIDE;
+            const int rows = i1 - r0 < 32 ? (int)(i1 - r0) : 32;
+            const int64_t i = r0 + lane;
+            const bool valid = lane < rows;
+            /* in flight while the slabs are computed */
+            const double ci = !valid ? 0.0 : a.closest ? a.closest[i] : (double)INFINITY;
+            const double wi = valid && a.w ? a.w[i] : 1.0;
+            double acc[NT];
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+                acc[t] = 0.0;
+            for (int s = 0; s < nslab; s++, u++) {
+                issue(); /* into the stage computed last (the warp synced after it) */
+                kpp_cp_wait<KPP_ASTAGES - 1>(); /* this lane's copies of unit u landed */
+                __syncwarp();                   /* and every lane's */
+                const int64_t j0 = (int64_t)s * SC;
+                const int chunks = (int)((d - j0 < SC ? d - j0 : SC) / VEC);
+                const uint4 *xs = (const uint4 *)(ring + (u % KPP_ASTAGES) * KPP_ASLAB);
+#pragma unroll
+                for (int m = 0; m < KPP_ACHUNKS; m++) {
+                    if (m < chunks) {
+                        const uint4 raw = xs[kpp_aslot(lane, m)];
+                        T xv[VEC];
+                        memcpy(xv, &raw, 16);
+#pragma unroll
+                        for (int c = 0; c < VEC; c++) {
+                            const double x = (double)xv[c];
+                            const int64_t j = j0 + m * VEC + c;
+                            if (STAGE) {
+                                const double *cj = cs + j * NT;
+#pragma unroll
+                                for (int t = 0; t < NT; t++)
+                                    acc[t] = kpp_sq_add(acc[t], x, cj[t]);
+                            } else {
+#pragma unroll
+                                for (int t = 0; t < NT; t++)
+                                    acc[t] = kpp_sq_add(acc[t], x, a.cands[t * d + j]);
+                            }
+                        }
+                    }
+                }
+                __syncwarp(); /* the lanes are done with this stage */
+            }
+            /* as kpp_scan_kernel's tile end */
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const double v = acc[t] < ci ? acc[t] : ci;
+                if (a.store && valid)
+                    a.store[t * n + i] = v;
+                if (a.partials) {
+                    const double pw = !a.w ? v : wi == 0.0 ? 0.0 : __dmul_rn(wi, v);
+                    const double sum = kpp_warp_sum(valid ? pw : 0.0);
+                    if (lane == t)
+                        a0 = __dadd_rn(a0, sum);
+                }
+            }
+        }
+        red[q][lane] = a0;
+    }
+    kpp_cp_wait<0>(); /* nothing left in flight (the empty groups) */
+    if (!a.partials)
+        return;
+    __syncthreads();
+    if (tid < NT) {
+        double s = 0.0;
+        for (int q = 0; q < KPP_WARPS; q++)
+            s = __dadd_rn(s, red[q][tid]);
+        a.partials[p * NT + tid] = s;
+    }
+}
+
 /*
  * Per chunk (one block at a time, grid-stride over chunks): with store,
  * closest_i = store[*best * n + i] (the winner's column: take), else
@@ -516,9 +714,21 @@ __global__ void __launch_bounds__(KPP_THREADS)
         for (int64_t e = tid; e < rows * trials; e += KPP_THREADS)
             tile[e] = partials[p0 * trials + e];
         __syncthreads();
-        if (tid < trials)
-            for (int64_t q = 0; q < rows; q++)
+        if (tid < trials) {
+            /* loads ahead of the dependent additions (the order is unchanged) */
+            int64_t q = 0;
+            for (; q + 8 <= rows; q += 8) {
+                double v[8];
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    v[k] = tile[(q + k) * trials + tid];
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    s = __dadd_rn(s, v[k]);
+            }
+            for (; q < rows; q++)
                 s = __dadd_rn(s, tile[q * trials + tid]);
+        }
         __syncthreads();
     }
     if (tid < trials)
@@ -600,11 +810,50 @@ void kpp_scan_tmax(const kpp_scan_args &a, unsigned P, cudaStream_t stream)
         kpp_scan_kernel<T, TMAX, false><<<P, KPP_THREADS, 0, stream>>>(a);
 }
 
-/* The instance whose TMAX is the smallest of 1, 8, 16, 64 that holds the
- * trials (the accumulators are registers). */
+/* The pipelined pass (kpp_scan_async_kernel) for exactly NT trials. */
+template <typename T, int NT>
+cudaError_t kpp_scan_async(const kpp_scan_args &a, unsigned P, cudaStream_t stream)
+{
+    const int64_t cand = a.d * NT * (int64_t)sizeof(double);
+    const bool stage = cand <= KPP_CAND_SMEM;
+    const size_t smem = (size_t)(KPP_AWARPS * KPP_AWARP + (stage ? cand : 0));
+    auto kern = stage ? kpp_scan_async_kernel<T, NT, true> : kpp_scan_async_kernel<T, NT, false>;
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem);
+    if (e != cudaSuccess)
+        return e;
+    kern<<<P, KPP_ATHREADS, smem, stream>>>(a);
+    return cudaGetLastError();
+}
+
+/* Rows of X are whole 16-byte chunks at a 16-byte aligned address: the
+ * pipelined pass may copy them as they are. */
+template <typename T>
+bool kpp_chunked(const kpp_scan_args &a)
+{
+    return (uintptr_t)a.X % 16 == 0 && (a.d * (int64_t)sizeof(T)) % 16 == 0;
+}
+
+/* The pipelined pass for up to 8 trials over chunked rows (an instance per
+ * count: no lane computes a trial that is not there); else the instance
+ * whose TMAX is the smallest of 1, 8, 16, 64 that holds the trials (the
+ * accumulators are registers).  Both give the same bits. */
 template <typename T>
 cudaError_t kpp_scan(const kpp_scan_args &a, unsigned P, cudaStream_t stream)
 {
+    if (kpp_chunked<T>(a)) {
+        switch (a.trials) {
+        case 1: return kpp_scan_async<T, 1>(a, P, stream);
+        case 2: return kpp_scan_async<T, 2>(a, P, stream);
+        case 3: return kpp_scan_async<T, 3>(a, P, stream);
+        case 4: return kpp_scan_async<T, 4>(a, P, stream);
+        case 5: return kpp_scan_async<T, 5>(a, P, stream);
+        case 6: return kpp_scan_async<T, 6>(a, P, stream);
+        case 7: return kpp_scan_async<T, 7>(a, P, stream);
+        case 8: return kpp_scan_async<T, 8>(a, P, stream);
+        default: break;
+        }
+    }
     if (a.trials == 1)
         kpp_scan_tmax<T, 1>(a, P, stream);
     else if (a.trials <= 8)
