@@ -177,7 +177,8 @@ static void test_matches_cpu(void)
  * by a second pass over X; d a multiple of the slab's 64 bytes or not;
  * blocks of rows that end inside a warp's 32-row tile; rows of whole
  * 16-byte chunks (the pipelined pass: 1 to 8 trials, candidates staged or
- * not, partial slabs and tiles) or not.
+ * not, partial slabs and tiles; kept columns written only where they lower
+ * closest, with a mask) or not.
  */
 static void test_gpu_variants(void)
 {

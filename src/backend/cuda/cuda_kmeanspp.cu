@@ -20,7 +20,8 @@
  * min(closest_i, D_it) for every trial t in a scratch column (store, when
  * those columns cost less to write and read back than X costs to read
  * again: kpp_keeps_trials), and the winner's column becomes closest (sums
- * with take).  Otherwise the winner is folded in by the same scan kernel
+ * with take; for the pipelined pass, below, only the rows a trial lowers
+ * are written, with a mask byte a row).  Otherwise the winner is folded in by the same scan kernel
  * run again with one candidate (a second pass over X).  Both give the same
  * bits.
  *
@@ -38,7 +39,9 @@
  * X in shared memory (coalesced reads, converted to double), so each row
  * is read from DRAM once per pass whatever the number of trials; the
  * candidates (as double, gathered by the sample kernel) sit in shared
- * memory when they fit.
+ * memory when they fit.  Rows of whole 16-byte chunks with up to 8 trials
+ * (KMeans' usual case) take the pipelined pass instead
+ * (kpp_scan_async_kernel: cp.async rings, bitwise the same results).
  *
  * Chunk sums and the in-chunk scan share one scheme (chunk_scan): thread t
  * of 256 owns rows 8t .. 8t + 7 of the chunk, sums them in order, and a
@@ -197,6 +200,7 @@ struct kpp_scan_args {
     int trials;
     double *store;          /* trials x n (column t at t * n), or NULL; may be closest */
     double *partials;       /* P x trials, or NULL */
+    unsigned char *mask;    /* n, or NULL (kpp_scan_async_kernel only, with store) */
 };
 
 /* Blocks of the scan kernel per SM that its registers must allow: 4 (64
@@ -333,16 +337,18 @@ constexpr int KPP_AWARPS = 4;
 constexpr int KPP_ATHREADS = 32 * KPP_AWARPS;
 constexpr int KPP_ALOGICAL = KPP_WARPS / KPP_AWARPS;
 static_assert(KPP_ALOGICAL * KPP_AWARPS == KPP_WARPS, "whole sequences a warp");
-/* Stages of a warp's copy ring: slabs in flight while one is computed. */
-constexpr int KPP_ASTAGES = 3;
+/* Stages of a warp's copy ring: the next slab loads while one is computed
+ * (2 measured a little faster than 3 on an H200: the blocks are few, ~3.7
+ * an SM, and their warps keep enough in flight). */
+constexpr int KPP_ASTAGES = 2;
 /* A slab: 32 rows x 8 chunks of 16 bytes (16 doubles or 32 floats a row):
  * each row's piece is a whole 128-byte line. */
 constexpr int KPP_ACHUNKS = 8;
 constexpr int KPP_ASLAB = 32 * KPP_ACHUNKS * 16;
 constexpr int KPP_AWARP = KPP_ASTAGES * KPP_ASLAB;
-/* the rings, red and up to 6 KiB of candidates (8 trials, d <= 96): 4 blocks
- * an SM (of its 228 KiB, 1 KiB a block the driver's) */
-static_assert(KPP_AWARPS * KPP_AWARP + (2 + 6 + 1 << 10) <= 57 << 10, "4 blocks an SM");
+/* the rings, red and up to KPP_CAND_SMEM of candidates: 4 blocks an SM
+ * (of its 228 KiB, 1 KiB a block the driver's) */
+static_assert(KPP_AWARPS * KPP_AWARP + KPP_CAND_SMEM + (3 << 10) <= 57 << 10, "4 blocks an SM");
 
 /* Chunk m of row r sits at 16-byte slot r * 8 + (m ^ (r & 7)): the 8 lanes
  * of a quarter-warp reading chunk m of their rows hit the 8 distinct
@@ -495,11 +501,15 @@ __global__ void __launch_bounds__(KPP_ATHREADS, 4) kpp_scan_async_kernel(const k
                 }
                 __syncwarp(); /* the lanes are done with this stage */
             }
-            /* as kpp_scan_kernel's tile end */
+            /* as kpp_scan_kernel's tile end; with mask, column t is written
+             * only where trial t lowers closest (bit t of the row's byte) */
+            unsigned bits = 0;
 #pragma unroll
             for (int t = 0; t < NT; t++) {
-                const double v = acc[t] < ci ? acc[t] : ci;
-                if (a.store && valid)
+                const bool low = acc[t] < ci;
+                const double v = low ? acc[t] : ci;
+                bits |= low ? 1u << t : 0u;
+                if (a.store && valid && (low || !a.mask))
                     a.store[t * n + i] = v;
                 if (a.partials) {
                     const double pw = !a.w ? v : wi == 0.0 ? 0.0 : __dmul_rn(wi, v);
@@ -508,6 +518,8 @@ __global__ void __launch_bounds__(KPP_ATHREADS, 4) kpp_scan_async_kernel(const k
                         a0 = __dadd_rn(a0, sum);
                 }
             }
+            if (a.mask && valid)
+                a.mask[i] = (unsigned char)bits;
         }
         red[q][lane] = a0;
     }
@@ -525,21 +537,23 @@ __global__ void __launch_bounds__(KPP_ATHREADS, 4) kpp_scan_async_kernel(const k
 
 /*
  * Per chunk (one block at a time, grid-stride over chunks): with store,
- * closest_i = store[*best * n + i] (the winner's column: take), else
- * closest as it is; then chunk_sums[b] = the chunk scan's sum of
+ * closest_i = store[*best * n + i] (the winner's column: take; with mask,
+ * only where the winner's bit is set: elsewhere it did not lower closest),
+ * else closest as it is; then chunk_sums[b] = the chunk scan's sum of
  * w_i * closest_i.  The rows are read coalesced into shared memory, padded
  * (row r at r + r / 8) so that thread t reading its 8 rows 8t .. 8t + 7
  * hits distinct banks.
  */
 __global__ void __launch_bounds__(KPP_THREADS)
     kpp_sums_kernel(int64_t n, const double *__restrict__ w, double *closest,
-                    const double *store, const int64_t *__restrict__ best, int64_t nb,
-                    double *__restrict__ chunk_sums)
+                    const double *store, const unsigned char *__restrict__ mask,
+                    const int64_t *__restrict__ best, int64_t nb, double *__restrict__ chunk_sums)
 {
     __shared__ double prod[KPP_CHUNK + KPP_CHUNK / KPP_PER_THREAD];
     __shared__ double buf[KPP_THREADS];
     const int tid = threadIdx.x;
-    const double *src = store ? store + *best * n : closest;
+    const int64_t bw = store ? *best : 0;
+    const double *src = store ? store + bw * n : closest;
     for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
         const int64_t i0 = b * KPP_CHUNK;
 #pragma unroll
@@ -548,9 +562,18 @@ __global__ void __launch_bounds__(KPP_THREADS)
             const int64_t i = i0 + r;
             double p = 0.0;
             if (i < n) {
-                const double ci = src[i];
-                if (store)
-                    closest[i] = ci;
+                double ci;
+                if (mask) {
+                    ci = closest[i];
+                    if ((mask[i] >> bw) & 1) {
+                        ci = src[i];
+                        closest[i] = ci;
+                    }
+                } else {
+                    ci = src[i];
+                    if (store)
+                        closest[i] = ci;
+                }
                 p = kpp_wd(w, i, ci);
             }
             prod[r + r / KPP_PER_THREAD] = p;
@@ -711,8 +734,19 @@ __global__ void __launch_bounds__(KPP_THREADS)
     double s = 0.0;
     for (int64_t p0 = 0; p0 < P; p0 += per) {
         const int64_t rows = P - p0 < per ? P - p0 : per;
-        for (int64_t e = tid; e < rows * trials; e += KPP_THREADS)
-            tile[e] = partials[p0 * trials + e];
+        {
+            /* every load of the tile in flight at once, then the stores */
+            const int64_t m = rows * trials;
+            double v[KPP_TILE / KPP_THREADS];
+#pragma unroll
+            for (int k = 0; k < KPP_TILE / KPP_THREADS; k++) {
+                const int64_t e = tid + (int64_t)k * KPP_THREADS;
+                v[k] = e < m ? partials[p0 * trials + e] : 0.0;
+            }
+#pragma unroll
+            for (int k = 0; k < KPP_TILE / KPP_THREADS; k++)
+                tile[tid + k * KPP_THREADS] = v[k];
+        }
         __syncthreads();
         if (tid < trials) {
             /* loads ahead of the dependent additions (the order is unchanged) */
@@ -828,10 +862,16 @@ cudaError_t kpp_scan_async(const kpp_scan_args &a, unsigned P, cudaStream_t stre
 
 /* Rows of X are whole 16-byte chunks at a 16-byte aligned address: the
  * pipelined pass may copy them as they are. */
-template <typename T>
-bool kpp_chunked(const kpp_scan_args &a)
+bool kpp_chunked(const void *X, int64_t d, size_t esize)
 {
-    return (uintptr_t)a.X % 16 == 0 && (a.d * (int64_t)sizeof(T)) % 16 == 0;
+    return (uintptr_t)X % 16 == 0 && (d * (int64_t)esize) % 16 == 0;
+}
+
+/* The pipelined pass runs (and may write a mask): rows of whole chunks, up
+ * to 8 trials. */
+bool kpp_async(const void *X, int64_t d, size_t esize, int64_t trials)
+{
+    return kpp_chunked(X, d, esize) && trials >= 1 && trials <= 8;
 }
 
 /* The pipelined pass for up to 8 trials over chunked rows (an instance per
@@ -841,7 +881,7 @@ bool kpp_chunked(const kpp_scan_args &a)
 template <typename T>
 cudaError_t kpp_scan(const kpp_scan_args &a, unsigned P, cudaStream_t stream)
 {
-    if (kpp_chunked<T>(a)) {
+    if (kpp_async(a.X, a.d, sizeof(T), a.trials)) {
         switch (a.trials) {
         case 1: return kpp_scan_async<T, 1>(a, P, stream);
         case 2: return kpp_scan_async<T, 2>(a, P, stream);
@@ -854,6 +894,8 @@ cudaError_t kpp_scan(const kpp_scan_args &a, unsigned P, cudaStream_t stream)
         default: break;
         }
     }
+    if (a.mask) /* only the pipelined pass writes one */
+        return cudaErrorInvalidValue;
     if (a.trials == 1)
         kpp_scan_tmax<T, 1>(a, P, stream);
     else if (a.trials <= 8)
@@ -867,12 +909,13 @@ cudaError_t kpp_scan(const kpp_scan_args &a, unsigned P, cudaStream_t stream)
 
 /* 8-byte words of a call's scratch (see kpp_run), or -1 when they overflow. */
 int64_t kpp_scratch_words(int64_t n, int64_t d, int64_t nb, int64_t P, int64_t trials,
-                          int64_t steps, bool keep)
+                          int64_t steps, bool keep, bool masked)
 {
     const int64_t lim = INT64_MAX / 16;
     if (n > lim / KPP_MAX_TRIALS || d > lim / KPP_MAX_TRIALS || steps > lim)
         return -1;
-    return steps + 2 + trials + nb + P * trials + trials * d + d + (keep ? trials * n : 0);
+    return steps + 2 + trials + nb + P * trials + trials * d + d + (keep ? trials * n : 0) +
+           (masked ? (n + 7) / 8 : 0);
 }
 
 template <typename T>
@@ -893,15 +936,21 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
     const int64_t sums_cap = (int64_t)(ctx->sm_count > 0 ? ctx->sm_count : 16) * 8;
     const unsigned sums_grid = (unsigned)(nb < sums_cap ? nb : sums_cap);
     const bool keep = kpp_keeps_trials(d, sizeof(T), trials64);
+    /* kept columns written only where they lower closest, with a mask byte a
+     * row (the pipelined pass): 1 MB a step for 1M rows, and the lowered
+     * rows, instead of trials x 8 MB; fewer as the centres fill in */
+    const bool masked = keep && kpp_async(X, d, sizeof(T), trials64);
     /* one scratch allocation of 8-byte words: chosen (steps) and pot first,
      * for one copy back; then the winner's index, the candidates' rows, the
      * chunk sums, the partials, the candidates as double, the winner as
-     * double (the fold's candidate), the trials' columns (keep) */
-    const int64_t words = kpp_scratch_words(n, d, nb, P, trials64, steps, keep);
+     * double (the fold's candidate), the trials' columns (keep), the mask
+     * (masked) */
+    const int64_t words = kpp_scratch_words(n, d, nb, P, trials64, steps, keep, masked);
     int rc = GSB_OK;
     void *scratch = NULL;
     int64_t *chosen_dev, *best_dev, *cand, *back = NULL;
     double *pot_dev, *chunk_sums, *partials, *cands, *win, *store;
+    unsigned char *mask;
     kpp_uniforms uni;
     kpp_scan_args trial_args, fold_args;
     if (words < 0)
@@ -917,10 +966,11 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
     cands = partials + P * trials;
     win = cands + (int64_t)trials * d;
     store = keep ? win + d : NULL;
+    mask = masked ? (unsigned char *)(store + (int64_t)trials * n) : NULL;
     memset(&uni, 0, sizeof uni);
     /* a step's pass over X for the trials, and (not keep) the winner's fold */
-    trial_args = {X, n, d, w, closest, cands, trials, store, partials};
-    fold_args = {X, n, d, w, closest, win, 1, closest, NULL};
+    trial_args = {X, n, d, w, closest, cands, trials, store, partials, mask};
+    fold_args = {X, n, d, w, closest, win, 1, closest, NULL, NULL};
 
     if (first >= 0) {
         kpp_row_kernel<T><<<1, KPP_THREADS, 0, stream>>>(X, d, first, win);
@@ -928,13 +978,13 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
         kpp_scan_args init_args = fold_args;
         init_args.closest = NULL; /* closest = D */
         CUDA_CHECK(kpp_scan<T>(init_args, (unsigned)P, stream));
-        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, nb,
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, NULL, nb,
                                                               chunk_sums);
         CUDA_CHECK(cudaGetLastError());
         kpp_total_kernel<<<1, KPP_THREADS, 0, stream>>>(chunk_sums, nb, pot_dev);
         CUDA_CHECK(cudaGetLastError());
     } else {
-        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, nb,
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, NULL, nb,
                                                               chunk_sums);
         CUDA_CHECK(cudaGetLastError());
         kpp_set_kernel<<<1, 1, 0, stream>>>(pot_dev, *pot);
@@ -953,7 +1003,7 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
         CUDA_CHECK(cudaGetLastError());
         if (!keep) /* the winner folded into closest by a second pass over X */
             CUDA_CHECK(kpp_scan<T>(fold_args, (unsigned)P, stream));
-        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, store, best_dev,
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, store, mask, best_dev,
                                                               nb, chunk_sums);
         CUDA_CHECK(cudaGetLastError());
     }
