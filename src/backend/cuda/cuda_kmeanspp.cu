@@ -13,7 +13,9 @@
  *  - a draw (sample) finds its chunk from the chunk sums, then its row by a
  *    scan inside the chunk;
  *  - the trials' potentials are summed per fixed block of rows (scan, one
- *    partial per block and trial), then the blocks in order (pick).
+ *    partial per block and trial), then the blocks in order (pick; when
+ *    the trials' columns are kept, every sums block does pick's work
+ *    itself, one launch less a step).
  *
  * A step reads X once (the job is memory-bound: 1M x 64 float64 is 512 MB):
  * the scan kernel computes each row's distance to every candidate, keeps
@@ -536,7 +538,75 @@ __global__ void __launch_bounds__(KPP_ATHREADS, 4) kpp_scan_async_kernel(const k
 }
 
 /*
- * Per chunk (one block at a time, grid-stride over chunks): with store,
+ * The trials' pots (the P partials of trial t in block order, read in
+ * tiles of KPP_TILE doubles; pots[t]) and the winner, returned to every
+ * thread of the block: the first of the lowest, by the CPU twin's scan
+ * (best = 0, replaced by a strictly lower pot).  tile: KPP_TILE doubles.
+ */
+__device__ int kpp_winner(const double *__restrict__ partials, int64_t P, int trials,
+                          double *tile, double *pots)
+{
+    const int tid = threadIdx.x;
+    const int64_t per = KPP_TILE / trials; /* rows of partials per tile, >= 32 */
+    double s = 0.0;
+    for (int64_t p0 = 0; p0 < P; p0 += per) {
+        const int64_t rows = P - p0 < per ? P - p0 : per;
+        {
+            /* every load of the tile in flight at once, then the stores */
+            const int64_t m = rows * trials;
+            double v[KPP_TILE / KPP_THREADS];
+#pragma unroll
+            for (int k = 0; k < KPP_TILE / KPP_THREADS; k++) {
+                const int64_t e = tid + (int64_t)k * KPP_THREADS;
+                v[k] = e < m ? partials[p0 * trials + e] : 0.0;
+            }
+#pragma unroll
+            for (int k = 0; k < KPP_TILE / KPP_THREADS; k++)
+                tile[tid + k * KPP_THREADS] = v[k];
+        }
+        __syncthreads();
+        if (tid < trials) {
+            /* loads ahead of the dependent additions (the order is unchanged) */
+            int64_t q = 0;
+            for (; q + 8 <= rows; q += 8) {
+                double v[8];
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    v[k] = tile[(q + k) * trials + tid];
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    s = __dadd_rn(s, v[k]);
+            }
+            for (; q < rows; q++)
+                s = __dadd_rn(s, tile[q * trials + tid]);
+        }
+        __syncthreads();
+    }
+    if (tid < trials)
+        pots[tid] = s;
+    __syncthreads();
+    int b = 0;
+    for (int k = 1; k < trials; k++)
+        if (pots[k] < pots[b])
+            b = k;
+    return b;
+}
+
+/* pick's inputs and outputs, for sums to pick the winner itself (partials
+ * not NULL; kpp_pick_kernel writes the same) */
+struct kpp_pick_args {
+    const double *partials;
+    int64_t P;
+    int trials;
+    const int64_t *cand;
+    double *pot;
+    int64_t *chosen, *best;
+};
+
+/*
+ * Per chunk (one block at a time, grid-stride over chunks): with pk's
+ * partials, first pick's winner (each block computes it: one launch less a
+ * step); with store,
  * closest_i = store[*best * n + i] (the winner's column: take; with mask,
  * only where the winner's bit is set: elsewhere it did not lower closest),
  * else closest as it is; then chunk_sums[b] = the chunk scan's sum of
@@ -547,12 +617,26 @@ __global__ void __launch_bounds__(KPP_ATHREADS, 4) kpp_scan_async_kernel(const k
 __global__ void __launch_bounds__(KPP_THREADS)
     kpp_sums_kernel(int64_t n, const double *__restrict__ w, double *closest,
                     const double *store, const unsigned char *__restrict__ mask,
-                    const int64_t *__restrict__ best, int64_t nb, double *__restrict__ chunk_sums)
+                    const int64_t *__restrict__ best, int64_t nb, double *__restrict__ chunk_sums,
+                    const kpp_pick_args pk)
 {
     __shared__ double prod[KPP_CHUNK + KPP_CHUNK / KPP_PER_THREAD];
     __shared__ double buf[KPP_THREADS];
+    __shared__ double pots[KPP_MAX_TRIALS];
+    static_assert(KPP_CHUNK + KPP_CHUNK / KPP_PER_THREAD >= KPP_TILE, "prod holds pick's tile");
     const int tid = threadIdx.x;
-    const int64_t bw = store ? *best : 0;
+    int64_t bw = 0;
+    if (pk.partials) { /* pick's work, the same in every block (prod is free until the chunks) */
+        const int b = kpp_winner(pk.partials, pk.P, pk.trials, prod, pots);
+        if (blockIdx.x == 0 && tid == 0) {
+            *pk.pot = pots[b];
+            *pk.chosen = pk.cand[b];
+            *pk.best = b;
+        }
+        bw = b;
+    } else if (store) {
+        bw = *best;
+    }
     const double *src = store ? store + bw * n : closest;
     for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
         const int64_t i0 = b * KPP_CHUNK;
@@ -728,60 +812,16 @@ __global__ void __launch_bounds__(KPP_THREADS)
 {
     __shared__ double tile[KPP_TILE];
     __shared__ double pots[KPP_MAX_TRIALS];
-    __shared__ int best_s;
     const int tid = threadIdx.x;
-    const int64_t per = KPP_TILE / trials; /* rows of partials per tile, >= 32 */
-    double s = 0.0;
-    for (int64_t p0 = 0; p0 < P; p0 += per) {
-        const int64_t rows = P - p0 < per ? P - p0 : per;
-        {
-            /* every load of the tile in flight at once, then the stores */
-            const int64_t m = rows * trials;
-            double v[KPP_TILE / KPP_THREADS];
-#pragma unroll
-            for (int k = 0; k < KPP_TILE / KPP_THREADS; k++) {
-                const int64_t e = tid + (int64_t)k * KPP_THREADS;
-                v[k] = e < m ? partials[p0 * trials + e] : 0.0;
-            }
-#pragma unroll
-            for (int k = 0; k < KPP_TILE / KPP_THREADS; k++)
-                tile[tid + k * KPP_THREADS] = v[k];
-        }
-        __syncthreads();
-        if (tid < trials) {
-            /* loads ahead of the dependent additions (the order is unchanged) */
-            int64_t q = 0;
-            for (; q + 8 <= rows; q += 8) {
-                double v[8];
-#pragma unroll
-                for (int k = 0; k < 8; k++)
-                    v[k] = tile[(q + k) * trials + tid];
-#pragma unroll
-                for (int k = 0; k < 8; k++)
-                    s = __dadd_rn(s, v[k]);
-            }
-            for (; q < rows; q++)
-                s = __dadd_rn(s, tile[q * trials + tid]);
-        }
-        __syncthreads();
-    }
-    if (tid < trials)
-        pots[tid] = s;
-    __syncthreads();
+    const int b = kpp_winner(partials, P, trials, tile, pots);
     if (tid == 0) {
-        int b = 0;
-        for (int k = 1; k < trials; k++)
-            if (pots[k] < pots[b])
-                b = k;
         *pot = pots[b];
         *chosen = cand[b];
         *best = b;
-        best_s = b;
     }
-    __syncthreads();
     if (win)
         for (int64_t j = tid; j < d; j += KPP_THREADS)
-            win[j] = cands[best_s * d + j];
+            win[j] = cands[b * d + j];
 }
 
 /* ---- argument checks: the CPU twin's (cpu_util.h's cpu_check) words ------------------ */
@@ -953,6 +993,7 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
     unsigned char *mask;
     kpp_uniforms uni;
     kpp_scan_args trial_args, fold_args;
+    const kpp_pick_args no_pick = {NULL, 0, 0, NULL, NULL, NULL, NULL};
     if (words < 0)
         return GSB_CUDA_ERR(GSB_ENOMEM, "kmeanspp: %lld rows x %lld columns, %lld steps do not "
                             "fit in memory", (long long)n, (long long)d, (long long)steps);
@@ -979,13 +1020,13 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
         init_args.closest = NULL; /* closest = D */
         CUDA_CHECK(kpp_scan<T>(init_args, (unsigned)P, stream));
         kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, NULL, nb,
-                                                              chunk_sums);
+                                                              chunk_sums, no_pick);
         CUDA_CHECK(cudaGetLastError());
         kpp_total_kernel<<<1, KPP_THREADS, 0, stream>>>(chunk_sums, nb, pot_dev);
         CUDA_CHECK(cudaGetLastError());
     } else {
         kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, NULL, nb,
-                                                              chunk_sums);
+                                                              chunk_sums, no_pick);
         CUDA_CHECK(cudaGetLastError());
         kpp_set_kernel<<<1, 1, 0, stream>>>(pot_dev, *pot);
         CUDA_CHECK(cudaGetLastError());
@@ -997,14 +1038,19 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
             X, d, closest, w, n, nb, chunk_sums, uni, pot_dev, cand, cands);
         CUDA_CHECK(cudaGetLastError());
         CUDA_CHECK(kpp_scan<T>(trial_args, (unsigned)P, stream));
-        kpp_pick_kernel<<<1, KPP_THREADS, 0, stream>>>(partials, P, trials, cand, cands, d,
-                                                      pot_dev, chosen_dev + s, best_dev,
-                                                      keep ? NULL : win);
-        CUDA_CHECK(cudaGetLastError());
-        if (!keep) /* the winner folded into closest by a second pass over X */
+        kpp_pick_args pick = no_pick;
+        if (keep) { /* sums picks the winner itself */
+            pick = {partials, P, trials, cand, pot_dev, chosen_dev + s, best_dev};
+        } else {
+            kpp_pick_kernel<<<1, KPP_THREADS, 0, stream>>>(partials, P, trials, cand, cands, d,
+                                                          pot_dev, chosen_dev + s, best_dev,
+                                                          win);
+            CUDA_CHECK(cudaGetLastError());
+            /* the winner folded into closest by a second pass over X */
             CUDA_CHECK(kpp_scan<T>(fold_args, (unsigned)P, stream));
+        }
         kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, store, mask, best_dev,
-                                                              nb, chunk_sums);
+                                                              nb, chunk_sums, pick);
         CUDA_CHECK(cudaGetLastError());
     }
     /* the one wait: chosen and pot reach the host in one copy */
