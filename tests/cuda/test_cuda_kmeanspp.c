@@ -175,7 +175,10 @@ static void test_matches_cpu(void)
  * kept (8 (trials + 1) bytes a row below a row of X; up to 8 trials, only
  * the rows a trial lowers, with a mask byte a row) or the winner folded in
  * by a second pass over X; d a multiple of the slab's 64 bytes or not;
- * blocks of rows that end inside a warp's 32-row tile.
+ * blocks of rows that end inside a warp's 32-row tile; rows of whole
+ * 16-byte chunks (the pipelined pass: 1 to 8 trials, candidates staged or
+ * not, partial slabs and tiles; kept columns written only where they lower
+ * closest, with a mask) or not.
  */
 static void test_gpu_variants(void)
 {
@@ -189,6 +192,12 @@ static void test_gpu_variants(void)
         {4097, 2, 9, 3},      /* 8, folded: X narrower than the columns */
         {33, 17, 6, 2},       /* one block, a partial tile and slab, kept */
         {20000, 33, 8, 8},    /* 8, staged, kept with every bit of the mask; a partial slab */
+        /* rows of whole 16-byte chunks: the pipelined pass, an instance per count */
+        {12000, 24, 5, 2},    /* 2 trials; float32 a partial slab, float64 one and a part */
+        {12000, 40, 5, 6},    /* 6 */
+        {12000, 32, 5, 7},    /* 7; float64 two whole slabs */
+        {9000, 200, 5, 8},    /* 8, candidates from global memory (12.5 KiB) */
+        {37, 16, 6, 4},       /* one block, a partial tile */
     };
     testing_seed(606);
     for (int di = 0; di < 2; di++) {

@@ -13,14 +13,17 @@
  *  - a draw (sample) finds its chunk from the chunk sums, then its row by a
  *    scan inside the chunk;
  *  - the trials' potentials are summed per fixed block of rows (scan, one
- *    partial per block and trial), then the blocks in order (pick).
+ *    partial per block and trial), then the blocks in order (pick; when
+ *    the trials' columns are kept, every sums block does pick's work
+ *    itself, one launch less a step).
  *
  * A step reads X once (the job is memory-bound: 1M x 64 float64 is 512 MB):
  * the scan kernel computes each row's distance to every candidate, keeps
  * min(closest_i, D_it) for every trial t in a scratch column (store, when
  * those columns cost less to write and read back than X costs to read
  * again: kpp_keeps_trials), and the winner's column becomes closest (sums
- * with take).  Otherwise the winner is folded in by the same scan kernel
+ * with take; for the pipelined pass, below, only the rows a trial lowers
+ * are written, with a mask byte a row).  Otherwise the winner is folded in by the same scan kernel
  * run again with one candidate (a second pass over X).  Both give the same
  * bits.
  *
@@ -38,7 +41,9 @@
  * X in shared memory (coalesced reads, converted to double), so each row
  * is read from DRAM once per pass whatever the number of trials; the
  * candidates (as double, gathered by the sample kernel) sit in shared
- * memory when they fit.
+ * memory when they fit.  Rows of whole 16-byte chunks with up to 8 trials
+ * (KMeans' usual case) take the pipelined pass instead
+ * (kpp_scan_async_kernel: cp.async rings, bitwise the same results).
  *
  * Chunk sums and the in-chunk scan share one scheme (chunk_scan): thread t
  * of 256 owns rows 8t .. 8t + 7 of the chunk, sums them in order, and a
@@ -197,6 +202,7 @@ struct kpp_scan_args {
     int trials;
     double *store;          /* trials x n (column t at t * n), or NULL; may be closest */
     double *partials;       /* P x trials, or NULL */
+    unsigned char *mask;    /* n, or NULL (kpp_scan_async_kernel only, with store) */
 };
 
 /* Blocks of the scan kernel per SM that its registers must allow: 4 (64
@@ -325,23 +331,313 @@ __global__ void __launch_bounds__(KPP_THREADS, kpp_scan_min_blocks(TMAX))
     }
 }
 
+/* ---- the pipelined scan (X rows of whole 16-byte chunks) ------------------------- */
+
+/* Warps of the pipelined scan's block: each runs two of kpp_scan_kernel's
+ * eight warps' tile sequences, one after the other. */
+constexpr int KPP_AWARPS = 4;
+constexpr int KPP_ATHREADS = 32 * KPP_AWARPS;
+constexpr int KPP_ALOGICAL = KPP_WARPS / KPP_AWARPS;
+static_assert(KPP_ALOGICAL * KPP_AWARPS == KPP_WARPS, "whole sequences a warp");
+/* Stages of a warp's copy ring: the next slab loads while one is computed
+ * (2 measured a little faster than 3 on an H200: the blocks are few, ~3.7
+ * an SM, and their warps keep enough in flight). */
+constexpr int KPP_ASTAGES = 2;
+/* A slab: 32 rows x 8 chunks of 16 bytes (16 doubles or 32 floats a row):
+ * each row's piece is a whole 128-byte line. */
+constexpr int KPP_ACHUNKS = 8;
+constexpr int KPP_ASLAB = 32 * KPP_ACHUNKS * 16;
+constexpr int KPP_AWARP = KPP_ASTAGES * KPP_ASLAB;
+/* the rings, red and up to KPP_CAND_SMEM of candidates: 4 blocks an SM
+ * (of its 228 KiB, 1 KiB a block the driver's) */
+static_assert(KPP_AWARPS * KPP_AWARP + KPP_CAND_SMEM + (3 << 10) <= 57 << 10, "4 blocks an SM");
+
+/* Chunk m of row r sits at 16-byte slot r * 8 + (m ^ (r & 7)): the 8 lanes
+ * of a quarter-warp reading chunk m of their rows hit the 8 distinct
+ * 16-byte bank groups. */
+__device__ __forceinline__ int kpp_aslot(int r, int m)
+{
+    return r * KPP_ACHUNKS + (m ^ (r & 7));
+}
+
+__device__ __forceinline__ void kpp_cp16(void *dst, const void *src)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void kpp_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void kpp_cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 /*
- * Per chunk (one block at a time, grid-stride over chunks): with store,
- * closest_i = store[*best * n + i] (the winner's column: take), else
- * closest as it is; then chunk_sums[b] = the chunk scan's sum of
+ * kpp_scan_kernel's pass, bitwise (the same blocks, the same eight tile
+ * sequences a block and their sums in the same order, the same per-row
+ * distance order), for X whose rows are whole 16-byte chunks at a 16-byte
+ * aligned address and exactly NT <= 32 trials.  Why: that kernel waits on
+ * its loads before each slab's arithmetic, so a warp has little in flight
+ * (the pass ran at about half the device's copy rate, float32 no faster
+ * than float64).  Here each warp keeps a ring of KPP_ASTAGES slabs filled
+ * by cp.async (X's own bytes: float32 is converted where it is used, which
+ * is exact), so the next slabs load while one is computed; closest_i and
+ * w_i are loaded at a tile's start.  A warp runs sequences h and h + 4 of
+ * kpp_scan_kernel's eight (4 warps a block: the rings of 4 blocks fit an SM,
+ * so the whole grid is resident, and with 128 threads the registers allow
+ * 128 a thread).  Dynamic shared memory: the rings, then the candidates
+ * (STAGE: d x NT, column j's trials side by side).
+ */
+template <typename T, int NT, bool STAGE>
+__global__ void __launch_bounds__(KPP_ATHREADS, 4) kpp_scan_async_kernel(const kpp_scan_args a)
+{
+    constexpr int VEC = 16 / (int)sizeof(T); /* elements per chunk */
+    constexpr int SC = KPP_ACHUNKS * VEC;    /* columns per slab */
+    constexpr int STRIDE = KPP_WARPS * 32;   /* rows between a sequence's tiles */
+    static_assert(NT >= 1 && NT <= 32, "one partial register a lane");
+    extern __shared__ __align__(16) unsigned char kpp_asmem[];
+    __shared__ double red[KPP_WARPS][32];
+    const T *__restrict__ X = (const T *)a.X;
+    const int64_t n = a.n, d = a.d;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    unsigned char *ring = kpp_asmem + warp * KPP_AWARP;
+    const double *cs = (const double *)(kpp_asmem + KPP_AWARPS * KPP_AWARP);
+    if (STAGE) {
+        double *cw = (double *)(kpp_asmem + KPP_AWARPS * KPP_AWARP);
+        for (int64_t e = tid; e < d * NT; e += KPP_ATHREADS) {
+            const int64_t j = e / NT, t = e - j * NT;
+            cw[e] = a.cands[t * d + j];
+        }
+        __syncthreads();
+    }
+    const int64_t P = gridDim.x, p = blockIdx.x;
+    const int64_t i0 = n * p / P, i1 = n * (p + 1) / P;
+    const int nslab = (int)((d + SC - 1) / SC);
+    /* sequence q (of kpp_scan_kernel's warps): tiles from i0 + 32 q, STRIDE apart */
+    auto tiles = [&](int q) {
+        const int64_t f = i0 + (int64_t)q * 32;
+        return f < i1 ? (int)((i1 - f + STRIDE - 1) / STRIDE) : 0;
+    };
+
+    /* the copies of the units (sequence, tile, slab) in order, one group
+     * a unit, into stage (unit % KPP_ASTAGES) */
+    int ih = 0, it = 0, is = 0, iu = 0, intile = tiles(warp);
+    auto issue = [&]() {
+        while (ih < KPP_ALOGICAL && it == intile) { /* next sequence */
+            if (++ih < KPP_ALOGICAL) {
+                it = 0;
+                intile = tiles(warp + ih * KPP_AWARPS);
+            }
+        }
+        if (ih < KPP_ALOGICAL) {
+            const int64_t r0 = i0 + (int64_t)(warp + ih * KPP_AWARPS) * 32 + (int64_t)it * STRIDE;
+            const int rows = i1 - r0 < 32 ? (int)(i1 - r0) : 32;
+            const int64_t j0 = (int64_t)is * SC;
+            const int chunks = (int)((d - j0 < SC ? d - j0 : SC) / VEC);
+            unsigned char *dst = ring + (iu % KPP_ASTAGES) * KPP_ASLAB;
+            const T *src = X + r0 * d + j0;
+#pragma unroll
+            for (int q = 0; q < 32 * KPP_ACHUNKS / 32; q++) {
+                const int e = lane + 32 * q, r = e / KPP_ACHUNKS, m = e % KPP_ACHUNKS;
+                if (r < rows && m < chunks)
+                    kpp_cp16(dst + kpp_aslot(r, m) * 16, src + r * d + m * VEC);
+            }
+            if (++is == nslab) {
+                is = 0;
+                it++;
+            }
+            iu++;
+        }
+        kpp_cp_commit(); /* empty past the end: the waits count uniformly */
+    };
+#pragma unroll
+    for (int k = 0; k < KPP_ASTAGES - 1; k++)
+        issue();
+
+    int u = 0;
+#pragma unroll 1
+    for (int h = 0; h < KPP_ALOGICAL; h++) {
+        const int q = warp + h * KPP_AWARPS, ntile = tiles(q);
+        double a0 = 0.0;
+        for (int tk = 0; tk < ntile; tk++) {
+            const int64_t r0 = i0 + (int64_t)q * 32 + (int64_t)tk * STRIDE;
+            const int rows = i1 - r0 < 32 ? (int)(i1 - r0) : 32;
+            const int64_t i = r0 + lane;
+            const bool valid = lane < rows;
+            /* in flight while the slabs are computed */
+            const double ci = !valid ? 0.0 : a.closest ? a.closest[i] : (double)INFINITY;
+            const double wi = valid && a.w ? a.w[i] : 1.0;
+            double acc[NT];
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+                acc[t] = 0.0;
+            for (int s = 0; s < nslab; s++, u++) {
+                issue(); /* into the stage computed last (the warp synced after it) */
+                kpp_cp_wait<KPP_ASTAGES - 1>(); /* this lane's copies of unit u landed */
+                __syncwarp();                   /* and every lane's */
+                const int64_t j0 = (int64_t)s * SC;
+                const int chunks = (int)((d - j0 < SC ? d - j0 : SC) / VEC);
+                const uint4 *xs = (const uint4 *)(ring + (u % KPP_ASTAGES) * KPP_ASLAB);
+#pragma unroll
+                for (int m = 0; m < KPP_ACHUNKS; m++) {
+                    if (m < chunks) {
+                        const uint4 raw = xs[kpp_aslot(lane, m)];
+                        T xv[VEC];
+                        memcpy(xv, &raw, 16);
+#pragma unroll
+                        for (int c = 0; c < VEC; c++) {
+                            const double x = (double)xv[c];
+                            const int64_t j = j0 + m * VEC + c;
+                            if (STAGE) {
+                                const double *cj = cs + j * NT;
+#pragma unroll
+                                for (int t = 0; t < NT; t++)
+                                    acc[t] = kpp_sq_add(acc[t], x, cj[t]);
+                            } else {
+#pragma unroll
+                                for (int t = 0; t < NT; t++)
+                                    acc[t] = kpp_sq_add(acc[t], x, a.cands[t * d + j]);
+                            }
+                        }
+                    }
+                }
+                __syncwarp(); /* the lanes are done with this stage */
+            }
+            /* as kpp_scan_kernel's tile end; with mask, column t is written
+             * only where trial t lowers closest (bit t of the row's byte) */
+            unsigned bits = 0;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const bool low = acc[t] < ci;
+                const double v = low ? acc[t] : ci;
+                bits |= low ? 1u << t : 0u;
+                if (a.store && valid && (low || !a.mask))
+                    a.store[t * n + i] = v;
+                if (a.partials) {
+                    const double pw = !a.w ? v : wi == 0.0 ? 0.0 : __dmul_rn(wi, v);
+                    const double sum = kpp_warp_sum(valid ? pw : 0.0);
+                    if (lane == t)
+                        a0 = __dadd_rn(a0, sum);
+                }
+            }
+            if (a.mask && valid)
+                a.mask[i] = (unsigned char)bits;
+        }
+        red[q][lane] = a0;
+    }
+    kpp_cp_wait<0>(); /* nothing left in flight (the empty groups) */
+    if (!a.partials)
+        return;
+    __syncthreads();
+    if (tid < NT) {
+        double s = 0.0;
+        for (int q = 0; q < KPP_WARPS; q++)
+            s = __dadd_rn(s, red[q][tid]);
+        a.partials[p * NT + tid] = s;
+    }
+}
+
+/*
+ * The trials' pots (the P partials of trial t in block order, read in
+ * tiles of KPP_TILE doubles; pots[t]) and the winner, returned to every
+ * thread of the block: the first of the lowest, by the CPU twin's scan
+ * (best = 0, replaced by a strictly lower pot).  tile: KPP_TILE doubles.
+ */
+__device__ int kpp_winner(const double *__restrict__ partials, int64_t P, int trials,
+                          double *tile, double *pots)
+{
+    const int tid = threadIdx.x;
+    const int64_t per = KPP_TILE / trials; /* rows of partials per tile, >= 32 */
+    double s = 0.0;
+    for (int64_t p0 = 0; p0 < P; p0 += per) {
+        const int64_t rows = P - p0 < per ? P - p0 : per;
+        {
+            /* every load of the tile in flight at once, then the stores */
+            const int64_t m = rows * trials;
+            double v[KPP_TILE / KPP_THREADS];
+#pragma unroll
+            for (int k = 0; k < KPP_TILE / KPP_THREADS; k++) {
+                const int64_t e = tid + (int64_t)k * KPP_THREADS;
+                v[k] = e < m ? partials[p0 * trials + e] : 0.0;
+            }
+#pragma unroll
+            for (int k = 0; k < KPP_TILE / KPP_THREADS; k++)
+                tile[tid + k * KPP_THREADS] = v[k];
+        }
+        __syncthreads();
+        if (tid < trials) {
+            /* loads ahead of the dependent additions (the order is unchanged) */
+            int64_t q = 0;
+            for (; q + 8 <= rows; q += 8) {
+                double v[8];
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    v[k] = tile[(q + k) * trials + tid];
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    s = __dadd_rn(s, v[k]);
+            }
+            for (; q < rows; q++)
+                s = __dadd_rn(s, tile[q * trials + tid]);
+        }
+        __syncthreads();
+    }
+    if (tid < trials)
+        pots[tid] = s;
+    __syncthreads();
+    int b = 0;
+    for (int k = 1; k < trials; k++)
+        if (pots[k] < pots[b])
+            b = k;
+    return b;
+}
+
+/* pick's inputs and outputs, for sums to pick the winner itself (partials
+ * not NULL; kpp_pick_kernel writes the same) */
+struct kpp_pick_args {
+    const double *partials;
+    int64_t P;
+    int trials;
+    const int64_t *cand;
+    double *pot;
+    int64_t *chosen, *best;
+};
+
+/*
+ * Per chunk (one block at a time, grid-stride over chunks): with pk's
+ * partials, first pick's winner (each block computes it: one launch less a
+ * step); with store,
+ * closest_i = store[*best * n + i] (the winner's column: take; with mask,
+ * only where the winner's bit is set: elsewhere it did not lower closest),
+ * else closest as it is; then chunk_sums[b] = the chunk scan's sum of
  * w_i * closest_i.  The rows are read coalesced into shared memory, padded
  * (row r at r + r / 8) so that thread t reading its 8 rows 8t .. 8t + 7
  * hits distinct banks.
  */
 __global__ void __launch_bounds__(KPP_THREADS)
     kpp_sums_kernel(int64_t n, const double *__restrict__ w, double *closest,
-                    const double *store, const int64_t *__restrict__ best, int64_t nb,
-                    double *__restrict__ chunk_sums)
+                    const double *store, const unsigned char *__restrict__ mask,
+                    const int64_t *__restrict__ best, int64_t nb, double *__restrict__ chunk_sums,
+                    const kpp_pick_args pk)
 {
     __shared__ double prod[KPP_CHUNK + KPP_CHUNK / KPP_PER_THREAD];
     __shared__ double buf[KPP_THREADS];
+    __shared__ double pots[KPP_MAX_TRIALS];
+    static_assert(KPP_CHUNK + KPP_CHUNK / KPP_PER_THREAD >= KPP_TILE, "prod holds pick's tile");
     const int tid = threadIdx.x;
-    const double *src = store ? store + *best * n : closest;
+    int64_t bw = 0;
+    if (pk.partials) { /* pick's work, the same in every block (prod is free until the chunks) */
+        const int b = kpp_winner(pk.partials, pk.P, pk.trials, prod, pots);
+        if (blockIdx.x == 0 && tid == 0) {
+            *pk.pot = pots[b];
+            *pk.chosen = pk.cand[b];
+            *pk.best = b;
+        }
+        bw = b;
+    } else if (store) {
+        bw = *best;
+    }
+    const double *src = store ? store + bw * n : closest;
     for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
         const int64_t i0 = b * KPP_CHUNK;
 #pragma unroll
@@ -350,9 +646,18 @@ __global__ void __launch_bounds__(KPP_THREADS)
             const int64_t i = i0 + r;
             double p = 0.0;
             if (i < n) {
-                const double ci = src[i];
-                if (store)
-                    closest[i] = ci;
+                double ci;
+                if (mask) {
+                    ci = closest[i];
+                    if ((mask[i] >> bw) & 1) {
+                        ci = src[i];
+                        closest[i] = ci;
+                    }
+                } else {
+                    ci = src[i];
+                    if (store)
+                        closest[i] = ci;
+                }
                 p = kpp_wd(w, i, ci);
             }
             prod[r + r / KPP_PER_THREAD] = p;
@@ -507,37 +812,16 @@ __global__ void __launch_bounds__(KPP_THREADS)
 {
     __shared__ double tile[KPP_TILE];
     __shared__ double pots[KPP_MAX_TRIALS];
-    __shared__ int best_s;
     const int tid = threadIdx.x;
-    const int64_t per = KPP_TILE / trials; /* rows of partials per tile, >= 32 */
-    double s = 0.0;
-    for (int64_t p0 = 0; p0 < P; p0 += per) {
-        const int64_t rows = P - p0 < per ? P - p0 : per;
-        for (int64_t e = tid; e < rows * trials; e += KPP_THREADS)
-            tile[e] = partials[p0 * trials + e];
-        __syncthreads();
-        if (tid < trials)
-            for (int64_t q = 0; q < rows; q++)
-                s = __dadd_rn(s, tile[q * trials + tid]);
-        __syncthreads();
-    }
-    if (tid < trials)
-        pots[tid] = s;
-    __syncthreads();
+    const int b = kpp_winner(partials, P, trials, tile, pots);
     if (tid == 0) {
-        int b = 0;
-        for (int k = 1; k < trials; k++)
-            if (pots[k] < pots[b])
-                b = k;
         *pot = pots[b];
         *chosen = cand[b];
         *best = b;
-        best_s = b;
     }
-    __syncthreads();
     if (win)
         for (int64_t j = tid; j < d; j += KPP_THREADS)
-            win[j] = cands[best_s * d + j];
+            win[j] = cands[b * d + j];
 }
 
 /* ---- argument checks: the CPU twin's (cpu_util.h's cpu_check) words ------------------ */
@@ -600,11 +884,58 @@ void kpp_scan_tmax(const kpp_scan_args &a, unsigned P, cudaStream_t stream)
         kpp_scan_kernel<T, TMAX, false><<<P, KPP_THREADS, 0, stream>>>(a);
 }
 
-/* The instance whose TMAX is the smallest of 1, 8, 16, 64 that holds the
- * trials (the accumulators are registers). */
+/* The pipelined pass (kpp_scan_async_kernel) for exactly NT trials. */
+template <typename T, int NT>
+cudaError_t kpp_scan_async(const kpp_scan_args &a, unsigned P, cudaStream_t stream)
+{
+    const int64_t cand = a.d * NT * (int64_t)sizeof(double);
+    const bool stage = cand <= KPP_CAND_SMEM;
+    const size_t smem = (size_t)(KPP_AWARPS * KPP_AWARP + (stage ? cand : 0));
+    auto kern = stage ? kpp_scan_async_kernel<T, NT, true> : kpp_scan_async_kernel<T, NT, false>;
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem);
+    if (e != cudaSuccess)
+        return e;
+    kern<<<P, KPP_ATHREADS, smem, stream>>>(a);
+    return cudaGetLastError();
+}
+
+/* Rows of X are whole 16-byte chunks at a 16-byte aligned address: the
+ * pipelined pass may copy them as they are. */
+bool kpp_chunked(const void *X, int64_t d, size_t esize)
+{
+    return (uintptr_t)X % 16 == 0 && (d * (int64_t)esize) % 16 == 0;
+}
+
+/* The pipelined pass runs (and may write a mask): rows of whole chunks, up
+ * to 8 trials. */
+bool kpp_async(const void *X, int64_t d, size_t esize, int64_t trials)
+{
+    return kpp_chunked(X, d, esize) && trials >= 1 && trials <= 8;
+}
+
+/* The pipelined pass for up to 8 trials over chunked rows (an instance per
+ * count: no lane computes a trial that is not there); else the instance
+ * whose TMAX is the smallest of 1, 8, 16, 64 that holds the trials (the
+ * accumulators are registers).  Both give the same bits. */
 template <typename T>
 cudaError_t kpp_scan(const kpp_scan_args &a, unsigned P, cudaStream_t stream)
 {
+    if (kpp_async(a.X, a.d, sizeof(T), a.trials)) {
+        switch (a.trials) {
+        case 1: return kpp_scan_async<T, 1>(a, P, stream);
+        case 2: return kpp_scan_async<T, 2>(a, P, stream);
+        case 3: return kpp_scan_async<T, 3>(a, P, stream);
+        case 4: return kpp_scan_async<T, 4>(a, P, stream);
+        case 5: return kpp_scan_async<T, 5>(a, P, stream);
+        case 6: return kpp_scan_async<T, 6>(a, P, stream);
+        case 7: return kpp_scan_async<T, 7>(a, P, stream);
+        case 8: return kpp_scan_async<T, 8>(a, P, stream);
+        default: break;
+        }
+    }
+    if (a.mask) /* only the pipelined pass writes one */
+        return cudaErrorInvalidValue;
     if (a.trials == 1)
         kpp_scan_tmax<T, 1>(a, P, stream);
     else if (a.trials <= 8)
@@ -618,12 +949,13 @@ cudaError_t kpp_scan(const kpp_scan_args &a, unsigned P, cudaStream_t stream)
 
 /* 8-byte words of a call's scratch (see kpp_run), or -1 when they overflow. */
 int64_t kpp_scratch_words(int64_t n, int64_t d, int64_t nb, int64_t P, int64_t trials,
-                          int64_t steps, bool keep)
+                          int64_t steps, bool keep, bool masked)
 {
     const int64_t lim = INT64_MAX / 16;
     if (n > lim / KPP_MAX_TRIALS || d > lim / KPP_MAX_TRIALS || steps > lim)
         return -1;
-    return steps + 2 + trials + nb + P * trials + trials * d + d + (keep ? trials * n : 0);
+    return steps + 2 + trials + nb + P * trials + trials * d + d + (keep ? trials * n : 0) +
+           (masked ? (n + 7) / 8 : 0);
 }
 
 template <typename T>
@@ -644,17 +976,24 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
     const int64_t sums_cap = (int64_t)(ctx->sm_count > 0 ? ctx->sm_count : 16) * 8;
     const unsigned sums_grid = (unsigned)(nb < sums_cap ? nb : sums_cap);
     const bool keep = kpp_keeps_trials(d, sizeof(T), trials64);
+    /* kept columns written only where they lower closest, with a mask byte a
+     * row (the pipelined pass): 1 MB a step for 1M rows, and the lowered
+     * rows, instead of trials x 8 MB; fewer as the centres fill in */
+    const bool masked = keep && kpp_async(X, d, sizeof(T), trials64);
     /* one scratch allocation of 8-byte words: chosen (steps) and pot first,
      * for one copy back; then the winner's index, the candidates' rows, the
      * chunk sums, the partials, the candidates as double, the winner as
-     * double (the fold's candidate), the trials' columns (keep) */
-    const int64_t words = kpp_scratch_words(n, d, nb, P, trials64, steps, keep);
+     * double (the fold's candidate), the trials' columns (keep), the mask
+     * (masked) */
+    const int64_t words = kpp_scratch_words(n, d, nb, P, trials64, steps, keep, masked);
     int rc = GSB_OK;
     void *scratch = NULL;
     int64_t *chosen_dev, *best_dev, *cand, *back = NULL;
     double *pot_dev, *chunk_sums, *partials, *cands, *win, *store;
+    unsigned char *mask;
     kpp_uniforms uni;
     kpp_scan_args trial_args, fold_args;
+    const kpp_pick_args no_pick = {NULL, 0, 0, NULL, NULL, NULL, NULL};
     if (words < 0)
         return GSB_CUDA_ERR(GSB_ENOMEM, "kmeanspp: %lld rows x %lld columns, %lld steps do not "
                             "fit in memory", (long long)n, (long long)d, (long long)steps);
@@ -668,10 +1007,11 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
     cands = partials + P * trials;
     win = cands + (int64_t)trials * d;
     store = keep ? win + d : NULL;
+    mask = masked ? (unsigned char *)(store + (int64_t)trials * n) : NULL;
     memset(&uni, 0, sizeof uni);
     /* a step's pass over X for the trials, and (not keep) the winner's fold */
-    trial_args = {X, n, d, w, closest, cands, trials, store, partials};
-    fold_args = {X, n, d, w, closest, win, 1, closest, NULL};
+    trial_args = {X, n, d, w, closest, cands, trials, store, partials, mask};
+    fold_args = {X, n, d, w, closest, win, 1, closest, NULL, NULL};
 
     if (first >= 0) {
         kpp_row_kernel<T><<<1, KPP_THREADS, 0, stream>>>(X, d, first, win);
@@ -679,14 +1019,14 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
         kpp_scan_args init_args = fold_args;
         init_args.closest = NULL; /* closest = D */
         CUDA_CHECK(kpp_scan<T>(init_args, (unsigned)P, stream));
-        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, nb,
-                                                              chunk_sums);
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, NULL, nb,
+                                                              chunk_sums, no_pick);
         CUDA_CHECK(cudaGetLastError());
         kpp_total_kernel<<<1, KPP_THREADS, 0, stream>>>(chunk_sums, nb, pot_dev);
         CUDA_CHECK(cudaGetLastError());
     } else {
-        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, nb,
-                                                              chunk_sums);
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, NULL, NULL, NULL, nb,
+                                                              chunk_sums, no_pick);
         CUDA_CHECK(cudaGetLastError());
         kpp_set_kernel<<<1, 1, 0, stream>>>(pot_dev, *pot);
         CUDA_CHECK(cudaGetLastError());
@@ -698,14 +1038,19 @@ int kpp_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *wt
             X, d, closest, w, n, nb, chunk_sums, uni, pot_dev, cand, cands);
         CUDA_CHECK(cudaGetLastError());
         CUDA_CHECK(kpp_scan<T>(trial_args, (unsigned)P, stream));
-        kpp_pick_kernel<<<1, KPP_THREADS, 0, stream>>>(partials, P, trials, cand, cands, d,
-                                                      pot_dev, chosen_dev + s, best_dev,
-                                                      keep ? NULL : win);
-        CUDA_CHECK(cudaGetLastError());
-        if (!keep) /* the winner folded into closest by a second pass over X */
+        kpp_pick_args pick = no_pick;
+        if (keep) { /* sums picks the winner itself */
+            pick = {partials, P, trials, cand, pot_dev, chosen_dev + s, best_dev};
+        } else {
+            kpp_pick_kernel<<<1, KPP_THREADS, 0, stream>>>(partials, P, trials, cand, cands, d,
+                                                          pot_dev, chosen_dev + s, best_dev,
+                                                          win);
+            CUDA_CHECK(cudaGetLastError());
+            /* the winner folded into closest by a second pass over X */
             CUDA_CHECK(kpp_scan<T>(fold_args, (unsigned)P, stream));
-        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, store, best_dev,
-                                                              nb, chunk_sums);
+        }
+        kpp_sums_kernel<<<sums_grid, KPP_THREADS, 0, stream>>>(n, w, closest, store, mask, best_dev,
+                                                              nb, chunk_sums, pick);
         CUDA_CHECK(cudaGetLastError());
     }
     /* the one wait: chosen and pot reach the host in one copy */
