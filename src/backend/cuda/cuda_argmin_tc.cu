@@ -239,7 +239,7 @@ struct tc_args {
  * once here (hi, lo); else (3 products where the split B does not fit in
  * shared memory) B as float, split at each use.
  *
- * Every chunk is CH n-tiles whole (4 where k <= 32, else 8), so the inner
+ * Every chunk is CH n-tiles whole (4 where k <= 32, else 5 to 8), so the inner
  * loops carry no bounds tests: the tiles of a last chunk past kpad / 8 repeat
  * the last tile, and their n_j (sn past kpad) are +inf, so their a are +inf
  * (or NaN) and never ranked.  CH = 4 exactly where the exact kernel's TX is
@@ -515,6 +515,13 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
     }
 }
 
+/* (one product: the split B is the float B's size, so always split) */
+template <typename T, int PASSES, int CH>
+void (*pick_kernel(bool split))(const tc_args<T>)
+{
+    return split ? tc_kernel<T, PASSES, true, CH> : tc_kernel<T, PASSES, PASSES == 1, CH>;
+}
+
 /* xf (count x d) = the listed rows of X, in list order. */
 template <typename T>
 __global__ void __launch_bounds__(FB_THREADS)
@@ -593,8 +600,19 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
         return GSB_OK;
     const int64_t kpad = (k + 7) / 8 * 8, dpad = (d + 7) / 8 * 8, ld = dpad + 4;
     /* n-tiles (8 centres each) per accumulator pass: 4 where k <= 32 (the
-     * exact kernel's TX = 8), else 8; kfull: kpad up to whole chunks */
-    const int ch = kpad <= 32 ? 4 : 8;
+     * exact kernel's TX = 8), else of 5 to 8 the least work, a chunk's A
+     * fragments (about 3 tiles' worth) and its tiles, padding included;
+     * kfull: kpad up to whole chunks */
+    const int64_t ntiles = kpad / 8;
+    int ch = 4;
+    if (ntiles > 4)
+        for (int c = 8, best = INT_MAX; c >= 5; c--) {
+            const int64_t chunks = (ntiles + c - 1) / c;
+            if (chunks * (c + 3) < best) {
+                best = (int)(chunks * (c + 3));
+                ch = c;
+            }
+        }
     const int64_t kfull = (kpad + 8 * ch - 1) / (8 * ch) * (8 * ch);
     /* shared memory: B in fragment order (split: hi, and lo for 3
      * products; else as float), n_j, each warp's rows.  The first that fits
@@ -649,11 +667,13 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     a.mind = (T *)mind->data;
     a.fb_count = &g.stat->fb_count;
     a.fb_rows = g.rows;
-    /* (one product: the split B is the float B's size, so always split) */
-    if (ch == 4)
-        kern = split ? tc_kernel<T, PASSES, true, 4> : tc_kernel<T, PASSES, PASSES == 1, 4>;
-    else
-        kern = split ? tc_kernel<T, PASSES, true, 8> : tc_kernel<T, PASSES, PASSES == 1, 8>;
+    switch (ch) {
+    case 4: kern = pick_kernel<T, PASSES, 4>(split); break;
+    case 5: kern = pick_kernel<T, PASSES, 5>(split); break;
+    case 6: kern = pick_kernel<T, PASSES, 6>(split); break;
+    case 7: kern = pick_kernel<T, PASSES, 7>(split); break;
+    default: kern = pick_kernel<T, PASSES, 8>(split); break;
+    }
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nw * 32, smem));
     resident = (int64_t)(per_sm > 0 ? per_sm : 1) * (ctx->sm_count > 0 ? ctx->sm_count : 16);
