@@ -299,12 +299,19 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
         const int nv = n - r0 < 32 ? (int)(n - r0) : 32; /* rows of this unit */
         /* the 32 rows' loads of a column slice all in flight at once (the
          * accumulators are not live here, so their registers are free) */
+        const T *xb = a.X + r0 * dd; /* 32-bit offsets from here (32 d < 2^31) */
         for (int q = lane; q < dpad; q += 32) {
             T v[32];
-            const T *xp = a.X + r0 * dd + q;
+            const bool qin = q < d;
+            if (nv == 32) { /* every unit but the last: one predicate */
 #pragma unroll
-            for (int rr = 0; rr < 32; rr++)
-                v[rr] = rr < nv && q < d ? stage_load(xp + rr * dd) : T(0);
+                for (int rr = 0; rr < 32; rr++)
+                    v[rr] = qin ? stage_load(xb + (rr * d + q)) : T(0);
+            } else {
+#pragma unroll
+                for (int rr = 0; rr < 32; rr++)
+                    v[rr] = rr < nv && qin ? stage_load(xb + (rr * d + q)) : T(0);
+            }
             float *sp = sx + q;
 #pragma unroll
             for (int rr = 0; rr < 32; rr++)
@@ -320,19 +327,18 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
             for (int64_t off = (int64_t)lane * 128; off < bytes; off += 32 * 128)
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
         }
-        /* ||x|| of row `lane` from the float copy; the start column turns
-         * with lane / 8 so the 32 lanes read 32 banks */
+        /* ||x|| of row `lane` from the float copy, 16 bytes a load: rows
+         * are ld = 4 (mod 8) words apart, so each 8 lanes' loads (one
+         * shared-memory phase) cover the 32 banks */
         double xp[4] = {0.0, 0.0, 0.0, 0.0}; /* four chains: dpad is a multiple of 8 */
         {
-            const float *rowp = sx + lane * ld;
-            int qq = lane >> 3; /* q + i + lane / 8, wrapped below dpad */
-            for (int q = 0; q < dpad; q += 4) {
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const double v = (double)rowp[qq];
-                    xp[i] += v * v;
-                    qq = qq + 1 == dpad ? 0 : qq + 1;
-                }
+            const float4 *rowp = (const float4 *)(sx + lane * ld);
+            for (int q4 = 0; q4 < dpad / 4; q4++) {
+                const float4 v = rowp[q4];
+                xp[0] += (double)v.x * (double)v.x;
+                xp[1] += (double)v.y * (double)v.y;
+                xp[2] += (double)v.z * (double)v.z;
+                xp[3] += (double)v.w * (double)v.w;
             }
         }
         const double xn = sqrt((xp[0] + xp[1]) + (xp[2] + xp[3])) * (1.0 + 0x1p-20);
@@ -476,27 +482,26 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
          * stored. */
         const int q0 = lane % TX, rl = lane / TX;
         double s[TX];
-        int jr[TX];
-        const T *cp[TX];
-        const float *xs[TX];
-        const T *xg[TX];
+        int jr[TX], co[TX], xo[TX]; /* 32-bit offsets: k d < 2^31 */
 #pragma unroll
         for (int p = 0; p < TX; p++) {
             const int row = p * RP + rl;
             s[p] = 0.0;
             jr[p] = row < nv ? lab[row] : -1;
-            cp[p] = a.C + (int64_t)(jr[p] < 0 ? 0 : jr[p]) * dd;
-            xs[p] = sx + row * ld;
-            xg[p] = a.X + (r0 + (row < nv ? row : 0)) * dd;
+            co[p] = (jr[p] < 0 ? 0 : jr[p]) * d;
+            xo[p] = sizeof(T) == 4 ? row * ld : (row < nv ? row : 0) * d;
         }
         for (int q = q0; q < d; q += TX) {
+            const T *cq = a.C + q;
+            const float *sq = sx + q;
+            const T *xq = xb + q;
 #pragma unroll
             for (int p = 0; p < TX; p++) {
                 double tq;
                 if constexpr (sizeof(T) == 4)
-                    tq = (double)xs[p][q] - (double)cp[p][q];
+                    tq = (double)sq[xo[p]] - (double)cq[co[p]];
                 else
-                    tq = (double)xg[p][q] - (double)cp[p][q];
+                    tq = (double)xq[xo[p]] - (double)cq[co[p]];
                 s[p] += tq * tq;
             }
         }
@@ -596,7 +601,9 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     int major = 0;
     *done = 0;
     CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device));
-    if (major < 8 || d < 1 || n > INT_MAX || k > INT_MAX - 8 || d > INT_MAX - 8)
+    /* (32-bit offsets in the kernel: 32 rows of X, all of C) */
+    if (major < 8 || d < 1 || n > INT_MAX || k > INT_MAX - 8 || d > INT_MAX / 64 ||
+        k * d > INT_MAX)
         return GSB_OK;
     const int64_t kpad = (k + 7) / 8 * 8, dpad = (d + 7) / 8 * 8, ld = dpad + 4;
     /* n-tiles (8 centres each) per accumulator pass: 4 where k <= 32 (the
