@@ -40,8 +40,7 @@
  *
  * The bound B(x) = K1 ||x|| cmax + K2 cmax^2 + K3 (1 + ||x|| + cmax), with
  * cmax = max_j ||c_j||, P = sum |x_q c_jq| <= ||x|| cmax, u = 2^-24, uT the
- * unit roundoff of T, s = dpad / 16 the pairs of k-steps (16 columns; dpad
- * is a multiple of 16):
+ * unit roundoff of T, s = dpad / 8 the k-steps of 8 columns:
  *  - the exact kernel against the real E_j = ||c_j||^2 - 2 x.c_j: the FMA
  *    chain 2 gamma_d(uT) P, n_j (uT + 2d 2^-53) cmax^2, the final fma
  *    1.01 uT (cmax^2 + 2P);
@@ -50,17 +49,13 @@
  *    2^-22 |x c| <= 2^-20 |x c|; float64 inputs rounded to float 2 x 2^-24;
  *    the FP32 accumulation of the tensor cores (products exact, aligned and
  *    truncated, Fasi et al. 2021): at most 32 units of 2^-23 = 2^-18 of the
- *    sum of the magnitudes each mma adds (its 9 terms).  Each pair of
- *    k-steps (a, b; P_ab their columns' share of P) has a tile from zero:
- *    lo.hi a, hi.lo a, lo.hi b, hi.lo b, hi.hi a, hi.hi b.  The lo
- *    products are at most 2^-11 (1 + 2^-11)^2 |x c| each (L_a, L_b <=
- *    1.001 2^-10 of their P), the hi.hi at most (1 + 2^-11)^2 |x c|
- *    (H_a, H_b), so the six mma add magnitudes (running sum included) of
- *    at most 2 H_a + H_b + 5 (L_a + L_b) <= 2.01 P_ab: they err by at most
- *    2.01 2^-18 P_ab, and the tile is at most 1.003 P_ab (one product,
- *    hi.hi a then hi.hi b: the same bound); the s tiles are then added in
- *    FP32 (the first add exact), gamma_{s-1}(u) 1.003 P: in all 1.01
- *    (2 2^-18 + gamma_{s-1}(u)) P, against m 2^-18 P (m = the mma per
+ *    sum of the magnitudes each mma adds (its 9 terms).  Each k-step's tile
+ *    starts from zero (lo.hi, then hi.lo, then hi.hi, P_s its columns'
+ *    share of P): the lo products are at most 2^-11 (1 + 2^-11)^2 |x c|
+ *    each, so the three mma err by at most 2^-18 (H_s + 4.1 L_s) <= 1.01
+ *    2^-18 P_s and the tile is at most 1.003 P_s; the s tiles are then
+ *    added in FP32 (the first add exact), gamma_{s-1}(u) 1.003 P: in all
+ *    1.01 (2^-18 + gamma_{s-1}(u)) P, against m 2^-18 P (m = the mma per
  *    output, 3d/8) had the mma accumulated across k-steps; twice these
  *    (a = n - 2 S); n_j as float (2^-24 + 2d 2^-53) cmax^2; the fl32 of a
  *    1.01 2^-24 (cmax^2 + 2P);
@@ -374,53 +369,43 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
 #pragma unroll
                     for (int e = 0; e < 4; e++)
                         acc[mt][nt][e] = 0.0f;
-            /* k-steps in pairs (ksteps is even) */
-            for (int ks = 0; ks < ksteps; ks += 2) {
-                uint32_t ah[2][2][4], al[2][2][4]; /* [step][m-tile] */
+            for (int ks = 0; ks < ksteps; ks++) {
+                uint32_t ah[2][4], al[2][4];
+                const float *p = pa + ks * 8;
 #pragma unroll
-                for (int st = 0; st < 2; st++)
-#pragma unroll
-                    for (int mt = 0; mt < 2; mt++) {
-                        const float *pm = pa + (ks + st) * 8 + mt * 16 * ld;
-                        tf32_split<PASSES>(pm[0], ah[st][mt][0], al[st][mt][0]);
-                        tf32_split<PASSES>(pm[8 * ld], ah[st][mt][1], al[st][mt][1]);
-                        tf32_split<PASSES>(pm[4], ah[st][mt][2], al[st][mt][2]);
-                        tf32_split<PASSES>(pm[8 * ld + 4], ah[st][mt][3], al[st][mt][3]);
-                    }
+                for (int mt = 0; mt < 2; mt++) {
+                    const float *pm = p + mt * 16 * ld;
+                    tf32_split<PASSES>(pm[0], ah[mt][0], al[mt][0]);
+                    tf32_split<PASSES>(pm[8 * ld], ah[mt][1], al[mt][1]);
+                    tf32_split<PASSES>(pm[4], ah[mt][2], al[mt][2]);
+                    tf32_split<PASSES>(pm[8 * ld + 4], ah[mt][3], al[mt][3]);
+                }
 #pragma unroll
                 for (int nt = 0; nt < CH; nt++) {
-                    uint32_t bh0[2], bh1[2], bl0[2] = {0u, 0u}, bl1[2] = {0u, 0u};
-#pragma unroll
-                    for (int st = 0; st < 2; st++) {
-                        const uint32_t *pb = pbt[nt] + (ks + st) * 32 * W;
-                        if constexpr (!SPLIT) {
-                            const uint2 v = *(const uint2 *)pb;
-                            tf32_split<PASSES>(__uint_as_float(v.x), bh0[st], bl0[st]);
-                            tf32_split<PASSES>(__uint_as_float(v.y), bh1[st], bl1[st]);
-                        } else if constexpr (PASSES == 3) {
-                            const uint4 v = *(const uint4 *)pb;
-                            bh0[st] = v.x, bh1[st] = v.y, bl0[st] = v.z, bl1[st] = v.w;
-                        } else {
-                            const uint2 v = *(const uint2 *)pb;
-                            bh0[st] = v.x, bh1[st] = v.y;
-                        }
+                    const uint32_t *pb = pbt[nt] + ks * 32 * W;
+                    uint32_t bh0, bh1, bl0 = 0u, bl1 = 0u;
+                    if constexpr (!SPLIT) {
+                        const uint2 v = *(const uint2 *)pb;
+                        tf32_split<PASSES>(__uint_as_float(v.x), bh0, bl0);
+                        tf32_split<PASSES>(__uint_as_float(v.y), bh1, bl1);
+                    } else if constexpr (PASSES == 3) {
+                        const uint4 v = *(const uint4 *)pb;
+                        bh0 = v.x, bh1 = v.y, bl0 = v.z, bl1 = v.w;
+                    } else {
+                        const uint2 v = *(const uint2 *)pb;
+                        bh0 = v.x, bh1 = v.y;
                     }
 #pragma unroll
                     for (int mt = 0; mt < 2; mt++) {
-                        /* this pair of k-steps' 16 columns from zero, then
-                         * one FP32 add: the tensor cores' truncation error
-                         * stays relative to these columns' terms (the
-                         * bound); the small terms first, then hi.hi */
+                        /* this k-step's 8 columns from zero, then one FP32
+                         * add: the tensor cores' truncation error stays
+                         * relative to this step's terms (the bound) */
                         float tile[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                        if (PASSES == 3)
-#pragma unroll
-                            for (int st = 0; st < 2; st++) {
-                                mma_tf32(tile, al[st][mt], bh0[st], bh1[st]);
-                                mma_tf32(tile, ah[st][mt], bl0[st], bl1[st]);
-                            }
-#pragma unroll
-                        for (int st = 0; st < 2; st++)
-                            mma_tf32(tile, ah[st][mt], bh0[st], bh1[st]);
+                        if (PASSES == 3) { /* the small terms first */
+                            mma_tf32(tile, al[mt], bh0, bh1);
+                            mma_tf32(tile, ah[mt], bl0, bl1);
+                        }
+                        mma_tf32(tile, ah[mt], bh0, bh1);
 #pragma unroll
                         for (int e = 0; e < 4; e++)
                             acc[mt][nt][e] += tile[e];
@@ -582,9 +567,9 @@ tc_bound bound_for(int64_t d, int dpad, int passes)
     double rep = passes == 3 ? 0x1p-20 : 0x1p-10 + 0x1p-22;
     if (sizeof(T) == 8)
         rep += 2.0 * 0x1p-24; /* x and c rounded to float */
-    /* each pair of k-steps' tile from zero (<= 2.01 2^-18 of its terms in
-     * all), then dpad / 16 - 1 FP32 adds of the tiles */
-    const double acc = 1.01 * (2.0 * 0x1p-18 + gamma_of(dpad / 16 - 1, u));
+    /* each k-step's tile from zero (<= 1.01 2^-18 of its terms in all),
+     * then dpad / 8 - 1 FP32 adds of the tiles */
+    const double acc = 1.01 * (0x1p-18 + gamma_of(dpad / 8 - 1, u));
     const double norm = uT + 2.0 * (double)d * 0x1p-53; /* n_j as T */
     tc_bound b;
     b.K1 = 1.1 * (2.0 * (rep + acc) * 1.01 + 2.0 * 1.01 * u   /* the tiles, fl32(a) */
@@ -620,7 +605,7 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     if (major < 8 || d < 1 || n > INT_MAX || k > INT_MAX - 8 || d > INT_MAX / 64 ||
         k * d > INT_MAX)
         return GSB_OK;
-    const int64_t kpad = (k + 7) / 8 * 8, dpad = (d + 15) / 16 * 16, ld = dpad + 4;
+    const int64_t kpad = (k + 7) / 8 * 8, dpad = (d + 7) / 8 * 8, ld = dpad + 4;
     /* n-tiles (8 centres each) per accumulator pass: 4 where k <= 32 (the
      * exact kernel's TX = 8), else of 5 to 8 the least work, a chunk's A
      * fragments (about 3 tiles' worth) and its tiles, padding included;
@@ -662,17 +647,6 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     int rc = GSB_OK, per_sm = 0, hits = 0;
     int64_t units = (n + 31) / 32, blocks = (units + nw - 1) / nw, resident;
     const char *stats = getenv("GSB_ARGMIN_STATS");
-    /* the kernel and its occupancy first: host work done before the first launch */
-    switch (ch) {
-    case 4: kern = pick_kernel<T, PASSES, 4>(split); break;
-    case 5: kern = pick_kernel<T, PASSES, 5>(split); break;
-    case 6: kern = pick_kernel<T, PASSES, 6>(split); break;
-    case 7: kern = pick_kernel<T, PASSES, 7>(split); break;
-    default: kern = pick_kernel<T, PASSES, 8>(split); break;
-    }
-    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nw * 32, smem));
-    resident = (int64_t)(per_sm > 0 ? per_sm : 1) * (ctx->sm_count > 0 ? ctx->sm_count : 16);
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)k * sizeof(T), (void **)&g.cn));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, (size_t)kpad * sizeof(float), (void **)&g.sn));
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, sizeof(tc_stat), (void **)&g.stat));
@@ -700,6 +674,16 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     a.mind = (T *)mind->data;
     a.fb_count = &g.stat->fb_count;
     a.fb_rows = g.rows;
+    switch (ch) {
+    case 4: kern = pick_kernel<T, PASSES, 4>(split); break;
+    case 5: kern = pick_kernel<T, PASSES, 5>(split); break;
+    case 6: kern = pick_kernel<T, PASSES, 6>(split); break;
+    case 7: kern = pick_kernel<T, PASSES, 7>(split); break;
+    default: kern = pick_kernel<T, PASSES, 8>(split); break;
+    }
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nw * 32, smem));
+    resident = (int64_t)(per_sm > 0 ? per_sm : 1) * (ctx->sm_count > 0 ? ctx->sm_count : 16);
     if (blocks > resident)
         blocks = resident;
     kern<<<(unsigned)blocks, (unsigned)(nw * 32), smem, st>>>(a);
