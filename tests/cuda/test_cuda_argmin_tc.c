@@ -132,7 +132,9 @@ static void set_row(gsb__tensor *X, int64_t i, const gsb__tensor *C, int64_t j)
         gsb__tensor_set(X, i * d + q, gsb__tensor_get(C, j * d + q));
 }
 
-/* Random shapes: k = 1, k and d off the tiles, n off the unit, d past the tiles. */
+/* Random shapes: k = 1, k and d off the tiles, n off the unit (the last
+ * unit's staging), d past the tiles; every chunk width of the kernel: 4
+ * n-tiles (k <= 32), 5 (k = 33), 6 (k = 129), 7 (k = 100), 8 (k = 256). */
 static void test_shapes(void)
 {
     static const int64_t shapes[][3] = {{1, 1, 1},      {1000, 3, 1},   {4097, 64, 100},

@@ -86,7 +86,6 @@ namespace {
 constexpr int TC_WARPS = 6;                 /* warps per block, 32 rows each ... */
 constexpr int TC_WARPS_MIN = 4;             /* ... or these where that does not fit */
 constexpr int TC_THREADS = TC_WARPS * 32;   /* at most */
-constexpr int TC_CHUNK = 8;                 /* n-tiles (8 centres each) per accumulator pass */
 constexpr int64_t TC_SMEM_MAX = 112 << 10;  /* at least two blocks per SM */
 constexpr int FB_THREADS = 256;             /* gather / scatter of the exact rows */
 constexpr double RANGE_MAX = 0x1p50;        /* ||x|| + cmax at most this */
@@ -214,7 +213,7 @@ template <typename T>
 struct tc_args {
     const T *X, *C;
     int64_t n, k, d;
-    int kpad, dpad, ld, tx; /* padded sizes, shared row stride, the exact kernel's TX */
+    int kpad, dpad, ld, kfull; /* padded sizes, shared row stride, kpad to whole chunks */
     const float *sn;
     const tc_stat *stat; /* cmax^2 from it */
     tc_bound b;
@@ -226,7 +225,7 @@ struct tc_args {
 
 /*
  * Per warp, units of 32 rows (grid-stride): stage the rows as float, their
- * norms, the TF32 tiles against every centre in chunks of TC_CHUNK n-tiles,
+ * norms, the TF32 tiles against every centre in chunks of CH n-tiles,
  * each row's best and second-best a, the test, then for decided rows the
  * label and exact distance, for the others an entry in the exact list.
  *
@@ -239,19 +238,26 @@ struct tc_args {
  * lane's, so a warp's fragment load is conflict-free too.  SPLIT: B split
  * once here (hi, lo); else (3 products where the split B does not fit in
  * shared memory) B as float, split at each use.
+ *
+ * Every chunk is CH n-tiles whole (4 where k <= 32, else 5 to 8), so the inner
+ * loops carry no bounds tests: the tiles of a last chunk past kpad / 8 repeat
+ * the last tile, and their n_j (sn past kpad) are +inf, so their a are +inf
+ * (or NaN) and never ranked.  CH = 4 exactly where the exact kernel's TX is
+ * 8 (k <= 32), so TX is a constant too.
  */
-template <typename T, int PASSES, bool SPLIT>
+template <typename T, int PASSES, bool SPLIT, int CH>
 __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant__ tc_args<T> a)
 {
     extern __shared__ __align__(16) float smem[];
-    const int ld = a.ld, kpad = a.kpad, dpad = a.dpad;
-    const int64_t n = a.n, d = a.d, k = a.k;
+    const int ld = a.ld, kpad = a.kpad, dpad = a.dpad, kfull = a.kfull, d = (int)a.d;
+    const int64_t n = a.n, dd = a.d;
     constexpr int W = PASSES == 3 && SPLIT ? 4 : 2;    /* words of B a lane a k-step */
-    const int ksteps = dpad / 8;
+    constexpr int TX = CH == 4 ? 8 : 16, RP = 32 / TX; /* the exact kernel's distance lanes */
+    const int ksteps = dpad / 8, ntiles = kpad / 8;
     uint32_t *sb = (uint32_t *)smem;                   /* kpad / 8 x ksteps x 32 x W: B */
-    float *sn = (float *)(sb + (size_t)kpad * ksteps * 4 * W); /* kpad: n_j or +inf */
+    float *sn = (float *)(sb + (size_t)kpad * ksteps * 4 * W); /* kfull: n_j or +inf */
     const int nw = blockDim.x >> 5, nthr = blockDim.x; /* TC_WARPS or TC_WARPS_MIN */
-    float *sxall = sn + kpad;                          /* nw x 32 x ld: rows */
+    float *sxall = sn + kfull;                         /* nw x 32 x ld: rows */
     int *slab = (int *)(sxall + (size_t)nw * 32 * ld); /* nw x 32 */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
@@ -263,8 +269,8 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
     for (int e = tid; e < kpad * ksteps * 4; e += nthr) {
         const int l = e & 31, f = e >> 5, ks = f % ksteps, nt = f / ksteps;
         const int64_t j = nt * 8 + (l >> 2), q = ks * 8 + (l & 3);
-        const float c0 = j < k && q < d ? (float)a.C[j * d + q] : 0.0f;
-        const float c1 = j < k && q + 4 < d ? (float)a.C[j * d + q + 4] : 0.0f;
+        const float c0 = j < a.k && q < dd ? (float)a.C[j * dd + q] : 0.0f;
+        const float c1 = j < a.k && q + 4 < dd ? (float)a.C[j * dd + q + 4] : 0.0f;
         uint32_t h0, l0, h1, l1;
         tf32_split<PASSES>(c0, h0, l0);
         tf32_split<PASSES>(c1, h1, l1);
@@ -276,8 +282,8 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
         else
             *(uint2 *)(sb + (size_t)e * W) = make_uint2(h0, h1);
     }
-    for (int j = tid; j < kpad; j += nthr)
-        sn[j] = a.sn[j];
+    for (int j = tid; j < kfull; j += nthr)
+        sn[j] = j < kpad ? a.sn[j] : INFINITY;
     /* cmax^2 = max_j n_j (1 + 2^-20), NaN if any n_j is not finite */
     const double cmax2 = a.stat->bad ? (double)NAN
                                      : __longlong_as_double((long long)a.stat->cmax2_bits) *
@@ -290,39 +296,49 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
     const int64_t units = (n + 31) / 32;
     for (int64_t u = (int64_t)blockIdx.x * nw + warp; u < units; u += (int64_t)gridDim.x * nw) {
         const int64_t r0 = u * 32;
+        const int nv = n - r0 < 32 ? (int)(n - r0) : 32; /* rows of this unit */
         /* the 32 rows' loads of a column slice all in flight at once (the
          * accumulators are not live here, so their registers are free) */
+        const T *xb = a.X + r0 * dd; /* 32-bit offsets from here (32 d < 2^31) */
         for (int q = lane; q < dpad; q += 32) {
             T v[32];
+            const bool qin = q < d;
+            if (nv == 32) { /* every unit but the last: one predicate */
 #pragma unroll
-            for (int rr = 0; rr < 32; rr++) {
-                int64_t r = r0 + rr;
-                v[rr] = r < n && q < d ? stage_load(a.X + r * d + q) : T(0);
+                for (int rr = 0; rr < 32; rr++)
+                    v[rr] = qin ? stage_load(xb + (rr * d + q)) : T(0);
+            } else {
+#pragma unroll
+                for (int rr = 0; rr < 32; rr++)
+                    v[rr] = rr < nv && qin ? stage_load(xb + (rr * d + q)) : T(0);
             }
+            float *sp = sx + q;
 #pragma unroll
             for (int rr = 0; rr < 32; rr++)
-                sx[rr * ld + q] = (float)v[rr];
+                sp[rr * ld] = (float)v[rr];
         }
         __syncwarp();
         /* the warp's next unit towards L2 now (a hint, no registers), so its
          * staging above waits on L2 rather than on memory */
         const int64_t r0n = r0 + (int64_t)gridDim.x * nw * 32;
         if (r0n < n) {
-            const char *p = (const char *)(a.X + r0n * d);
-            const int64_t bytes = (n - r0n < 32 ? n - r0n : 32) * d * (int64_t)sizeof(T);
+            const char *p = (const char *)(a.X + r0n * dd);
+            const int64_t bytes = (n - r0n < 32 ? n - r0n : 32) * dd * (int64_t)sizeof(T);
             for (int64_t off = (int64_t)lane * 128; off < bytes; off += 32 * 128)
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
         }
-        /* ||x|| of row `lane` from the float copy; the start column turns
-         * with lane / 8 so the 32 lanes read 32 banks */
+        /* ||x|| of row `lane` from the float copy, 16 bytes a load: rows
+         * are ld = 4 (mod 8) words apart, so each 8 lanes' loads (one
+         * shared-memory phase) cover the 32 banks */
         double xp[4] = {0.0, 0.0, 0.0, 0.0}; /* four chains: dpad is a multiple of 8 */
-        for (int q = 0; q < dpad; q += 4) {
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int qq = q + i + (lane >> 3);
-                qq = qq >= dpad ? qq - dpad : qq;
-                double v = (double)sx[lane * ld + qq];
-                xp[i] += v * v;
+        {
+            const float4 *rowp = (const float4 *)(sx + lane * ld);
+            for (int q4 = 0; q4 < dpad / 4; q4++) {
+                const float4 v = rowp[q4];
+                xp[0] += (double)v.x * (double)v.x;
+                xp[1] += (double)v.y * (double)v.y;
+                xp[2] += (double)v.z * (double)v.z;
+                xp[3] += (double)v.w * (double)v.w;
             }
         }
         const double xn = sqrt((xp[0] + xp[1]) + (xp[2] + xp[3])) * (1.0 + 0x1p-20);
@@ -336,31 +352,37 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
             b2[r] = INFINITY;
             i1[r] = -1;
         }
-        for (int n0 = 0; n0 < kpad; n0 += 8 * TC_CHUNK) {
-            float acc[2][TC_CHUNK][4];
+        const float *pa = sx + g * ld + t; /* a0 of m-tile 0 at k-step 0 */
+        for (int n0 = 0; n0 < kpad; n0 += 8 * CH) {
+            /* this chunk's fragments at k-step 0 (tiles past the last: the last) */
+            const uint32_t *pbt[CH];
+#pragma unroll
+            for (int nt = 0; nt < CH; nt++) {
+                const int tile = min((n0 >> 3) + nt, ntiles - 1);
+                pbt[nt] = sb + (tile * ksteps * 32 + lane) * W;
+            }
+            float acc[2][CH][4];
 #pragma unroll
             for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-                for (int nt = 0; nt < TC_CHUNK; nt++)
+                for (int nt = 0; nt < CH; nt++)
 #pragma unroll
                     for (int e = 0; e < 4; e++)
                         acc[mt][nt][e] = 0.0f;
-            for (int q0 = 0; q0 < dpad; q0 += 8) {
+            for (int ks = 0; ks < ksteps; ks++) {
                 uint32_t ah[2][4], al[2][4];
+                const float *p = pa + ks * 8;
 #pragma unroll
                 for (int mt = 0; mt < 2; mt++) {
-                    const float *p = sx + (mt * 16 + g) * ld + q0 + t;
-                    tf32_split<PASSES>(p[0], ah[mt][0], al[mt][0]);
-                    tf32_split<PASSES>(p[8 * ld], ah[mt][1], al[mt][1]);
-                    tf32_split<PASSES>(p[4], ah[mt][2], al[mt][2]);
-                    tf32_split<PASSES>(p[8 * ld + 4], ah[mt][3], al[mt][3]);
+                    const float *pm = p + mt * 16 * ld;
+                    tf32_split<PASSES>(pm[0], ah[mt][0], al[mt][0]);
+                    tf32_split<PASSES>(pm[8 * ld], ah[mt][1], al[mt][1]);
+                    tf32_split<PASSES>(pm[4], ah[mt][2], al[mt][2]);
+                    tf32_split<PASSES>(pm[8 * ld + 4], ah[mt][3], al[mt][3]);
                 }
 #pragma unroll
-                for (int nt = 0; nt < TC_CHUNK; nt++) {
-                    if (n0 + nt * 8 >= kpad)
-                        break;
-                    const uint32_t *pb =
-                        sb + ((size_t)((n0 >> 3) + nt) * ksteps * 32 + (q0 >> 3) * 32 + lane) * W;
+                for (int nt = 0; nt < CH; nt++) {
+                    const uint32_t *pb = pbt[nt] + ks * 32 * W;
                     uint32_t bh0, bh1, bl0 = 0u, bl1 = 0u;
                     if constexpr (!SPLIT) {
                         const uint2 v = *(const uint2 *)pb;
@@ -391,24 +413,22 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
                 }
             }
             /* a = n_j - 2 S_j; columns rise within a thread, so an equal a
-             * goes to the second place (a tie: the exact path decides) */
+             * goes to the second place (a tie: the exact path decides).
+             * Branch-free: b2 = min(b2, max(b1, v)) is the old b1 where v
+             * < b1, else min(b2, v).  (A NaN v sets b2 = b1, which fails the
+             * test; rows with one fail it anyway.) */
 #pragma unroll
-            for (int nt = 0; nt < TC_CHUNK; nt++) {
-                if (n0 + nt * 8 >= kpad)
-                    break;
+            for (int nt = 0; nt < CH; nt++) {
+                const float2 s2 = *(const float2 *)(sn + n0 + nt * 8 + 2 * t);
 #pragma unroll
                 for (int mt = 0; mt < 2; mt++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const int j = n0 + nt * 8 + 2 * t + (e & 1), r = mt * 2 + (e >> 1);
-                        const float v = fmaf(-2.0f, acc[mt][nt][e], sn[j]);
-                        if (v < b1[r]) {
-                            b2[r] = b1[r];
-                            b1[r] = v;
-                            i1[r] = j;
-                        } else if (v < b2[r]) {
-                            b2[r] = v;
-                        }
+                        const float v = fmaf(-2.0f, acc[mt][nt][e], (e & 1) ? s2.y : s2.x);
+                        b2[r] = fminf(b2[r], fmaxf(b1[r], v));
+                        i1[r] = v < b1[r] ? j : i1[r];
+                        b1[r] = fminf(b1[r], v);
                     }
             }
         }
@@ -456,37 +476,41 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
         /* the winners' exact distances, as the exact kernel sums them: TX
          * lanes a row, columns lane % TX, + TX, ..., then a butterfly.  A
          * lane's TX rows (p RP + lane / TX) at once, so their loads overlap;
-         * float32 reads x from the shared rows, which hold it exactly. */
-        const int TX = a.tx, RP = 32 / TX, q0 = lane % TX;
-        double s[16];
-        int jr[16];
+         * float32 reads x from the shared rows, which hold it exactly.  Rows
+         * without a winner (listed, or past n) sum against centre 0 (and
+         * float64 against the unit's first row) with no branch, and are not
+         * stored. */
+        const int q0 = lane % TX, rl = lane / TX;
+        double s[TX];
+        int jr[TX], co[TX], xo[TX]; /* 32-bit offsets: k d < 2^31 */
 #pragma unroll
-        for (int p = 0; p < 16; p++) {
-            const int row = p * RP + lane / TX;
+        for (int p = 0; p < TX; p++) {
+            const int row = p * RP + rl;
             s[p] = 0.0;
-            jr[p] = p < TX && r0 + row < n ? lab[row] : -1;
+            jr[p] = row < nv ? lab[row] : -1;
+            co[p] = (jr[p] < 0 ? 0 : jr[p]) * d;
+            xo[p] = sizeof(T) == 4 ? row * ld : (row < nv ? row : 0) * d;
         }
         for (int q = q0; q < d; q += TX) {
+            const T *cq = a.C + q;
+            const float *sq = sx + q;
+            const T *xq = xb + q;
 #pragma unroll
-            for (int p = 0; p < 16; p++) {
-                if (jr[p] < 0)
-                    continue;
-                const int row = p * RP + lane / TX;
+            for (int p = 0; p < TX; p++) {
                 double tq;
                 if constexpr (sizeof(T) == 4)
-                    tq = (double)sx[row * ld + q] - (double)a.C[(int64_t)jr[p] * d + q];
+                    tq = (double)sq[xo[p]] - (double)cq[co[p]];
                 else
-                    tq = (double)a.X[(r0 + row) * d + q] - (double)a.C[(int64_t)jr[p] * d + q];
+                    tq = (double)xq[xo[p]] - (double)cq[co[p]];
                 s[p] += tq * tq;
             }
         }
 #pragma unroll
-        for (int p = 0; p < 16; p++) {
-            if (p >= TX)
-                break;
+        for (int p = 0; p < TX; p++) {
+#pragma unroll
             for (int off = TX / 2; off > 0; off >>= 1)
                 s[p] += __shfl_xor_sync(FULL_MASK, s[p], off);
-            const int64_t r = r0 + p * RP + lane / TX;
+            const int64_t r = r0 + p * RP + rl;
             if (q0 == 0 && jr[p] >= 0) {
                 a.labels[r] = jr[p];
                 a.mind[r] = (T)s[p];
@@ -494,6 +518,13 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
         }
         __syncwarp(); /* sx and lab are rewritten by the next unit */
     }
+}
+
+/* (one product: the split B is the float B's size, so always split) */
+template <typename T, int PASSES, int CH>
+void (*pick_kernel(bool split))(const tc_args<T>)
+{
+    return split ? tc_kernel<T, PASSES, true, CH> : tc_kernel<T, PASSES, PASSES == 1, CH>;
 }
 
 /* xf (count x d) = the listed rows of X, in list order. */
@@ -570,9 +601,26 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     int major = 0;
     *done = 0;
     CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device));
-    if (major < 8 || d < 1 || n > INT_MAX || k > INT_MAX - 8 || d > INT_MAX - 8)
+    /* (32-bit offsets in the kernel: 32 rows of X, all of C) */
+    if (major < 8 || d < 1 || n > INT_MAX || k > INT_MAX - 8 || d > INT_MAX / 64 ||
+        k * d > INT_MAX)
         return GSB_OK;
     const int64_t kpad = (k + 7) / 8 * 8, dpad = (d + 7) / 8 * 8, ld = dpad + 4;
+    /* n-tiles (8 centres each) per accumulator pass: 4 where k <= 32 (the
+     * exact kernel's TX = 8), else of 5 to 8 the least work, a chunk's A
+     * fragments (about 3 tiles' worth) and its tiles, padding included;
+     * kfull: kpad up to whole chunks */
+    const int64_t ntiles = kpad / 8;
+    int ch = 4;
+    if (ntiles > 4)
+        for (int c = 8, best = INT_MAX; c >= 5; c--) {
+            const int64_t chunks = (ntiles + c - 1) / c;
+            if (chunks * (c + 3) < best) {
+                best = (int)(chunks * (c + 3));
+                ch = c;
+            }
+        }
+    const int64_t kfull = (kpad + 8 * ch - 1) / (8 * ch) * (8 * ch);
     /* shared memory: B in fragment order (split: hi, and lo for 3
      * products; else as float), n_j, each warp's rows.  The first that fits
      * of: TC_WARPS warps and B split, as float, then TC_WARPS_MIN the same */
@@ -582,7 +630,7 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     size_t smem = 0;
     for (int c = 0; c < 4 && !nw; c++) {
         const int w = c < 2 ? TC_WARPS : TC_WARPS_MIN;
-        const int64_t words = (c % 2 == 0 ? bsplit : bfloat) + kpad + (int64_t)w * 32 * (ld + 1);
+        const int64_t words = (c % 2 == 0 ? bsplit : bfloat) + kfull + (int64_t)w * 32 * (ld + 1);
         if (words * 4 <= TC_SMEM_MAX) {
             nw = w;
             split = c % 2 == 0;
@@ -618,7 +666,7 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     a.kpad = (int)kpad;
     a.dpad = (int)dpad;
     a.ld = (int)ld;
-    a.tx = k <= 32 ? 8 : 16; /* argmin_run's tile: TX = BN / TN */
+    a.kfull = (int)kfull; /* CH = 4 exactly where argmin_run's TX = BN / TN is 8 (k <= 32) */
     a.sn = g.sn;
     a.stat = g.stat;
     a.b = bound_for<T>(d, (int)dpad, PASSES);
@@ -626,8 +674,13 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     a.mind = (T *)mind->data;
     a.fb_count = &g.stat->fb_count;
     a.fb_rows = g.rows;
-    /* (one product: the split B is the float B's size, so always split) */
-    kern = split ? tc_kernel<T, PASSES, true> : tc_kernel<T, PASSES, PASSES == 1>;
+    switch (ch) {
+    case 4: kern = pick_kernel<T, PASSES, 4>(split); break;
+    case 5: kern = pick_kernel<T, PASSES, 5>(split); break;
+    case 6: kern = pick_kernel<T, PASSES, 6>(split); break;
+    case 7: kern = pick_kernel<T, PASSES, 7>(split); break;
+    default: kern = pick_kernel<T, PASSES, 8>(split); break;
+    }
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nw * 32, smem));
     resident = (int64_t)(per_sm > 0 ? per_sm : 1) * (ctx->sm_count > 0 ? ctx->sm_count : 16);
@@ -688,9 +741,11 @@ done:
 
 int gsb__cuda_argmin_tc_mode(gsb_dtype dt)
 {
-    /* by default 3xTF32 for float64 only: measured on an H200 at 1M x 64,
-     * k = 100 (bench_ops) it took 1.17 ms against the exact kernel's 1.36,
-     * but 0.89 ms against 0.72 in float32 */
+    /* by default 3xTF32 for float64 only.  Measured on an H200 at 1M x 64,
+     * k = 100 (bench_ops, one call): float64 0.61 ms against the exact
+     * kernel's 1.36, float32 0.51 ms (the tile kernel 0.43 of it, ncu)
+     * against 0.71; float32 stays exact until k <= 32 (chunks of 4 n-tiles,
+     * padded) is measured too */
     const char *m = getenv("GSB_ARGMIN");
     if (m && strcmp(m, "exact") == 0)
         return 0;
