@@ -739,13 +739,14 @@ done:
 
 } // namespace
 
-int gsb__cuda_argmin_tc_mode(gsb_dtype dt)
+int gsb__cuda_argmin_tc_mode(gsb_dtype dt, int64_t n, int64_t k)
 {
-    /* by default 3xTF32 for float64 only.  Measured on an H200 at 1M x 64,
-     * k = 100 (bench_ops, one call): float64 0.61 ms against the exact
-     * kernel's 1.36, float32 0.51 ms (the tile kernel 0.43 of it, ncu)
-     * against 0.71; float32 stays exact until k <= 32 (chunks of 4 n-tiles,
-     * padded) is measured too */
+    /* by default 3xTF32.  Measured on an H200 at 1M x 64, k = 100 (bench_ops,
+     * one call): float64 0.61 ms against the exact kernel's 1.36, float32
+     * 0.51 ms (the tile kernel 0.43 of it, ncu) against 0.71.  float32 keeps
+     * the exact kernel where that is not shown: k <= 32 (chunks of 4 padded
+     * n-tiles) and small n, where the tiles' ~0.09 ms of fixed work per call
+     * (norms, prep, the count's wait, gather / scatter) would dominate */
     const char *m = getenv("GSB_ARGMIN");
     if (m && strcmp(m, "exact") == 0)
         return 0;
@@ -753,7 +754,9 @@ int gsb__cuda_argmin_tc_mode(gsb_dtype dt)
         return 3;
     if (m && strcmp(m, "tf32") == 0)
         return 1;
-    return dt == GSB_F64 ? 3 : 0;
+    if (dt == GSB_F64)
+        return 3;
+    return k > 32 && n >= (1 << 18) ? 3 : 0;
 }
 
 int gsb__cuda_argmin_tc(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *C,

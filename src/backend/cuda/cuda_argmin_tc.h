@@ -8,11 +8,11 @@
 
 #include "backend/backend.h"
 
-/* How argmin_sqdist ranks centres of dtype dt (GSB_ARGMIN): 0 the exact
- * kernel ("exact"; float32's default), 1 one TF32 product per term ("tf32"),
- * 3 three TF32 products per term, the split hi/lo scheme ("3xtf32"; float64's
- * default). */
-int gsb__cuda_argmin_tc_mode(gsb_dtype dt);
+/* How argmin_sqdist ranks n rows against k centres of dtype dt
+ * (GSB_ARGMIN): 0 the exact kernel ("exact"), 1 one TF32 product per term
+ * ("tf32"), 3 three TF32 products per term, the split hi/lo scheme
+ * ("3xtf32"; the default, but for float32 with k <= 32 or n < 2^18). */
+int gsb__cuda_argmin_tc_mode(gsb_dtype dt, int64_t n, int64_t k);
 
 /*
  * labels and mind of X (n x d) against C (k x d), both float32 or float64 on

@@ -330,9 +330,10 @@ extern "C" int gsb__cuda_argmin_sqdist(const gsb__backend *be, const gsb__tensor
         return rc;
     if (X->rows == 0)
         return GSB_OK;
-    /* float64 by default (GSB_ARGMIN chooses): tensor cores rank, with this
-     * kernel's results bit for bit, where the shapes suit them (cuda_argmin_tc.cu) */
-    int mode = gsb__cuda_argmin_tc_mode(X->dtype), done = 0;
+    /* by default (float32: k > 32 and n >= 2^18; GSB_ARGMIN chooses) tensor
+     * cores rank, with this kernel's results bit for bit, where the shapes
+     * suit them (cuda_argmin_tc.cu) */
+    int mode = gsb__cuda_argmin_tc_mode(X->dtype, X->rows, C->rows), done = 0;
     if (mode && (rc = gsb__cuda_argmin_tc(be, X, C, labels, mind, mode, &done)) != GSB_OK)
         return rc;
     if (done)
