@@ -77,6 +77,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mutex>
+
 #include "backend/cuda/cuda_argmin_tc.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/cuda_distance_tile.cuh"
@@ -670,8 +672,8 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     case 7: kern = pick_kernel<T, PASSES, 7>(split); break;
     default: kern = pick_kernel<T, PASSES, 8>(split); break;
     }
-    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nw * 32, smem));
+    GSB_CUDA_CHECK(gsb__cuda_resident_per_sm((const void *)kern, ctx->device, nw * 32, smem,
+                                             (int)TC_SMEM_MAX, &per_sm));
     resident = (int64_t)(per_sm > 0 ? per_sm : 1) * (ctx->sm_count > 0 ? ctx->sm_count : 16);
     if (blocks > resident)
         blocks = resident;
@@ -702,6 +704,40 @@ done:
 }
 
 } // namespace
+
+int gsb__cuda_resident_per_sm(const void *kern, int device, int threads, size_t smem,
+                              int smem_max, int *per_sm)
+{
+    struct entry {
+        const void *kern;
+        int device, threads;
+        size_t smem;
+        int per_sm;
+    };
+    static std::mutex mu;
+    static entry seen[64]; /* kernels x shapes a process meets: few; past 64, asked each time */
+    static int used = 0;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        for (int i = 0; i < used; i++)
+            if (seen[i].kern == kern && seen[i].device == device && seen[i].threads == threads &&
+                seen[i].smem == smem) {
+                *per_sm = seen[i].per_sm;
+                return GSB_OK;
+            }
+    }
+    int v = 0;
+    if (smem_max > 0)
+        CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
+    CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kern, threads, smem));
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        if (used < 64)
+            seen[used++] = entry{kern, device, threads, smem, v};
+    }
+    *per_sm = v;
+    return GSB_OK;
+}
 
 int gsb__cuda_argmin_tc_mode(gsb_dtype dt, int64_t n, int64_t k)
 {

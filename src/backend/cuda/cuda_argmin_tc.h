@@ -40,4 +40,12 @@ int gsb__cuda_argmin_listed(const gsb__backend *be, const gsb__tensor *X, const 
                             const void *cn, const int32_t *rows, const int *count,
                             gsb__tensor *labels, gsb__tensor *mind);
 
+/* Resident blocks per SM of kern with threads and smem bytes of dynamic
+ * shared memory on device, asked of the runtime once per process and shape
+ * (driver calls that each launch would otherwise wait behind); with
+ * smem_max > 0 the kernel's dynamic shared memory limit is first set to it,
+ * the same value for every shape, so a cached answer never outruns it. */
+int gsb__cuda_resident_per_sm(const void *kern, int device, int threads, size_t smem,
+                              int smem_max, int *per_sm);
+
 #endif

@@ -173,9 +173,11 @@ int argmin_launch(const gsb__backend *be, const T *X, int64_t n, const T *Cc, in
                   const int *count)
 {
     int64_t blocks = (n + C::BM - 1) / C::BM;
-    int per_sm = 0, sm = gsb__cuda_ctx_of(be)->sm_count;
-    CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, argmin_kernel<C, T, LIST>,
-                                                           C::NT, 0));
+    int per_sm = 0, sm = gsb__cuda_ctx_of(be)->sm_count, rc;
+    if ((rc = gsb__cuda_resident_per_sm((const void *)argmin_kernel<C, T, LIST>,
+                                        gsb__cuda_ctx_of(be)->device, C::NT, 0, 0, &per_sm)) !=
+        GSB_OK)
+        return rc;
     int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * (sm > 0 ? sm : 16);
     if (blocks > resident)
         blocks = resident;
