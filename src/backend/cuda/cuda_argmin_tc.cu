@@ -742,11 +742,12 @@ int gsb__cuda_resident_per_sm(const void *kern, int device, int threads, size_t 
 int gsb__cuda_argmin_tc_mode(gsb_dtype dt, int64_t n, int64_t k)
 {
     /* by default 3xTF32.  Measured on an H200 at 1M x 64, k = 100 (bench_ops,
-     * one call): float64 0.61 ms against the exact kernel's 1.36, float32
-     * 0.51 ms (the tile kernel 0.43 of it, ncu) against 0.71.  float32 keeps
+     * one call): float64 0.56 ms against the exact kernel's 1.35, float32
+     * 0.47 ms (the tile kernel 0.43 of it, ncu) against 0.71.  float32 keeps
      * the exact kernel where that is not shown: k <= 32 (chunks of 4 padded
-     * n-tiles) and small n, where the tiles' ~0.09 ms of fixed work per call
-     * (norms, prep, the count's wait, gather / scatter) would dominate */
+     * n-tiles) and small n, where the tiles' fixed work per call (norms,
+     * prep, the listed rows' launch: ~0.05 ms with bench_ops' wait) would
+     * dominate */
     const char *m = getenv("GSB_ARGMIN");
     if (m && strcmp(m, "exact") == 0)
         return 0;

@@ -20,16 +20,14 @@ int gsb__cuda_argmin_tc_mode(gsb_dtype dt, int64_t n, int64_t k);
  * term; rows the bound cannot decide go through the exact arithmetic.  Sets
  * *done to 0 and does nothing where the shapes do not suit the tiles (the
  * caller then runs the exact kernel).  Arguments are checked by the caller.
- * Nothing waits on the host (but GSB_ARGMIN_STATS).  GSB_ARGMIN_STATS (diagnostics): each call counts the rows
- * that took the exact path into GSB_ARGMIN_EXACT_ROWS in the environment and,
- * unless it is "quiet", prints the count on stderr.
+ * The host never waits, but with GSB_ARGMIN_STATS (diagnostics): then each
+ * call counts the rows that took the exact path into GSB_ARGMIN_EXACT_ROWS
+ * in the environment and, unless it is "quiet", prints the count on stderr.
  */
 int gsb__cuda_argmin_tc(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *C,
                         gsb__tensor *labels, gsb__tensor *mind, int mode, int *done);
 
-/* The exact kernel (cuda_distance.cu) alone, arguments checked: each row's
- * label and distance depend only on that row and C, so the rows the tiles
- * leave can be gathered and run through it. */
+/* The exact kernel (cuda_distance.cu) alone, arguments checked. */
 int gsb__cuda_argmin_exact(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *C,
                            gsb__tensor *labels, gsb__tensor *mind);
 
