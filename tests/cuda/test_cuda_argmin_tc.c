@@ -256,10 +256,10 @@ static int64_t exact_rows(const char *mode, const gsb__tensor *Xg, const gsb__te
  * row would still pass the bit-for-bit tests above), and the exact path
  * does get the near ties: random normal data, 64 columns, 100 centres
  * (a CPU emulation leaves 0.05% of rows to the exact path with 3xTF32, 5%
- * with TF32), and the same rows with a common offset of 1000.  (The listed
- * rows are gathered for the exact kernel where they are at most half of X,
- * as in test_adversarial's and test_nonfinite's data; past that, as with
- * the offset and the integer data, the exact kernel runs on all of X.)
+ * with TF32), and the same rows with a common offset of 1000.  (The exact
+ * kernel reads the listed rows in place where they are at most half of X,
+ * as in test_adversarial's, test_nonfinite's and test_listed_many's data;
+ * past that, as with the offset and the integer data, it runs on all of X.)
  */
 static void test_exact_share(void)
 {
@@ -294,6 +294,48 @@ static void test_exact_share(void)
     }
 }
 
+/*
+ * The listed rows read in place by the exact kernel (one tile config each:
+ * k = 20 for the 32-wide centre tile, 70 for float32's 128-wide and
+ * float64's 64-wide): a large share of near ties, midpoints of two centres
+ * (on an H200 18% to 36% of the rows listed), but under half of X, so the
+ * list rather than all of X is run, and more listed rows than one wave of
+ * the exact kernel's blocks takes.
+ */
+static void test_listed_many(void)
+{
+    static const int64_t ks[2] = {70, 20};
+    for (int t = 0; t < 2; t++)
+        for (int s = 0; s < 2; s++) {
+            int before = case_begin();
+            gsb_dtype dt = dtypes[t];
+            int64_t n = 150000, d = 16, k = ks[s];
+            gsb__tensor X = host_random(dt, n, d, 1.0), C = host_random(dt, k, d, 1.0);
+            for (int64_t i = 0; i < n; i += 20) /* 9 rows of 20: midpoints */
+                for (int64_t m = i; m < i + 9 && m < n; m++) {
+                    int64_t a = m % k, b = (m * 7 + 3) % k;
+                    for (int64_t q = 0; q < d; q++)
+                        gsb__tensor_set(&X, m * d + q,
+                                        0.5 * (gsb__tensor_get(&C, a * d + q) +
+                                               gsb__tensor_get(&C, b * d + q)));
+                }
+            compare_all(&X, &C, 0);
+            gsb__tensor Xg = to_gpu(&X), Cg = to_gpu(&C);
+            int64_t r3 = exact_rows("3xtf32", &Xg, &Cg), r1 = exact_rows("tf32", &Xg, &Cg);
+            printf("    %s k=%lld midpoints: %lld (3xtf32), %lld (tf32) of %lld rows exact\n",
+                   gsb_dtype_name(dt), (long long)k, (long long)r3, (long long)r1,
+                   (long long)n);
+            CHECK(r3 >= n / 8 && r3 <= n / 2);
+            CHECK(r1 >= n / 8 && r1 <= n / 2);
+            gsb__tensor_free(&Xg);
+            gsb__tensor_free(&Cg);
+            gsb__tensor_free(&X);
+            gsb__tensor_free(&C);
+            CASE_END(before, "argmin tc %s k=%lld many listed rows", gsb_dtype_name(dt),
+                     (long long)k);
+        }
+}
+
 int main(void)
 {
     if (!cuda_testing_init())
@@ -304,5 +346,6 @@ int main(void)
     RUN(test_offset_and_ints);
     RUN(test_nonfinite);
     RUN(test_exact_share);
+    RUN(test_listed_many);
     return testing_done();
 }

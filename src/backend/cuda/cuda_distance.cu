@@ -41,21 +41,22 @@ namespace {
  * Blocks of BM rows of X, grid-stride (the grid holds as many blocks as
  * are resident at once, so each streams many row blocks and fetches the
  * next one's first slice while finishing the current one): labels and
- * exact squared distances of the rows.  cn holds ||c||^2 in T.
+ * exact squared distances of the rows.  cn holds ||c||^2 in T.  MAP: the
+ * rows are X's rows map[0 .. n-1], read and written in place; a row's
+ * results depend only on the row and C, not on where it sits in a tile.
  */
-template <class C, typename T>
-__global__ void __launch_bounds__(C::NT, 2)
-    argmin_kernel(const T *__restrict__ X, int64_t n, const T *__restrict__ Cc, int64_t k,
-                  int64_t d, const T *__restrict__ cn, int32_t *__restrict__ labels,
-                  T *__restrict__ mind)
+template <class C, typename T, bool MAP>
+__device__ __forceinline__ void
+argmin_rows(typename C::smem &sm, const T *__restrict__ X, int64_t n, const T *__restrict__ Cc,
+            int64_t k, int64_t d, const T *__restrict__ cn, int32_t *__restrict__ labels,
+            T *__restrict__ mind, const int32_t *__restrict__ map)
 {
-    __shared__ __align__(16) typename C::smem sm;
     const int tid = threadIdx.x, tx = tid % C::TX, ty = tid / C::TX;
     const T inf = (T)INFINITY;
     int64_t nblocks = (n + C::BM - 1) / C::BM;
     tile_pipe<C> pipe;
     if ((int64_t)blockIdx.x < nblocks)
-        tile_prefetch(pipe, X, n, (int64_t)blockIdx.x * C::BM, Cc, k, 0, d, tid);
+        tile_prefetch<C, T, MAP>(pipe, X, n, (int64_t)blockIdx.x * C::BM, Cc, k, 0, d, tid, map);
     for (int64_t blk = blockIdx.x; blk < nblocks; blk += gridDim.x) {
         int64_t r0 = blk * C::BM;
         T bv[C::TM];
@@ -70,9 +71,10 @@ __global__ void __launch_bounds__(C::NT, 2)
             bool more_c = c0 + C::BN < k;
             int64_t nxt = blk + gridDim.x;
             T acc[C::TM][C::TN];
-            tile_accumulate<OP_DOT, C>(sm, pipe, X, n, r0, Cc, k, c0, d, more_c || nxt < nblocks,
-                                       more_c ? r0 : nxt * C::BM, more_c ? c0 + C::BN : 0, tid,
-                                       tx, ty, acc);
+            tile_accumulate<OP_DOT, C, T, MAP>(sm, pipe, X, n, r0, Cc, k, c0, d,
+                                               more_c || nxt < nblocks,
+                                               more_c ? r0 : nxt * C::BM,
+                                               more_c ? c0 + C::BN : 0, tid, tx, ty, acc, map);
             /* columns in increasing order, so a strict < keeps the smaller index */
 #pragma unroll
             for (int j = 0; j < C::TN; j++) {
@@ -107,12 +109,17 @@ __global__ void __launch_bounds__(C::NT, 2)
         /* the winners' exact distances: the TX threads of a row split its
          * columns, all TM rows at once so their loads are in flight together */
         const T *xr[C::TM], *cr[C::TM];
+        int64_t rx[C::TM]; /* X's row */
         double s[C::TM];
 #pragma unroll
         for (int i = 0; i < C::TM; i++) {
             int64_t r = r0 + C::row(ty, i);
             bool ok = r < n && bj[i] >= 0;
-            xr[i] = ok ? X + r * d : NULL;
+            if constexpr (MAP)
+                rx[i] = r < n ? map[r] : 0;
+            else
+                rx[i] = r;
+            xr[i] = ok ? X + rx[i] * d : NULL;
             cr[i] = ok ? Cc + (int64_t)bj[i] * d : NULL;
             s[i] = 0.0;
         }
@@ -130,31 +137,77 @@ __global__ void __launch_bounds__(C::NT, 2)
                 s[i] += __shfl_xor_sync(FULL_MASK, s[i], off);
             int64_t r = r0 + C::row(ty, i);
             if (tx == 0 && r < n) {
-                labels[r] = bj[i];
-                mind[r] = (T)s[i];
+                labels[rx[i]] = bj[i];
+                mind[rx[i]] = (T)s[i];
             }
         }
     }
 }
 
-template <class C, typename T>
+/* All n rows of X; LIST: the *count rows listed in rows (cuda_argmin_tc.cu's
+ * near ties), or all of X where they are more than half of it. */
+template <class C, typename T, bool LIST>
+__global__ void __launch_bounds__(C::NT, 2)
+    argmin_kernel(const T *__restrict__ X, int64_t n, const T *__restrict__ Cc, int64_t k,
+                  int64_t d, const T *__restrict__ cn, int32_t *__restrict__ labels,
+                  T *__restrict__ mind, const int32_t *__restrict__ rows,
+                  const int *__restrict__ count)
+{
+    __shared__ __align__(16) typename C::smem sm;
+    if constexpr (LIST) {
+        const int64_t listed = *count;
+        if (listed <= n / 2)
+            argmin_rows<C, T, true>(sm, X, listed, Cc, k, d, cn, labels, mind, rows);
+        else
+            argmin_rows<C, T, false>(sm, X, n, Cc, k, d, cn, labels, mind, NULL);
+    } else {
+        argmin_rows<C, T, false>(sm, X, n, Cc, k, d, cn, labels, mind, NULL);
+    }
+}
+
+/* (LIST: a grid of the resident blocks whatever the count, which only the
+ * device knows; blocks past the listed rows' exit at once) */
+template <class C, bool LIST, typename T>
 int argmin_launch(const gsb__backend *be, const T *X, int64_t n, const T *Cc, int64_t k,
-                  int64_t d, const T *cn, int32_t *labels, T *mind)
+                  int64_t d, const T *cn, int32_t *labels, T *mind, const int32_t *rows,
+                  const int *count)
 {
     int64_t blocks = (n + C::BM - 1) / C::BM;
-    int per_sm = 0, sm = gsb__cuda_ctx_of(be)->sm_count;
-    CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, argmin_kernel<C, T>, C::NT,
-                                                           0));
+    int per_sm = 0, sm = gsb__cuda_ctx_of(be)->sm_count, rc;
+    if ((rc = gsb__cuda_resident_per_sm((const void *)argmin_kernel<C, T, LIST>,
+                                        gsb__cuda_ctx_of(be)->device, C::NT, 0, 0, &per_sm)) !=
+        GSB_OK)
+        return rc;
     int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * (sm > 0 ? sm : 16);
     if (blocks > resident)
         blocks = resident;
-    argmin_kernel<C, T><<<(unsigned)blocks, C::NT, 0, gsb__cuda_ctx_of(be)->stream>>>(
-        X, n, Cc, k, d, cn, labels, mind);
+    argmin_kernel<C, T, LIST><<<(unsigned)blocks, C::NT, 0, gsb__cuda_ctx_of(be)->stream>>>(
+        X, n, Cc, k, d, cn, labels, mind, rows, count);
     CUDA_LAUNCH_CHECK();
     return GSB_OK;
 }
 
 /* The centre tile follows k, so few centres do not pay for a 128-wide tile. */
+template <bool LIST, typename T>
+int argmin_pick(const gsb__backend *be, const T *X, int64_t n, const T *Cc, int64_t k,
+                int64_t d, const T *cn, int32_t *lab, T *md, const int32_t *rows,
+                const int *count)
+{
+    /* float64 stops at 4 x 4 per thread: more doubles would spill registers */
+    if (k <= 32)
+        return argmin_launch<tile_cfg<T, 128, 32, 8, 4, 4>, LIST>(be, X, n, Cc, k, d, cn, lab,
+                                                                  md, rows, count);
+    if constexpr (sizeof(T) == 8)
+        return argmin_launch<tile_cfg<T, 64, 64, 8, 4, 4>, LIST>(be, X, n, Cc, k, d, cn, lab,
+                                                                 md, rows, count);
+    else if (k <= 64)
+        return argmin_launch<tile_cfg<T, 128, 64, 8, 8, 4>, LIST>(be, X, n, Cc, k, d, cn, lab,
+                                                                  md, rows, count);
+    else
+        return argmin_launch<tile_cfg<T, 128, 128, 8, 8, 8>, LIST>(be, X, n, Cc, k, d, cn, lab,
+                                                                   md, rows, count);
+}
+
 template <typename T>
 int argmin_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
                gsb__tensor *labels, gsb__tensor *mind)
@@ -166,19 +219,9 @@ int argmin_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor 
     if (rc != GSB_OK)
         return rc;
     rc = row_norms<T, T>(be, Cc, k, d, 0, cn, 0.0, NULL);
-    if (rc == GSB_OK) {
-        int32_t *lab = (int32_t *)labels->data;
-        T *md = (T *)mind->data;
-        /* float64 stops at 4 x 4 per thread: more doubles would spill registers */
-        if (k <= 32)
-            rc = argmin_launch<tile_cfg<T, 128, 32, 8, 4, 4>>(be, X, n, Cc, k, d, cn, lab, md);
-        else if constexpr (sizeof(T) == 8)
-            rc = argmin_launch<tile_cfg<T, 64, 64, 8, 4, 4>>(be, X, n, Cc, k, d, cn, lab, md);
-        else if (k <= 64)
-            rc = argmin_launch<tile_cfg<T, 128, 64, 8, 8, 4>>(be, X, n, Cc, k, d, cn, lab, md);
-        else
-            rc = argmin_launch<tile_cfg<T, 128, 128, 8, 8, 8>>(be, X, n, Cc, k, d, cn, lab, md);
-    }
+    if (rc == GSB_OK)
+        rc = argmin_pick<false>(be, X, n, Cc, k, d, cn, (int32_t *)labels->data, (T *)mind->data,
+                                (const int32_t *)NULL, (const int *)NULL);
     gsb__cuda_free(be, cn);
     return rc;
 }
@@ -311,6 +354,19 @@ int gsb__cuda_argmin_exact(const gsb__backend *be, const gsb__tensor *X, const g
 {
     return X->dtype == GSB_F32 ? argmin_run<float>(be, X, C, labels, mind)
                                : argmin_run<double>(be, X, C, labels, mind);
+}
+
+int gsb__cuda_argmin_listed(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *C,
+                            const void *cn, const int32_t *rows, const int *count,
+                            gsb__tensor *labels, gsb__tensor *mind)
+{
+    const int64_t n = X->rows, k = C->rows, d = X->cols;
+    int32_t *lab = (int32_t *)labels->data;
+    if (X->dtype == GSB_F32)
+        return argmin_pick<true>(be, (const float *)X->data, n, (const float *)C->data, k, d,
+                                 (const float *)cn, lab, (float *)mind->data, rows, count);
+    return argmin_pick<true>(be, (const double *)X->data, n, (const double *)C->data, k, d,
+                             (const double *)cn, lab, (double *)mind->data, rows, count);
 }
 
 extern "C" int gsb__cuda_argmin_sqdist(const gsb__backend *be, const gsb__tensor *X,

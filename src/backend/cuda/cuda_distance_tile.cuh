@@ -183,21 +183,64 @@ __device__ __forceinline__ void tile_stash(T (*s)[LD], int tid, const T (&reg)[L
         s[tid % BK][tid / BK + q * (NT / BK)] = reg[q];
 }
 
+/*
+ * A's rows through a list (MAP): tile row r is A row map[r], for r < nrows
+ * (argmin_sqdist's rows left by the tensor cores, read in place).  A pointer
+ * per element of the thread's share, NULL past nrows (loads 0).
+ */
+template <typename T, int L>
+struct tile_msrc {
+    const T *ptr[L]; /* element (map[row], tid % BK) */
+    int64_t col;     /* tid % BK */
+};
+
+template <int L, int BK, int NT, typename T>
+__device__ __forceinline__ tile_msrc<T, L> tile_msource(const T *M, const int32_t *map,
+                                                        int64_t nrows, int64_t r0, int64_t d,
+                                                        int tid)
+{
+    static_assert(NT % BK == 0, "a thread keeps its slice column");
+    tile_msrc<T, L> s;
+    s.col = tid % BK;
+#pragma unroll
+    for (int q = 0; q < L; q++) {
+        const int64_t r = r0 + tid / BK + q * (NT / BK);
+        s.ptr[q] = r < nrows ? M + (int64_t)map[r] * d + s.col : NULL;
+    }
+    return s;
+}
+
+template <int L, typename T>
+__device__ __forceinline__ void tile_mfetch(const tile_msrc<T, L> &s, int64_t d, int64_t k0,
+                                            T (&reg)[L])
+{
+    const bool col_ok = s.col + k0 < d;
+#pragma unroll
+    for (int q = 0; q < L; q++)
+        reg[q] = col_ok && s.ptr[q] ? s.ptr[q][k0] : T(0);
+}
+
 /* A thread's share of a tile's first slice, fetched ahead (see tile_accumulate). */
 template <class C>
 struct tile_pipe {
     typename C::type ra[C::LA], rb[C::LB];
 };
 
-/* Fetch the first slice of the tile (A rows from a0, B rows from b0) into p. */
-template <class C, typename T>
+/* Fetch the first slice of the tile (A rows from a0, through amap where
+ * MAP; B rows from b0) into p. */
+template <class C, typename T, bool MAP = false>
 __device__ __forceinline__ void tile_prefetch(tile_pipe<C> &p, const T *__restrict__ A,
                                               int64_t na, int64_t a0, const T *__restrict__ B,
-                                              int64_t nb, int64_t b0, int64_t d, int tid)
+                                              int64_t nb, int64_t b0, int64_t d, int tid,
+                                              const int32_t *__restrict__ amap = NULL)
 {
     if (d <= 0)
         return;
-    tile_fetch<C::LA, C::BK, C::NT>(tile_source<C::BK, C::NT>(A, na, a0, d, tid), d, 0, p.ra);
+    if constexpr (MAP)
+        tile_mfetch(tile_msource<C::LA, C::BK, C::NT>(A, amap, na, a0, d, tid), d, 0, p.ra);
+    else
+        tile_fetch<C::LA, C::BK, C::NT>(tile_source<C::BK, C::NT>(A, na, a0, d, tid), d, 0,
+                                        p.ra);
     tile_fetch<C::LB, C::BK, C::NT>(tile_source<C::BK, C::NT>(B, nb, b0, d, tid), d, 0, p.rb);
 }
 
@@ -208,14 +251,15 @@ __device__ __forceinline__ void tile_prefetch(tile_pipe<C> &p, const T *__restri
  * slice of the next tile (rows from a0n and b0n, when has_next) is fetched
  * into p, so its loads are in flight while the caller consumes acc.  Every
  * thread of the block must call it (it synchronises the block); on return
- * the shared slices may be reused by the next call.
+ * the shared slices may be reused by the next call.  MAP: A's rows through
+ * amap (tile_msource), with the same arithmetic.
  */
-template <int OP, class C, typename T>
+template <int OP, class C, typename T, bool MAP = false>
 __device__ __forceinline__ void
 tile_accumulate(typename C::smem &sm, tile_pipe<C> &p, const T *__restrict__ A, int64_t na,
                 int64_t a0, const T *__restrict__ B, int64_t nb, int64_t b0, int64_t d,
                 bool has_next, int64_t a0n, int64_t b0n, int tid, int tx, int ty,
-                T (&acc)[C::TM][C::TN])
+                T (&acc)[C::TM][C::TN], const int32_t *__restrict__ amap = NULL)
 {
 #pragma unroll
     for (int i = 0; i < C::TM; i++)
@@ -224,7 +268,12 @@ tile_accumulate(typename C::smem &sm, tile_pipe<C> &p, const T *__restrict__ A, 
             acc[i][j] = T(0);
     if (d <= 0)
         return;
-    const tile_src<T> sa = tile_source<C::BK, C::NT>(A, na, a0, d, tid);
+    tile_src<T> sa;
+    tile_msrc<T, C::LA> ma;
+    if constexpr (MAP)
+        ma = tile_msource<C::LA, C::BK, C::NT>(A, amap, na, a0, d, tid);
+    else
+        sa = tile_source<C::BK, C::NT>(A, na, a0, d, tid);
     const tile_src<T> sb = tile_source<C::BK, C::NT>(B, nb, b0, d, tid);
     tile_stash<C::LA, C::BK, C::NT, C::LDA>(sm.a[0], tid, p.ra);
     tile_stash<C::LB, C::BK, C::NT, C::LDB>(sm.b[0], tid, p.rb);
@@ -234,10 +283,13 @@ tile_accumulate(typename C::smem &sm, tile_pipe<C> &p, const T *__restrict__ A, 
         int cur = (int)(s & 1);
         bool more = s + 1 < steps;
         if (more) {
-            tile_fetch<C::LA, C::BK, C::NT>(sa, d, (s + 1) * C::BK, p.ra);
+            if constexpr (MAP)
+                tile_mfetch(ma, d, (s + 1) * C::BK, p.ra);
+            else
+                tile_fetch<C::LA, C::BK, C::NT>(sa, d, (s + 1) * C::BK, p.ra);
             tile_fetch<C::LB, C::BK, C::NT>(sb, d, (s + 1) * C::BK, p.rb);
         } else if (has_next) {
-            tile_prefetch(p, A, na, a0n, B, nb, b0n, d, tid);
+            tile_prefetch<C, T, MAP>(p, A, na, a0n, B, nb, b0n, d, tid, amap);
         }
 #pragma unroll
         for (int kk = 0; kk < C::BK; kk++) {
