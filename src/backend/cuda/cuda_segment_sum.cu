@@ -439,6 +439,14 @@ __device__ __forceinline__ void ch_batch(const T *__restrict__ X, int64_t d, int
 #pragma unroll
     for (int q = 0; q < LC; q++)
         v[q] = 0.0;
+    auto store_run = [&]() { /* the pending run's sums back to the accumulator */
+#pragma unroll
+        for (int q = 0; q < LC; q++)
+            if (lane + 32 * q < tc)
+                acc[cur * tc + lane + 32 * q] = v[q];
+        if (cnt_lane)
+            cnt[cur] = vc;
+    };
 #pragma unroll
     for (int u = 0; u < U; u += 4) {
         int l[4];
@@ -477,14 +485,8 @@ __device__ __forceinline__ void ch_batch(const T *__restrict__ X, int64_t d, int
                 if (u + i >= m)
                     break;
                 if (l[i] != cur) { /* warp-uniform: the run ends */
-                    if (cur >= 0) {
-#pragma unroll
-                        for (int q = 0; q < LC; q++)
-                            if (lane + 32 * q < tc)
-                                acc[cur * tc + lane + 32 * q] = v[q];
-                        if (cnt_lane)
-                            cnt[cur] = vc;
-                    }
+                    if (cur >= 0)
+                        store_run();
                     cur = l[i];
 #pragma unroll
                     for (int q = 0; q < LC; q++)
@@ -498,14 +500,8 @@ __device__ __forceinline__ void ch_batch(const T *__restrict__ X, int64_t d, int
             }
         }
     }
-    if (cur >= 0) {
-#pragma unroll
-        for (int q = 0; q < LC; q++)
-            if (lane + 32 * q < tc)
-                acc[cur * tc + lane + 32 * q] = v[q];
-        if (cnt_lane)
-            cnt[cur] = vc;
-    }
+    if (cur >= 0)
+        store_run();
 }
 
 /*
