@@ -677,11 +677,18 @@ unsigned seg_grid(const gsb__backend *be, int64_t items, int threads)
 /* Bits the sort looks at: those of the largest key, the sentinel (>= 1). */
 int seg_key_bits(uint32_t sentinel) { return 32 - __builtin_clz(sentinel); }
 
-/* The label check's result: GSB_EINVAL naming the first bad row, as the CPU twin. */
-int seg_report(const gsb__backend *be, const int32_t *lab, unsigned long long bad, int64_t k)
+/* The label check to the host (a call's one wait): GSB_OK, or GSB_EINVAL
+ * naming the first bad row (bad_d: its index, ~0 for none), as the CPU twin. */
+int seg_check_labels(const gsb__backend *be, const int32_t *lab,
+                     const unsigned long long *bad_d, int64_t k)
 {
     cudaStream_t stream = gsb__cuda_ctx_of(be)->stream;
+    unsigned long long bad = ~0ull;
     int32_t label = 0;
+    CUDA_TRY(cudaMemcpyAsync(&bad, bad_d, sizeof bad, cudaMemcpyDeviceToHost, stream));
+    CUDA_TRY(cudaStreamSynchronize(stream));
+    if (bad == ~0ull)
+        return GSB_OK;
     CUDA_TRY(cudaMemcpyAsync(&label, lab + bad, sizeof label, cudaMemcpyDeviceToHost, stream));
     CUDA_TRY(cudaStreamSynchronize(stream));
     return GSB_CUDA_ERR(GSB_EINVAL, "segment_sum: label %d of row %lld is outside [0, %lld)",
@@ -740,7 +747,7 @@ int segment_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor
     gsb__cuda_carve cv;
     size_t off[8];
     char *buf = NULL;
-    unsigned long long bad = ~0ull, *bad_d = NULL;
+    unsigned long long *bad_d = NULL;
     int rc = GSB_OK;
     if (n == 0) { /* no rows: every sum and count is 0 */
         CUDA_CHECK(cudaMemsetAsync(sums->data, 0, (size_t)(k * d) * sizeof(double), stream));
@@ -759,21 +766,17 @@ int segment_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor
     off[4] = cv.take((size_t)(2 * (k + 1)) * sizeof(int64_t));
     off[5] = cv.take((size_t)(nparts * (d + 1)) * sizeof(double));
     off[6] = cv.take(sort_bytes);
-    off[7] = cv.take(sizeof bad);
+    off[7] = cv.take(sizeof *bad_d);
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, cv.bytes, (void **)&buf));
     bad_d = (unsigned long long *)(buf + off[7]);
-    CUDA_CHECK(cudaMemsetAsync(bad_d, 0xff, sizeof bad, stream));
+    CUDA_CHECK(cudaMemsetAsync(bad_d, 0xff, sizeof *bad_d, stream));
     seg_keys_kernel<IdxT><<<seg_grid(be, n, 256), 256, 0, stream>>>(
         lab, n, k, sentinel, (uint32_t *)(buf + off[0]), (IdxT *)(buf + off[2]), bad_d);
     CUDA_CHECK(cudaGetLastError());
     if (k > 0) /* k == 0: every label is bad, and there is nothing to sum */
         GSB_CUDA_CHECK((seg_sorted_sums<T, IdxT>(be, Xt, w, k, sentinel, buf, off, sort_bytes,
                                                  sums, counts)));
-    /* the label check must reach the host */
-    CUDA_CHECK(cudaMemcpyAsync(&bad, bad_d, sizeof bad, cudaMemcpyDeviceToHost, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (bad != ~0ull)
-        rc = seg_report(be, lab, bad, k);
+    rc = seg_check_labels(be, lab, bad_d, k);
 done:
     gsb__cuda_free(be, buf);
     return rc;
@@ -794,7 +797,7 @@ int ch_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *lab
     const size_t part_bytes = (size_t)(p.chunks * k * (d + 1)) * sizeof(double);
     const size_t off_part = cv.take(p.chunks > 1 ? part_bytes : 0);
     char *buf = NULL;
-    unsigned long long bad = ~0ull, *bad_d;
+    unsigned long long *bad_d;
     double *part;
     int rc = GSB_OK;
     void (*kern)(const T *, int64_t, int64_t, const int32_t *, const void *, int, int64_t,
@@ -803,7 +806,7 @@ int ch_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *lab
     GSB_CUDA_CHECK(gsb__cuda_alloc(be, cv.bytes, (void **)&buf));
     bad_d = (unsigned long long *)(buf + off_bad);
     part = (double *)(buf + off_part);
-    CUDA_CHECK(cudaMemsetAsync(bad_d, 0xff, sizeof bad, stream));
+    CUDA_CHECK(cudaMemsetAsync(bad_d, 0xff, sizeof *bad_d, stream));
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)p.smem));
     kern<<<dim3((unsigned)p.chunks, (unsigned)p.tiles), CH_WARPS * 32, p.smem, stream>>>(
@@ -815,11 +818,7 @@ int ch_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *lab
             part, p.chunks, k, d, (double *)sums->data, (double *)counts->data);
         CUDA_CHECK(cudaGetLastError());
     }
-    /* the label check must reach the host */
-    CUDA_CHECK(cudaMemcpyAsync(&bad, bad_d, sizeof bad, cudaMemcpyDeviceToHost, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (bad != ~0ull)
-        rc = seg_report(be, lab, bad, k);
+    rc = seg_check_labels(be, lab, bad_d, k);
 done:
     gsb__cuda_free(be, buf);
     return rc;
