@@ -2,6 +2,7 @@
 #include "tensor.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "error.h"
 #include "profile.h"
@@ -184,13 +185,15 @@ void gsb__tensor_set(gsb__tensor *t, int64_t i, double v)
     }
 }
 
+/* One element of a caller's array, which may sit at any byte offset (memcpy:
+ * the same load where it is aligned, no undefined behaviour where not). */
 static double read_elem(const char *p, gsb_dtype dt)
 {
     switch (dt) {
-    case GSB_F32: return *(const float *)p;
-    case GSB_F64: return *(const double *)p;
-    case GSB_I32: return *(const int32_t *)p;
-    case GSB_I64: return (double)*(const int64_t *)p;
+    case GSB_F32: { float v; memcpy(&v, p, sizeof v); return v; }
+    case GSB_F64: { double v; memcpy(&v, p, sizeof v); return v; }
+    case GSB_I32: { int32_t v; memcpy(&v, p, sizeof v); return v; }
+    case GSB_I64: { int64_t v; memcpy(&v, p, sizeof v); return (double)v; }
     }
     return 0;
 }

@@ -3,11 +3,13 @@
  * scikit-learn's error messages.
  *
  * C-contiguous input of the target dtype is borrowed (no copy); anything else
- * (Fortran order, strides, int data) is gathered once into an owned tensor.
+ * (Fortran order, strides, int data, and data not at a multiple of its element
+ * size) is gathered once into an owned tensor.
  */
 #include "core/validate.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -192,7 +194,10 @@ int gsb__validate_layout(const gsb_array *a, const gsb__validate_spec *spec, gsb
     int ndim = sh.ndim;
     gsb_dtype dt = sh.dtype;
 
-    if (a->dtype == dt && gsb__array_is_c_contiguous(a)) {
+    /* misaligned data are copied: Dask hands out deserialised blocks at any
+     * byte offset, and OpenBLAS's kernels (and C's typed loads) fault on them */
+    const int aligned = (uintptr_t)a->data % gsb_dtype_size(a->dtype) == 0;
+    if (a->dtype == dt && gsb__array_is_c_contiguous(a) && aligned) {
         *out = gsb__tensor_host_view(a->data, dt, rows, cols);
     } else {
         GSB_TRY(gsb__tensor_alloc(gsb__cpu_backend(), dt, rows, cols, out));

@@ -100,6 +100,43 @@ def test_dtypes_and_layouts(blobs):
     assert ints.dtype == np.float64
 
 
+_MISALIGNED_CHILD = """
+import numpy as np
+from gsb.linear_model import LinearRegression, LogisticRegression
+from gsb.preprocessing import StandardScaler
+rng = np.random.default_rng(3)
+X = rng.normal(size=(130, 5))
+y = (X @ rng.normal(size=5) > 0).astype(int)
+for dtype in (np.float32, np.float64):
+    Xa = X.astype(dtype)
+    ref = LogisticRegression().fit(Xa, y)
+    for off in [o for o in range(1, 8) if o % Xa.itemsize]:
+        buf = np.zeros(Xa.nbytes + 8, np.uint8)
+        Xm = np.frombuffer(buf.data, dtype=dtype, count=Xa.size, offset=off).reshape(Xa.shape)
+        Xm[...] = Xa
+        assert not Xm.flags.aligned
+        np.testing.assert_array_equal(ref.predict_proba(Xm), ref.predict_proba(Xa))
+        got = LogisticRegression().fit(Xm, y)
+        np.testing.assert_array_equal(got.coef_, ref.coef_)
+        np.testing.assert_array_equal(LinearRegression().fit(Xm, y).coef_,
+                                      LinearRegression().fit(Xa, y).coef_)
+        np.testing.assert_array_equal(StandardScaler().fit_transform(Xm),
+                                      StandardScaler().fit_transform(Xa))
+print("ok")
+"""
+
+
+def test_misaligned_input():
+    """Data at any byte offset (Dask deserialises blocks so) are copied, not handed
+    to BLAS: OpenBLAS's single-threaded gemv faulted on them (a Dask worker's
+    predict_proba).  In a child, one OpenMP thread as Dask's workers have, so a
+    fault fails the test rather than the run."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", _MISALIGNED_CHILD], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 def test_pandas_input(blobs):
     pd = pytest.importorskip("pandas")
     X, y = blobs
