@@ -211,7 +211,7 @@ static int x_check_deferred(gsb__model *m, const gsb__method_desc *md, int xi,
         gsb__err_clear(); /* validation proper says it again */
         return 0;
     }
-    const gsb__backend *be = gsb__session_backend(s, sh.rows, sh.cols);
+    const gsb__backend *be = gsb__session_backend_for(s, sh.rows, sh.cols, flags);
     int on_gpu = be != gsb__cpu_backend();
     if (!on_gpu && !s->memory_cap)
         return 0;
@@ -364,29 +364,51 @@ static int not_fitted(const gsb__model *m)
  * the CPU, where it costs no transfer and no kernel launches.  GPU work has a
  * fixed cost of a few launches and two PCIe transfers (~50-100 us) that the
  * CPU beats on small arrays; $GSB_AUTO_MIN_ELEMENTS overrides the default,
- * which tools/gpu-check calibrates (bench/RESULTS.md records it).
+ * which tools/gpu-check calibrates (bench/RESULTS.md records it).  A method
+ * whose work grows as rows^2 x cols (GSB__IN_QUADRATIC: a kernel SVM's SMO)
+ * is weighed by that product instead, against GSB__AUTO_MIN_QUADRATIC
+ * ($GSB_AUTO_MIN_QUADRATIC): 5000 x 20 is 10^5 elements but 5 10^8 kernel
+ * terms.  Measured on an H200 host against the CPU's libsvm SMO (bench/RESULTS.md,
+ * 2026-11-27): the GPU won from 2000 x 20 rows (3000: SVR 455 -> 17 ms, SVC 119 ->
+ * 8 ms), so from 2^27 (about 2600 x 20) the fit goes there.
  */
 #define GSB__AUTO_MIN_ELEMENTS_DEFAULT (1 << 18)
+#define GSB__AUTO_MIN_QUADRATIC_DEFAULT ((int64_t)1 << 27)
 
-static int64_t auto_min_elements(void)
+static int64_t env_threshold(_Atomic int64_t *cached, const char *name, int64_t fallback)
 {
-    static _Atomic int64_t cached = -1;
-    int64_t v = atomic_load(&cached);
+    int64_t v = atomic_load(cached);
     if (v < 0) {
-        const char *env = getenv("GSB_AUTO_MIN_ELEMENTS");
-        v = env && *env ? atoll(env) : GSB__AUTO_MIN_ELEMENTS_DEFAULT;
-        atomic_store(&cached, v);
+        const char *env = getenv(name);
+        v = env && *env ? atoll(env) : fallback;
+        atomic_store(cached, v);
     }
     return v;
 }
 
-const gsb__backend *gsb__session_backend(const gsb_session *s, int64_t rows, int64_t cols)
+const gsb__backend *gsb__session_backend_for(const gsb_session *s, int64_t rows, int64_t cols,
+                                             unsigned x_flags)
 {
+    static _Atomic int64_t min_elements = -1, min_quadratic = -1;
     if (!s->gpu || s->device == GSB__DEVICE_CPU)
         return s->be;
     if (s->device == GSB__DEVICE_CUDA)
         return s->gpu;
-    return rows * cols >= auto_min_elements() ? s->gpu : s->be;
+    if (x_flags & GSB__IN_QUADRATIC) /* in double: rows^2 cols may pass 2^63 */
+        return (double)rows * (double)rows * (double)cols >=
+                       (double)env_threshold(&min_quadratic, "GSB_AUTO_MIN_QUADRATIC",
+                                             GSB__AUTO_MIN_QUADRATIC_DEFAULT)
+                   ? s->gpu
+                   : s->be;
+    return rows * cols >= env_threshold(&min_elements, "GSB_AUTO_MIN_ELEMENTS",
+                                        GSB__AUTO_MIN_ELEMENTS_DEFAULT)
+               ? s->gpu
+               : s->be;
+}
+
+const gsb__backend *gsb__session_backend(const gsb_session *s, int64_t rows, int64_t cols)
+{
+    return gsb__session_backend_for(s, rows, cols, 0);
 }
 
 static int run_fn(gsb__ctx *cp, const gsb__method_desc *md, gsb__tensor *in);
@@ -453,7 +475,8 @@ static int run_validated(gsb__model *m, const gsb__method_desc *md, gsb__tensor 
     /* X already on a device (a data handle, the caller's device array) computes there */
     c.be = X->data && X->be && X->be != gsb__cpu_backend()
                ? X->be
-               : gsb__session_backend(m->session, X->rows, X->cols);
+               : gsb__session_backend_for(m->session, X->rows, X->cols,
+                                          xi_ >= 0 ? md->inputs[xi_].flags : 0);
     GSB_TRY(check_fits(m, md, xi_, X, c.be));
     /* small work on the CPU: each small BLAS or LAPACK call runs single-threaded
      * by itself (backend/cpu/cpu_threads.c) */

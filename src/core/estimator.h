@@ -55,10 +55,12 @@ enum {
                                   (reads it in batches, estimators/common/stream.h, or keeps
                                   it on the host); without it such an X is refused before
                                   the method runs */
-    GSB__IN_CHECK_ON_BACKEND = 1024 /* a fit that uploads X whole checks it for NaN /
+    GSB__IN_CHECK_ON_BACKEND = 1024, /* a fit that uploads X whole checks it for NaN /
                                   infinity there (gsb__x_check_on_backend) instead of
                                   the host's pass over X before the call, when it runs
                                   on a GPU */
+    GSB__IN_QUADRATIC = 2048   /* X: the method's work grows as rows^2 x cols (a kernel
+                                  SVM's fit), which device=auto weighs as such */
 };
 
 typedef struct gsb__input_desc {

@@ -76,6 +76,9 @@ typedef struct gsb_model gsb__model;
  * gain from it (see dispatch.c for the cost model).
  */
 const gsb__backend *gsb__session_backend(const gsb_session *s, int64_t rows, int64_t cols);
+/* The same for a method's X of these input flags (GSB__IN_QUADRATIC weighs rows^2 x cols). */
+const gsb__backend *gsb__session_backend_for(const gsb_session *s, int64_t rows, int64_t cols,
+                                             unsigned x_flags);
 
 /*
  * A new session holding the caller's reference: CPU backend, device=cpu,

@@ -410,6 +410,42 @@ static void test_xoshiro_divider(void)
     CHECK(same);
 }
 
+/* device=auto's rule (dispatch.c): rows x cols elements, or rows^2 x cols for a
+ * method whose X is GSB__IN_QUADRATIC (kernel SVMs' fits), against the default
+ * thresholds (2^18, 2^27); cpu and cuda are obeyed whatever the size.  A fake
+ * session: the rule only compares the GPU backend's pointer. */
+static void test_auto_rule(void)
+{
+    static const gsb__backend fake_gpu;
+    struct gsb_session s;
+    memset(&s, 0, sizeof s);
+    s.be = gsb__cpu_backend();
+    s.gpu = &fake_gpu;
+    s.device = GSB__DEVICE_AUTO;
+    CHECK(gsb__session_backend(&s, 512, 512) == s.gpu);
+    CHECK(gsb__session_backend(&s, 511, 512) == s.be);
+    CHECK(gsb__session_backend_for(&s, 5000, 20, 0) == s.be);
+    CHECK(gsb__session_backend_for(&s, 5000, 20, GSB__IN_X | GSB__IN_QUADRATIC) == s.gpu);
+    CHECK(gsb__session_backend_for(&s, 3000, 20, GSB__IN_X | GSB__IN_QUADRATIC) == s.gpu);
+    CHECK(gsb__session_backend_for(&s, 2000, 20, GSB__IN_X | GSB__IN_QUADRATIC) == s.be);
+    /* rows^2 cols past 2^63 does not wrap */
+    CHECK(gsb__session_backend_for(&s, (int64_t)1 << 40, 1 << 20, GSB__IN_QUADRATIC) == s.gpu);
+    s.device = GSB__DEVICE_CPU;
+    CHECK(gsb__session_backend_for(&s, 5000, 20, GSB__IN_QUADRATIC) == s.be);
+    s.device = GSB__DEVICE_CUDA;
+    CHECK(gsb__session_backend_for(&s, 10, 2, GSB__IN_QUADRATIC) == s.gpu);
+    s.gpu = NULL; /* no GPU: every device setting computes on the CPU */
+    CHECK(gsb__session_backend_for(&s, 5000, 20, GSB__IN_QUADRATIC) == s.be);
+    /* the kernel SVMs' fits are the quadratic ones; their predictions are not */
+    const char *svms[] = {"SVC", "SVR"};
+    for (int e = 0; e < 2; e++) {
+        const gsb__estimator_desc *est = gsb__registry_find(svms[e]);
+        CHECK(est != NULL);
+        for (const gsb__method_desc *md = est ? est->methods : NULL; md && md->name; md++)
+            CHECK(!(md->inputs[0].flags & GSB__IN_QUADRATIC) == (strcmp(md->name, "fit") != 0));
+    }
+}
+
 int main(void)
 {
     CHECK_OK(gsb_open(NULL, &sess));
@@ -426,6 +462,7 @@ int main(void)
     RUN(test_meta_roundtrip);
     RUN(test_rng);
     RUN(test_xoshiro_divider);
+    RUN(test_auto_rule);
     gsb_close(sess);
     return testing_done();
 }

@@ -1574,8 +1574,8 @@ static int svr_predict(gsb__ctx *c)
 /* ---- descriptors --------------------------------------------------------- */
 
 static const gsb__method_desc svc_methods[] = {
-    {"fit", svc_fit,
-     {{"X", GSB__IN_X},
+    {"fit", svc_fit, /* the SMO: rows^2 kernel terms, device=auto weighs them */
+     {{"X", GSB__IN_X | GSB__IN_QUADRATIC},
       {"y", GSB__IN_LABELS},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1,
@@ -1617,8 +1617,8 @@ static const gsb__attr_desc svc_attrs[] = {
     {0}};
 
 static const gsb__method_desc svr_methods[] = {
-    {"fit", svr_fit,
-     {{"X", GSB__IN_X},
+    {"fit", svr_fit, /* the SMO: rows^2 kernel terms, device=auto weighs them */
+     {{"X", GSB__IN_X | GSB__IN_QUADRATIC},
       {"y", GSB__IN_Y_LIKE_X},
       {"sample_weight", GSB__IN_WEIGHTS | GSB__IN_OPTIONAL}},
      1, "Fit libsvm's epsilon-SVR (sample_weight scales C per sample, zero weights drop the "
