@@ -160,13 +160,14 @@ __device__ __forceinline__ double stage_load(const double *p)
  * A warp a centre: sn[j] = n_j as float for the centres the tiles rank, +inf
  * for padding (j >= k) and for centres equal bit for bit to an earlier one
  * (the lanes compare against earlier centres in parallel, so the check is
- * k / 32 row compares deep rather than k); and the count of listed rows
- * zeroed for tc_kernel (no memset of its own).
+ * k / 32 row compares deep rather than k); for float32, cd = C in double
+ * (the winners' distances then load each centre value converted); and the
+ * count of listed rows zeroed for tc_kernel (no memset of its own).
  */
 template <typename T>
 __global__ void tc_prep_kernel(const T *__restrict__ C, int64_t k, int64_t d,
                                const T *__restrict__ cn, int kpad, float *__restrict__ sn,
-                               int *__restrict__ fb_count)
+                               double *__restrict__ cd, int *__restrict__ fb_count)
 {
     const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (blockIdx.x == 0 && threadIdx.x == 0)
@@ -176,6 +177,9 @@ __global__ void tc_prep_kernel(const T *__restrict__ C, int64_t k, int64_t d,
     float v = INFINITY;
     if (j < k) {
         const T *cj = C + (int64_t)j * d;
+        if (cd)
+            for (int64_t q = lane; q < d; q += 32)
+                cd[j * d + q] = (double)cj[q];
         bool dup = false;
         for (int i = lane; i < j && !dup; i += 32) {
             const T *ci = C + (int64_t)i * d;
@@ -201,38 +205,148 @@ struct tc_bound {
 template <typename T>
 struct tc_args {
     const T *X, *C;
+    const double *Cd; /* C in double: float32's copy (tc_prep_kernel), float64's C */
     int64_t n, k, d;
     int kpad, dpad, ld, kfull; /* padded sizes, shared row stride, kpad to whole chunks */
+    int vec;                   /* X read 16 bytes a load (stage_unit) */
     const float *sn;
     const T *cn; /* n_j in T: cmax^2 */
     tc_bound b;
+    double xfac, xtiny; /* ||x||^2 <= xs xfac + xtiny (xs: the float sum of squares) */
     int32_t *labels;
     T *mind;
     int *fb_count;   /* rows left to the exact path ... */
     int32_t *fb_rows; /* ... and their indices */
 };
 
+/* VEC elements of T at p as float (0 where !in): 16 bytes (VEC > 1) or one. */
+template <typename T, int VEC>
+__device__ __forceinline__ void stage_get(const T *p, bool in, float (&v)[VEC])
+{
+    if constexpr (VEC == 1) {
+        v[0] = in ? (float)stage_load(p) : 0.0f;
+    } else if constexpr (sizeof(T) == 4) {
+        const float4 w = in ? __ldcs((const float4 *)p) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        v[0] = w.x, v[1] = w.y, v[2] = w.z, v[3] = w.w;
+    } else {
+        const double2 w = in ? *(const double2 *)p : make_double2(0.0, 0.0);
+        v[0] = (float)w.x, v[1] = (float)w.y;
+    }
+}
+
+template <int VEC>
+__device__ __forceinline__ void stage_put(float *s, const float (&v)[VEC])
+{
+    if constexpr (VEC == 4)
+        *(float4 *)s = make_float4(v[0], v[1], v[2], v[3]);
+    else if constexpr (VEC == 2)
+        *(float2 *)s = make_float2(v[0], v[1]);
+    else
+        *s = v[0];
+}
+
+/* Where lane's first staged element goes, and the step to its next (VEC
+ * elements, 32 VEC further on in X): set once a kernel. */
+struct stage_steps {
+    int soff0, col0, dsoff, dcol;
+};
+
+__device__ __forceinline__ stage_steps stage_steps_of(int lane, int vec, int d, int ld)
+{
+    const int e0 = lane * vec, es = 32 * vec;
+    stage_steps s;
+    s.col0 = e0 % d;
+    s.soff0 = e0 / d * ld + s.col0;
+    s.dcol = es % d;
+    s.dsoff = es / d * ld + s.dcol;
+    return s;
+}
+
+/*
+ * The unit's rows (nv of them from xb) as float into the warp's shared rows
+ * (stride ld), columns 0 .. d - 1; rows past nv as 0.  The unit's 32 x d
+ * block is contiguous in X, so the warp reads it flat, coalesced: VEC
+ * elements a lane a load (16 bytes where X is 16-byte aligned and d a
+ * multiple of VEC, else 1), NB loads a lane in flight at once (the
+ * accumulators are not live here).  Lane l's i-th load is element
+ * (l + 32 i) VEC, within one row (d is a multiple of VEC): its shared offset
+ * steps by a constant, plus one row's wrap where the column passes d.
+ */
+template <typename T, int VEC>
+__device__ __forceinline__ void stage_unit(const T *xb, int nv, int d, int ld, float *sx,
+                                           int lane, stage_steps st)
+{
+    constexpr int NB = 16;
+    const int total = 32 * d / VEC, have = nv * d / VEC;
+    int soff = st.soff0, col = st.col0;
+    for (int i0 = lane; i0 < total; i0 += 32 * NB) {
+        const T *p = xb + i0 * VEC; /* 32 d < 2^31 */
+        float v[NB][VEC];
+#pragma unroll
+        for (int b = 0; b < NB; b++)
+            stage_get<T, VEC>(p + b * 32 * VEC, i0 + b * 32 < have, v[b]);
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            if (i0 + b * 32 < total)
+                stage_put<VEC>(sx + soff, v[b]);
+            soff += st.dsoff;
+            col += st.dcol;
+            if (col >= d) {
+                col -= d;
+                soff += ld - d;
+            }
+        }
+    }
+}
+
+/* The A fragment of an m16n8k8 tf32 mma (16 rows x 8 words at s, rows ld
+ * words apart; lane's address: row lane % 16, word (lane / 16) 4): four 8 x 8
+ * b16 matrices are exactly a0 (rows 0-7, words 0-3), a1 (rows 8-15), a2
+ * (words 4-7), a3. */
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t saddr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(saddr));
+}
+
+/* One step (xor H) of butterfly_halve, then the next. */
+template <int H, int N>
+__device__ __forceinline__ void butterfly_halve(double (&s)[N], int q0)
+{
+    const bool up = (q0 & H) != 0;
+#pragma unroll
+    for (int i = 0; i < H; i++) {
+        const double keep = up ? s[i + H] : s[i], give = up ? s[i] : s[i + H];
+        s[i] = keep + __shfl_xor_sync(FULL_MASK, give, H);
+    }
+    if constexpr (H > 1)
+        butterfly_halve<H / 2>(s, q0);
+}
+
 /*
  * Per warp, units of 32 rows (grid-stride): stage the rows as float, their
- * norms, the TF32 tiles against every centre in chunks of CH n-tiles,
- * each row's best and second-best a, the test, then for decided rows the
- * label and exact distance, for the others an entry in the exact list.
+ * norms and the test's threshold, the TF32 tiles against every centre in
+ * chunks of CH n-tiles, each row's best and second-best a, the test, then
+ * for decided rows the label and exact distance, for the others an entry in
+ * the exact list.
  *
  * Fragments (PTX ISA, mma.m16n8k8 .tf32; g = lane / 4, t = lane % 4): A
- * a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B b0 (k = t,
- * n = g), b1 (t + 4, g); C c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t),
- * c3 (g + 8, 2t + 1).  Shared rows are ld = dpad + 4 floats apart, so the
- * 32 lanes' (g, t) reads fall in 32 different banks; B is stored in
- * fragment order, a lane's W words of an (n-tile, k-step) after the previous
- * lane's, so a warp's fragment load is conflict-free too.  SPLIT: B split
- * once here (hi, lo); else (3 products where the split B does not fit in
- * shared memory) B as float, split at each use.
+ * a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4), loaded with
+ * ldmatrix (ldsm_x4); B b0 (k = t, n = g), b1 (t + 4, g); C c0 (g, 2t),
+ * c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1).  Shared rows are
+ * ld = dpad + 4 floats apart, so the 8 rows of an ldmatrix phase fall in
+ * different banks; B is stored in fragment order, a lane's W words of an
+ * (n-tile, k-step) after the previous lane's, the n-tiles of a k-step in
+ * a row, so a warp's fragment load is conflict-free and a chunk's are at
+ * fixed offsets.  SPLIT: B split once here (hi, lo); else (3 products where
+ * the split B does not fit in shared memory) B as float, split at each use.
  *
  * Every chunk is CH n-tiles whole (4 where k <= 32, else 5 to 8), so the inner
- * loops carry no bounds tests: the tiles of a last chunk past kpad / 8 repeat
- * the last tile, and their n_j (sn past kpad) are +inf, so their a are +inf
- * (or NaN) and never ranked.  CH = 4 exactly where the exact kernel's TX is
- * 8 (k <= 32), so TX is a constant too.
+ * loops carry no bounds tests: B's n-tiles run to kfull / 8, those past kpad
+ * zero, and their n_j (sn past kpad) are +inf, so their a are +inf and never
+ * ranked.  CH = 4 exactly where the exact kernel's TX is 8 (k <= 32), so TX is
+ * a constant too.
  */
 template <typename T, int PASSES, bool SPLIT, int CH>
 __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant__ tc_args<T> a)
@@ -242,9 +356,10 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
     const int64_t n = a.n, dd = a.d;
     constexpr int W = PASSES == 3 && SPLIT ? 4 : 2;    /* words of B a lane a k-step */
     constexpr int TX = CH == 4 ? 8 : 16, RP = 32 / TX; /* the exact kernel's distance lanes */
-    const int ksteps = dpad / 8, ntiles = kpad / 8;
-    uint32_t *sb = (uint32_t *)smem;                   /* kpad / 8 x ksteps x 32 x W: B */
-    float *sn = (float *)(sb + (size_t)kpad * ksteps * 4 * W); /* kfull: n_j or +inf */
+    constexpr int VEC = 16 / sizeof(T);                /* elements of a 16-byte load */
+    const int ksteps = dpad / 8, tiles = kfull / 8;    /* n-tiles a k-step */
+    uint32_t *sb = (uint32_t *)smem;                   /* ksteps x tiles x 32 x W: B */
+    float *sn = (float *)(sb + (size_t)kfull * ksteps * 4 * W); /* kfull: n_j or +inf */
     const int nw = blockDim.x >> 5, nthr = blockDim.x; /* TC_WARPS or TC_WARPS_MIN */
     float *sxall = sn + kfull;                         /* nw x 32 x ld: rows */
     int *slab = (int *)(sxall + (size_t)nw * 32 * ld); /* nw x 32 */
@@ -254,9 +369,9 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
     /* the centres as float, split once here where SPLIT: lane (g, t) of
      * n-tile nt at k-step ks finds its B fragment (b0 = c(nt 8 + g, ks 8 + t),
      * b1 = the column + 4) as W consecutive words {hi b0, hi b1, lo b0,
-     * lo b1}, or {b0, b1} as float */
-    for (int e = tid; e < kpad * ksteps * 4; e += nthr) {
-        const int l = e & 31, f = e >> 5, ks = f % ksteps, nt = f / ksteps;
+     * lo b1}, or {b0, b1} as float, at ((ks tiles + nt) 32 + lane) W */
+    for (int e = tid; e < kfull * ksteps * 4; e += nthr) {
+        const int l = e & 31, f = e >> 5, nt = f % tiles, ks = f / tiles;
         const int64_t j = nt * 8 + (l >> 2), q = ks * 8 + (l & 3);
         const float c0 = j < a.k && q < dd ? (float)a.C[j * dd + q] : 0.0f;
         const float c1 = j < a.k && q + 4 < dd ? (float)a.C[j * dd + q + 4] : 0.0f;
@@ -273,6 +388,10 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
     }
     for (int j = tid; j < kfull; j += nthr)
         sn[j] = j < kpad ? a.sn[j] : INFINITY;
+    /* the rows' columns past d stay 0 (the staging writes columns < d) */
+    float *sx = sxall + (size_t)warp * 32 * ld;
+    for (int i = lane; i < 32 * ld; i += 32)
+        sx[i] = 0.0f;
     /* max_j n_j (negative as 0) and whether some n_j is not finite: each
      * block of its own (k loads), a warp's share to shared memory */
     __shared__ double wmax[TC_WARPS];
@@ -308,32 +427,20 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
     cmax2 = cbad ? (double)NAN : cmax2 * (1.0 + 0x1p-20);
     const double cmax = sqrt(cmax2);
 
-    float *sx = sxall + (size_t)warp * 32 * ld;
     int *lab = slab + warp * 32;
+    const stage_steps st = stage_steps_of(lane, a.vec ? VEC : 1, d, ld);
+    /* lane's ldmatrix address: row lane % 16, word (lane / 16) 4 */
+    const uint32_t sxa = (uint32_t)__cvta_generic_to_shared(sx) + ((lane & 15) * ld + (lane >> 4) * 4) * 4;
+    const double *Cd = a.Cd;
     const int64_t units = (n + 31) / 32;
     for (int64_t u = (int64_t)blockIdx.x * nw + warp; u < units; u += (int64_t)gridDim.x * nw) {
         const int64_t r0 = u * 32;
         const int nv = n - r0 < 32 ? (int)(n - r0) : 32; /* rows of this unit */
-        /* the 32 rows' loads of a column slice all in flight at once (the
-         * accumulators are not live here, so their registers are free) */
         const T *xb = a.X + r0 * dd; /* 32-bit offsets from here (32 d < 2^31) */
-        for (int q = lane; q < dpad; q += 32) {
-            T v[32];
-            const bool qin = q < d;
-            if (nv == 32) { /* every unit but the last: one predicate */
-#pragma unroll
-                for (int rr = 0; rr < 32; rr++)
-                    v[rr] = qin ? stage_load(xb + (rr * d + q)) : T(0);
-            } else {
-#pragma unroll
-                for (int rr = 0; rr < 32; rr++)
-                    v[rr] = rr < nv && qin ? stage_load(xb + (rr * d + q)) : T(0);
-            }
-            float *sp = sx + q;
-#pragma unroll
-            for (int rr = 0; rr < 32; rr++)
-                sp[rr * ld] = (float)v[rr];
-        }
+        if (a.vec)
+            stage_unit<T, VEC>(xb, nv, d, ld, sx, lane, st);
+        else
+            stage_unit<T, 1>(xb, nv, d, ld, sx, lane, st);
         __syncwarp();
         /* the warp's next unit towards L2 now (a hint, no registers), so its
          * staging above waits on L2 rather than on memory */
@@ -344,21 +451,27 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
             for (int64_t off = (int64_t)lane * 128; off < bytes; off += 32 * 128)
                 asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
         }
-        /* ||x|| of row `lane` from the float copy, 16 bytes a load: rows
-         * are ld = 4 (mod 8) words apart, so each 8 lanes' loads (one
-         * shared-memory phase) cover the 32 banks */
-        double xp[4] = {0.0, 0.0, 0.0, 0.0}; /* four chains: dpad is a multiple of 8 */
+        /* ||x||^2 of row `lane` from the float copy in float, 16 bytes a
+         * load (rows are ld = 4 (mod 8) words apart, so each 8 lanes' loads
+         * cover the 32 banks), then the test's threshold for the row: 2B
+         * rounded up with a margin for the float difference it is compared
+         * with, NaN (never passed) out of range (the header) */
+        float thr;
         {
+            float xp[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* four chains: dpad is a multiple of 8 */
             const float4 *rowp = (const float4 *)(sx + lane * ld);
             for (int q4 = 0; q4 < dpad / 4; q4++) {
                 const float4 v = rowp[q4];
-                xp[0] += (double)v.x * (double)v.x;
-                xp[1] += (double)v.y * (double)v.y;
-                xp[2] += (double)v.z * (double)v.z;
-                xp[3] += (double)v.w * (double)v.w;
+                xp[0] = fmaf(v.x, v.x, xp[0]);
+                xp[1] = fmaf(v.y, v.y, xp[1]);
+                xp[2] = fmaf(v.z, v.z, xp[2]);
+                xp[3] = fmaf(v.w, v.w, xp[3]);
             }
+            const float xs = (xp[0] + xp[1]) + (xp[2] + xp[3]);
+            const double xn = sqrt(fma((double)xs, a.xfac, a.xtiny));
+            const double B = a.b.K1 * xn * cmax + a.b.K2 * cmax2 + a.b.K3 * (1.0 + xn + cmax);
+            thr = xn + cmax <= RANGE_MAX ? __double2float_ru(2.0 * B * (1.0 + 0x1p-20)) : NAN;
         }
-        const double xn = sqrt((xp[0] + xp[1]) + (xp[2] + xp[3])) * (1.0 + 0x1p-20);
 
         /* rows mt * 16 + h * 8 + g of the unit: index mt * 2 + h */
         float b1[4], b2[4];
@@ -369,15 +482,10 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
             b2[r] = INFINITY;
             i1[r] = -1;
         }
-        const float *pa = sx + g * ld + t; /* a0 of m-tile 0 at k-step 0 */
+        const int pb_ks = tiles * 32 * W;
         for (int n0 = 0; n0 < kpad; n0 += 8 * CH) {
-            /* this chunk's fragments at k-step 0 (tiles past the last: the last) */
-            const uint32_t *pbt[CH];
-#pragma unroll
-            for (int nt = 0; nt < CH; nt++) {
-                const int tile = min((n0 >> 3) + nt, ntiles - 1);
-                pbt[nt] = sb + (tile * ksteps * 32 + lane) * W;
-            }
+            /* this chunk's B fragments at k-step 0 */
+            const uint32_t *pbc = sb + ((n0 >> 3) * 32 + lane) * W;
             float acc[2][CH][4];
 #pragma unroll
             for (int mt = 0; mt < 2; mt++)
@@ -387,19 +495,20 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
                     for (int e = 0; e < 4; e++)
                         acc[mt][nt][e] = 0.0f;
             for (int ks = 0; ks < ksteps; ks++) {
+                /* A: this k-step's 8 columns of the 32 rows, split */
                 uint32_t ah[2][4], al[2][4];
-                const float *p = pa + ks * 8;
 #pragma unroll
                 for (int mt = 0; mt < 2; mt++) {
-                    const float *pm = p + mt * 16 * ld;
-                    tf32_split<PASSES>(pm[0], ah[mt][0], al[mt][0]);
-                    tf32_split<PASSES>(pm[8 * ld], ah[mt][1], al[mt][1]);
-                    tf32_split<PASSES>(pm[4], ah[mt][2], al[mt][2]);
-                    tf32_split<PASSES>(pm[8 * ld + 4], ah[mt][3], al[mt][3]);
+                    uint32_t r[4];
+                    ldsm_x4(r, sxa + (mt * 16 * ld + ks * 8) * 4);
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        tf32_split<PASSES>(__uint_as_float(r[i]), ah[mt][i], al[mt][i]);
                 }
+                const uint32_t *pbk = pbc + ks * pb_ks;
 #pragma unroll
                 for (int nt = 0; nt < CH; nt++) {
-                    const uint32_t *pb = pbt[nt] + ks * 32 * W;
+                    const uint32_t *pb = pbk + nt * 32 * W;
                     uint32_t bh0, bh1, bl0 = 0u, bl1 = 0u;
                     if constexpr (!SPLIT) {
                         const uint2 v = *(const uint2 *)pb;
@@ -450,7 +559,8 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
             }
         }
         /* the 4 lanes of a row (t = 0..3) combine: best of the union, and
-         * its second best is the least of the other best and both seconds */
+         * its second best is the least of the other best and both seconds;
+         * then the test (b1 <= b2; no centre: inf - inf, NaN, fails) */
 #pragma unroll
         for (int r = 0; r < 4; r++) {
 #pragma unroll
@@ -467,10 +577,8 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
                 b2[r] = s;
             }
             const int row = (r >> 1) * 16 + (r & 1) * 8 + g;
-            const double xr = __shfl_sync(FULL_MASK, xn, row);
-            const double B = a.b.K1 * xr * cmax + a.b.K2 * cmax2 + a.b.K3 * (1.0 + xr + cmax);
-            const bool sure = xr + cmax <= RANGE_MAX && i1[r] >= 0 &&
-                              (double)b2[r] - (double)b1[r] > 2.0 * B;
+            const float tr = __shfl_sync(FULL_MASK, thr, row);
+            const bool sure = b2[r] - b1[r] > tr;
             if (t == 0)
                 lab[row] = sure ? i1[r] : -1;
         }
@@ -491,46 +599,47 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
             }
         }
         /* the winners' exact distances, as the exact kernel sums them: TX
-         * lanes a row, columns lane % TX, + TX, ..., then a butterfly.  A
+         * lanes a row, columns lane % TX, + TX, ..., then its butterfly.  A
          * lane's TX rows (p RP + lane / TX) at once, so their loads overlap;
-         * float32 reads x from the shared rows, which hold it exactly.  Rows
-         * without a winner (listed, or past n) sum against centre 0 (and
-         * float64 against the unit's first row) with no branch, and are not
-         * stored. */
+         * float32 reads x from the shared rows, which hold it exactly, and C
+         * from its double copy.  Rows without a winner (listed, or past n)
+         * sum against centre 0 (and float64 against the unit's first row)
+         * with no branch, and are not stored. */
         const int q0 = lane % TX, rl = lane / TX;
         double s[TX];
-        int jr[TX], co[TX], xo[TX]; /* 32-bit offsets: k d < 2^31 */
+        int co[TX], xo[TX]; /* 32-bit offsets: k d < 2^31 */
 #pragma unroll
         for (int p = 0; p < TX; p++) {
-            const int row = p * RP + rl;
+            const int row = p * RP + rl, j = row < nv ? lab[row] : -1;
             s[p] = 0.0;
-            jr[p] = row < nv ? lab[row] : -1;
-            co[p] = (jr[p] < 0 ? 0 : jr[p]) * d;
+            co[p] = (j < 0 ? 0 : j) * d;
             xo[p] = sizeof(T) == 4 ? row * ld : (row < nv ? row : 0) * d;
         }
         for (int q = q0; q < d; q += TX) {
-            const T *cq = a.C + q;
+            const double *cq = Cd + q;
             const float *sq = sx + q;
             const T *xq = xb + q;
 #pragma unroll
             for (int p = 0; p < TX; p++) {
                 double tq;
                 if constexpr (sizeof(T) == 4)
-                    tq = (double)sq[xo[p]] - (double)cq[co[p]];
+                    tq = (double)sq[xo[p]] - cq[co[p]];
                 else
-                    tq = (double)xq[xo[p]] - (double)cq[co[p]];
+                    tq = (double)xq[xo[p]] - cq[co[p]];
                 s[p] += tq * tq;
             }
         }
-#pragma unroll
-        for (int p = 0; p < TX; p++) {
-#pragma unroll
-            for (int off = TX / 2; off > 0; off >>= 1)
-                s[p] += __shfl_xor_sync(FULL_MASK, s[p], off);
-            const int64_t r = r0 + p * RP + rl;
-            if (q0 == 0 && jr[p] >= 0) {
-                a.labels[r] = jr[p];
-                a.mind[r] = (T)s[p];
+        /* the butterfly (xor TX / 2, ..., 1) halving: at each step a lane
+         * keeps the half of its rows on its side of the step's bit and adds
+         * its partner's sums of them, the same additions (mine + partner's)
+         * the full butterfly does there; it ends with row q0 RP + rl's total
+         * in s[0] */
+        butterfly_halve<TX / 2>(s, q0);
+        {
+            const int row = q0 * RP + rl, j = lab[row];
+            if (row < nv && j >= 0) {
+                a.labels[r0 + row] = j;
+                a.mind[r0 + row] = (T)s[0];
             }
         }
         __syncwarp(); /* sx and lab are rewritten by the next unit */
@@ -610,7 +719,7 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     /* shared memory: B in fragment order (split: hi, and lo for 3
      * products; else as float), n_j, each warp's rows.  The first that fits
      * of: TC_WARPS warps and B split, as float, then TC_WARPS_MIN the same */
-    const int64_t bsplit = kpad * dpad * (PASSES == 3 ? 2 : 1), bfloat = kpad * dpad;
+    const int64_t bsplit = kfull * dpad * (PASSES == 3 ? 2 : 1), bfloat = kfull * dpad;
     int nw = 0;
     bool split = false;
     size_t smem = 0;
@@ -633,24 +742,27 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     int64_t units = (n + 31) / 32, blocks = (units + nw - 1) / nw, resident;
     const char *stats = getenv("GSB_ARGMIN_STATS");
     const size_t o_sn = scratch_up((size_t)k * sizeof(T)),
-                 o_cnt = o_sn + scratch_up((size_t)kpad * sizeof(float)),
+                 o_cd = o_sn + scratch_up((size_t)kpad * sizeof(float)),
+                 o_cnt = o_cd + (sizeof(T) == 4 ? scratch_up((size_t)(k * d) * sizeof(double)) : 0),
                  o_rows = o_cnt + SCRATCH_ALIGN, bytes = o_rows + (size_t)n * sizeof(int32_t);
     char *scratch = NULL;
     if ((rc = gsb__cuda_alloc(be, bytes, (void **)&scratch)) != GSB_OK)
         return rc;
     T *const cn = (T *)scratch;
     float *const sn = (float *)(scratch + o_sn);
+    double *const cd = sizeof(T) == 4 ? (double *)(scratch + o_cd) : NULL;
     int *const count = (int *)(scratch + o_cnt);
     int32_t *const rows = (int32_t *)(scratch + o_rows);
     /* n_j exactly as the exact kernel's (row_norms<T, T>); the GPU starts on
      * these while the host sets up the tile kernel */
     GSB_CUDA_CHECK((row_norms<T, T>(be, (const T *)Ct->data, k, d, 0, cn, 0.0, NULL)));
     tc_prep_kernel<T><<<(unsigned)((kpad + 7) / 8), 256, 0, st>>>((const T *)Ct->data, k, d, cn,
-                                                                  (int)kpad, sn, count);
+                                                                  (int)kpad, sn, cd, count);
     CUDA_CHECK(cudaGetLastError());
 
     a.X = (const T *)Xt->data;
     a.C = (const T *)Ct->data;
+    a.Cd = sizeof(T) == 4 ? cd : (const double *)Ct->data;
     a.n = n;
     a.k = k;
     a.d = d;
@@ -661,6 +773,16 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     a.sn = sn;
     a.cn = cn;
     a.b = bound_for<T>(d, (int)dpad, PASSES);
+    /* 16-byte loads of X where it is 16-byte aligned (a row range of another
+     * tensor may be only element-aligned) and rows hold whole vectors */
+    a.vec = (uintptr_t)Xt->data % 16 == 0 && d % (int64_t)(16 / sizeof(T)) == 0;
+    /* the float sum of squares xs (FMA chains of dpad / 4, then two adds)
+     * is within gamma_dpad(2^-24) of the float rows' ||x||^2, less at most
+     * 2^-126 an operation lost to underflow; the factor (1 + 2^-20)^2 also
+     * covers float64 rows (2^-24 from their float copies) and the double
+     * rounding of xs xfac + xtiny and of its sqrt */
+    a.xfac = (1.0 + 0x1p-20) * (1.0 + 0x1p-20) / (1.0 - gamma_of(dpad, 0x1p-24));
+    a.xtiny = (double)(dpad + 3) * 0x1p-126 * a.xfac;
     a.labels = (int32_t *)labels->data;
     a.mind = (T *)mind->data;
     a.fb_count = count;
