@@ -120,6 +120,21 @@ __device__ __forceinline__ void tf32_split(float v, uint32_t &hi, uint32_t &lo)
     lo = PASSES == 3 ? to_tf32(v - __uint_as_float(hi)) : 0u;
 }
 
+/* The rows' split (A, at every use): truncated, v = hi + lo + r with
+ * |v - hi| < 2^-10 |v|, |r| < 2^-20 |v| (the masks cost nothing: the tensor
+ * cores ignore a TF32 operand's low 13 bits, and ptxas drops them), so the
+ * split is one AND and one FADD.  One product: rounded (tf32_split). */
+template <int PASSES>
+__device__ __forceinline__ void tf32_split_a(float v, uint32_t &hi, uint32_t &lo)
+{
+    if (PASSES == 3) {
+        hi = __float_as_uint(v) & 0xffffe000u;
+        lo = __float_as_uint(v - __uint_as_float(hi)) & 0xffffe000u;
+    } else {
+        tf32_split<PASSES>(v, hi, lo);
+    }
+}
+
 /* c += a b: a 16 x 8 (row-major fragment), b 8 x 8 (column), c 16 x 8, FP32. */
 __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1)
@@ -160,12 +175,13 @@ __device__ __forceinline__ double stage_load(const double *p)
  * A warp a centre: sn[j] = n_j as float for the centres the tiles rank, +inf
  * for padding (j >= k) and for centres equal bit for bit to an earlier one
  * (the lanes compare against earlier centres in parallel, so the check is
- * k / 32 row compares deep rather than k); for float32, cd = C in double
- * (the winners' distances then load each centre value converted); and the
- * count of listed rows zeroed for tc_kernel (no memset of its own).
+ * k / 32 row compares deep rather than k); cd = C in double, rows dpad
+ * apart and zero past d (the winners' distances load it 16 bytes at a
+ * time); and the count of listed rows zeroed for tc_kernel (no memset of
+ * its own).
  */
 template <typename T>
-__global__ void tc_prep_kernel(const T *__restrict__ C, int64_t k, int64_t d,
+__global__ void tc_prep_kernel(const T *__restrict__ C, int64_t k, int64_t d, int dpad,
                                const T *__restrict__ cn, int kpad, float *__restrict__ sn,
                                double *__restrict__ cd, int *__restrict__ fb_count)
 {
@@ -177,9 +193,8 @@ __global__ void tc_prep_kernel(const T *__restrict__ C, int64_t k, int64_t d,
     float v = INFINITY;
     if (j < k) {
         const T *cj = C + (int64_t)j * d;
-        if (cd)
-            for (int64_t q = lane; q < d; q += 32)
-                cd[j * d + q] = (double)cj[q];
+        for (int q = lane; q < dpad; q += 32)
+            cd[(int64_t)j * dpad + q] = q < d ? (double)cj[q] : 0.0;
         bool dup = false;
         for (int i = lane; i < j && !dup; i += 32) {
             const T *ci = C + (int64_t)i * d;
@@ -205,10 +220,11 @@ struct tc_bound {
 template <typename T>
 struct tc_args {
     const T *X, *C;
-    const double *Cd; /* C in double: float32's copy (tc_prep_kernel), float64's C */
+    const double *Cd; /* C in double, rows dpad apart, zeros past d (tc_prep_kernel) */
     int64_t n, k, d;
     int kpad, dpad, ld, kfull; /* padded sizes, shared row stride, kpad to whole chunks */
     int vec;                   /* X read 16 bytes a load (stage_unit) */
+    int xv4;                   /* float64 X 16-byte aligned, d a multiple of 4 */
     const float *sn;
     const T *cn; /* n_j in T: cmax^2 */
     tc_bound b;
@@ -270,10 +286,12 @@ __device__ __forceinline__ stage_steps stage_steps_of(int lane, int vec, int d, 
  * multiple of VEC, else 1), NB loads a lane in flight at once (the
  * accumulators are not live here).  Lane l's i-th load is element
  * (l + 32 i) VEC, within one row (d is a multiple of VEC): its shared offset
- * steps by a constant, plus one row's wrap where the column passes d.
+ * steps by a constant, plus one row's wrap where the column passes d (never
+ * where d divides 32 VEC: WRAP false).  FULL: a whole unit of whole batches,
+ * no bounds tests.
  */
-template <typename T, int VEC>
-__device__ __forceinline__ void stage_unit(const T *xb, int nv, int d, int ld, float *sx,
+template <typename T, int VEC, bool WRAP, bool FULL>
+__device__ __forceinline__ void stage_rows(const T *xb, int nv, int d, int ld, float *sx,
                                            int lane, stage_steps st)
 {
     constexpr int NB = 16;
@@ -284,19 +302,33 @@ __device__ __forceinline__ void stage_unit(const T *xb, int nv, int d, int ld, f
         float v[NB][VEC];
 #pragma unroll
         for (int b = 0; b < NB; b++)
-            stage_get<T, VEC>(p + b * 32 * VEC, i0 + b * 32 < have, v[b]);
+            stage_get<T, VEC>(p + b * 32 * VEC, FULL || i0 + b * 32 < have, v[b]);
 #pragma unroll
         for (int b = 0; b < NB; b++) {
-            if (i0 + b * 32 < total)
+            if (FULL || i0 + b * 32 < total)
                 stage_put<VEC>(sx + soff, v[b]);
             soff += st.dsoff;
-            col += st.dcol;
-            if (col >= d) {
-                col -= d;
-                soff += ld - d;
+            if (WRAP) {
+                col += st.dcol;
+                if (col >= d) {
+                    col -= d;
+                    soff += ld - d;
+                }
             }
         }
     }
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void stage_unit(const T *xb, int nv, int d, int ld, float *sx,
+                                           int lane, stage_steps st)
+{
+    if (st.dcol != 0)
+        stage_rows<T, VEC, true, false>(xb, nv, d, ld, sx, lane, st);
+    else if (nv == 32 && d % (16 * VEC) == 0) /* 32 d / VEC loads: whole batches of 32 x 16 */
+        stage_rows<T, VEC, false, true>(xb, nv, d, ld, sx, lane, st);
+    else
+        stage_rows<T, VEC, false, false>(xb, nv, d, ld, sx, lane, st);
 }
 
 /* The A fragment of an m16n8k8 tf32 mma (16 rows x 8 words at s, rows ld
@@ -310,18 +342,27 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t saddr)
                  : "r"(saddr));
 }
 
-/* One step (xor H) of butterfly_halve, then the next. */
+/*
+ * The winners' distances' butterfly steps across lanes (xor H, ..., 1 in
+ * lanes; xor 4 H .. 4 in the exact kernel's q0 = 4m + v), halving: a lane
+ * keeps the half of its rows on its side of the step's bit and adds its
+ * partner's sums of them (mine + partner's, as the full butterfly does
+ * there), so it ends with row m's four sums in s[0].
+ */
 template <int H, int N>
-__device__ __forceinline__ void butterfly_halve(double (&s)[N], int q0)
+__device__ __forceinline__ void butterfly_rows(double (&s)[N][4], int m)
 {
-    const bool up = (q0 & H) != 0;
+    if constexpr (H >= 1) {
+        const bool up = (m & H) != 0;
 #pragma unroll
-    for (int i = 0; i < H; i++) {
-        const double keep = up ? s[i + H] : s[i], give = up ? s[i] : s[i + H];
-        s[i] = keep + __shfl_xor_sync(FULL_MASK, give, H);
+        for (int i = 0; i < H; i++)
+#pragma unroll
+            for (int v = 0; v < 4; v++) {
+                const double keep = up ? s[i + H][v] : s[i][v], give = up ? s[i][v] : s[i + H][v];
+                s[i][v] = keep + __shfl_xor_sync(FULL_MASK, give, H);
+            }
+        butterfly_rows<H / 2>(s, m);
     }
-    if constexpr (H > 1)
-        butterfly_halve<H / 2>(s, q0);
 }
 
 /*
@@ -348,6 +389,11 @@ __device__ __forceinline__ void butterfly_halve(double (&s)[N], int q0)
  * ranked.  CH = 4 exactly where the exact kernel's TX is 8 (k <= 32), so TX is
  * a constant too.
  */
+#ifndef TC_NG
+#define TC_NG 3
+#endif
+constexpr int NG = TC_NG;
+
 template <typename T, int PASSES, bool SPLIT, int CH>
 __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant__ tc_args<T> a)
 {
@@ -355,7 +401,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
     const int ld = a.ld, kpad = a.kpad, dpad = a.dpad, kfull = a.kfull, d = (int)a.d;
     const int64_t n = a.n, dd = a.d;
     constexpr int W = PASSES == 3 && SPLIT ? 4 : 2;    /* words of B a lane a k-step */
-    constexpr int TX = CH == 4 ? 8 : 16, RP = 32 / TX; /* the exact kernel's distance lanes */
+    constexpr int TX = CH == 4 ? 8 : 16;               /* the exact kernel's distance lanes */
     constexpr int VEC = 16 / sizeof(T);                /* elements of a 16-byte load */
     const int ksteps = dpad / 8, tiles = kfull / 8;    /* n-tiles a k-step */
     uint32_t *sb = (uint32_t *)smem;                   /* ksteps x tiles x 32 x W: B */
@@ -503,39 +549,71 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
                     ldsm_x4(r, sxa + (mt * 16 * ld + ks * 8) * 4);
 #pragma unroll
                     for (int i = 0; i < 4; i++)
-                        tf32_split<PASSES>(__uint_as_float(r[i]), ah[mt][i], al[mt][i]);
+                        tf32_split_a<PASSES>(__uint_as_float(r[i]), ah[mt][i], al[mt][i]);
                 }
                 const uint32_t *pbk = pbc + ks * pb_ks;
+                /* NG n-tiles at a time, their mma interleaved: 2 NG
+                 * independent chains of 3, so the tensor cores' latency
+                 * overlaps */
 #pragma unroll
-                for (int nt = 0; nt < CH; nt++) {
-                    const uint32_t *pb = pbk + nt * 32 * W;
-                    uint32_t bh0, bh1, bl0 = 0u, bl1 = 0u;
-                    if constexpr (!SPLIT) {
-                        const uint2 v = *(const uint2 *)pb;
-                        tf32_split<PASSES>(__uint_as_float(v.x), bh0, bl0);
-                        tf32_split<PASSES>(__uint_as_float(v.y), bh1, bl1);
-                    } else if constexpr (PASSES == 3) {
-                        const uint4 v = *(const uint4 *)pb;
-                        bh0 = v.x, bh1 = v.y, bl0 = v.z, bl1 = v.w;
-                    } else {
-                        const uint2 v = *(const uint2 *)pb;
-                        bh0 = v.x, bh1 = v.y;
-                    }
+                for (int n1 = 0; n1 < CH; n1 += NG) {
+                    uint32_t bh0[NG], bh1[NG], bl0[NG], bl1[NG];
+                    float tile[NG][2][4];
 #pragma unroll
-                    for (int mt = 0; mt < 2; mt++) {
-                        /* this k-step's 8 columns from zero, then one FP32
-                         * add: the tensor cores' truncation error stays
-                         * relative to this step's terms (the bound) */
-                        float tile[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                        if (PASSES == 3) { /* the small terms first */
-                            mma_tf32(tile, al[mt], bh0, bh1);
-                            mma_tf32(tile, ah[mt], bl0, bl1);
+                    for (int u = 0; u < NG; u++) {
+                        if (n1 + u >= CH)
+                            continue;
+                        const uint32_t *pb = pbk + (n1 + u) * 32 * W;
+                        bl0[u] = bl1[u] = 0u;
+                        if constexpr (!SPLIT) {
+                            const uint2 v = *(const uint2 *)pb;
+                            tf32_split<PASSES>(__uint_as_float(v.x), bh0[u], bl0[u]);
+                            tf32_split<PASSES>(__uint_as_float(v.y), bh1[u], bl1[u]);
+                        } else if constexpr (PASSES == 3) {
+                            const uint4 v = *(const uint4 *)pb;
+                            bh0[u] = v.x, bh1[u] = v.y, bl0[u] = v.z, bl1[u] = v.w;
+                        } else {
+                            const uint2 v = *(const uint2 *)pb;
+                            bh0[u] = v.x, bh1[u] = v.y;
                         }
-                        mma_tf32(tile, ah[mt], bh0, bh1);
 #pragma unroll
-                        for (int e = 0; e < 4; e++)
-                            acc[mt][nt][e] += tile[e];
+                        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                            for (int e = 0; e < 4; e++)
+                                tile[u][mt][e] = 0.0f;
                     }
+                    /* this k-step's 8 columns from zero, the small terms
+                     * first, then one FP32 add: the tensor cores'
+                     * truncation error stays relative to this step's terms
+                     * (the bound) */
+                    if (PASSES == 3) {
+#pragma unroll
+                        for (int u = 0; u < NG; u++)
+#pragma unroll
+                            for (int mt = 0; mt < 2; mt++)
+                                if (n1 + u < CH)
+                                    mma_tf32(tile[u][mt], al[mt], bh0[u], bh1[u]);
+#pragma unroll
+                        for (int u = 0; u < NG; u++)
+#pragma unroll
+                            for (int mt = 0; mt < 2; mt++)
+                                if (n1 + u < CH)
+                                    mma_tf32(tile[u][mt], ah[mt], bl0[u], bl1[u]);
+                    }
+#pragma unroll
+                    for (int u = 0; u < NG; u++)
+#pragma unroll
+                        for (int mt = 0; mt < 2; mt++)
+                            if (n1 + u < CH)
+                                mma_tf32(tile[u][mt], ah[mt], bh0[u], bh1[u]);
+#pragma unroll
+                    for (int u = 0; u < NG; u++)
+#pragma unroll
+                        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                            for (int e = 0; e < 4; e++)
+                                if (n1 + u < CH)
+                                    acc[mt][n1 + u][e] += tile[u][mt][e];
                 }
             }
             /* a = n_j - 2 S_j; columns rise within a thread, so an equal a
@@ -565,16 +643,15 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
         for (int r = 0; r < 4; r++) {
 #pragma unroll
             for (int off = 1; off <= 2; off <<= 1) {
-                float ob1 = __shfl_xor_sync(FULL_MASK, b1[r], off);
-                float ob2 = __shfl_xor_sync(FULL_MASK, b2[r], off);
-                int oi = __shfl_xor_sync(FULL_MASK, i1[r], off);
-                float hi = argmin_before(ob1, oi, b1[r], i1[r]) ? b1[r] : ob1;
-                float s = fminf(fminf(b2[r], ob2), hi);
-                if (argmin_before(ob1, oi, b1[r], i1[r])) {
-                    b1[r] = ob1;
-                    i1[r] = oi;
-                }
-                b2[r] = s;
+                const float ob1 = __shfl_xor_sync(FULL_MASK, b1[r], off);
+                const float ob2 = __shfl_xor_sync(FULL_MASK, b2[r], off);
+                const int oi = __shfl_xor_sync(FULL_MASK, i1[r], off);
+                /* argmin_before(ob1, oi, b1, i1), without branches */
+                const bool take = (oi >= 0) & ((i1[r] < 0) | (ob1 < b1[r]) |
+                                               ((ob1 == b1[r]) & (oi < i1[r])));
+                b2[r] = fminf(fminf(b2[r], ob2), take ? b1[r] : ob1);
+                b1[r] = take ? ob1 : b1[r];
+                i1[r] = take ? oi : i1[r];
             }
             const int row = (r >> 1) * 16 + (r & 1) * 8 + g;
             const float tr = __shfl_sync(FULL_MASK, thr, row);
@@ -599,47 +676,62 @@ __global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant
             }
         }
         /* the winners' exact distances, as the exact kernel sums them: TX
-         * lanes a row, columns lane % TX, + TX, ..., then its butterfly.  A
-         * lane's TX rows (p RP + lane / TX) at once, so their loads overlap;
-         * float32 reads x from the shared rows, which hold it exactly, and C
-         * from its double copy.  Rows without a winner (listed, or past n)
-         * sum against centre 0 (and float64 against the unit's first row)
-         * with no branch, and are not stored. */
-        const int q0 = lane % TX, rl = lane / TX;
-        double s[TX];
-        int co[TX], xo[TX]; /* 32-bit offsets: k d < 2^31 */
+         * lanes a row, lane q0 summing columns q0, q0 + TX, ... in double,
+         * then a butterfly (xor TX / 2, ..., 1).  Here a lane takes four q0
+         * (4m .. 4m + 3: four sums, 16-byte loads), LPR = TX / 4 lanes a row,
+         * and LPR rows (p G + rr) at once so their loads overlap; columns
+         * past d add (0 - 0)^2, which leaves a sum unchanged (the shared rows
+         * and Cd hold zeros there).  The butterfly's steps across lanes halve
+         * (butterfly_rows) and its last two (xor 2, xor 1) are within the
+         * lane.  float32 reads x from the shared rows, which hold it exactly.
+         * Rows without a winner (listed, or past n) sum against centre 0
+         * (float64: the unit's first row) and are not stored. */
+        constexpr int LPR = TX / 4, G = 32 / LPR;
+        const int m = lane % LPR, rr = lane / LPR;
+        double s[LPR][4];
+        int co[LPR], xo[LPR]; /* 32-bit offsets: k dpad < 2^31 */
 #pragma unroll
-        for (int p = 0; p < TX; p++) {
-            const int row = p * RP + rl, j = row < nv ? lab[row] : -1;
-            s[p] = 0.0;
-            co[p] = (j < 0 ? 0 : j) * d;
+        for (int p = 0; p < LPR; p++) {
+            const int row = p * G + rr, j = row < nv ? lab[row] : -1;
+            co[p] = (j < 0 ? 0 : j) * dpad;
             xo[p] = sizeof(T) == 4 ? row * ld : (row < nv ? row : 0) * d;
-        }
-        for (int q = q0; q < d; q += TX) {
-            const double *cq = Cd + q;
-            const float *sq = sx + q;
-            const T *xq = xb + q;
 #pragma unroll
-            for (int p = 0; p < TX; p++) {
-                double tq;
-                if constexpr (sizeof(T) == 4)
-                    tq = (double)sq[xo[p]] - cq[co[p]];
-                else
-                    tq = (double)xq[xo[p]] - cq[co[p]];
-                s[p] += tq * tq;
+            for (int v = 0; v < 4; v++)
+                s[p][v] = 0.0;
+        }
+        for (int q = 4 * m; q < d; q += TX) {
+            const double *cq = Cd + q;
+#pragma unroll
+            for (int p = 0; p < LPR; p++) {
+                double xv[4];
+                if constexpr (sizeof(T) == 4) {
+                    const float4 x4 = *(const float4 *)(sx + xo[p] + q);
+                    xv[0] = x4.x, xv[1] = x4.y, xv[2] = x4.z, xv[3] = x4.w;
+                } else if (a.xv4) {
+                    const double2 x01 = *(const double2 *)(xb + xo[p] + q);
+                    const double2 x23 = *(const double2 *)(xb + xo[p] + q + 2);
+                    xv[0] = x01.x, xv[1] = x01.y, xv[2] = x23.x, xv[3] = x23.y;
+                } else {
+#pragma unroll
+                    for (int v = 0; v < 4; v++)
+                        xv[v] = q + v < d ? (double)xb[xo[p] + q + v] : 0.0;
+                }
+                const double2 c01 = *(const double2 *)(cq + co[p]);
+                const double2 c23 = *(const double2 *)(cq + co[p] + 2);
+                const double cv[4] = {c01.x, c01.y, c23.x, c23.y};
+#pragma unroll
+                for (int v = 0; v < 4; v++) {
+                    const double tq = xv[v] - cv[v];
+                    s[p][v] += tq * tq;
+                }
             }
         }
-        /* the butterfly (xor TX / 2, ..., 1) halving: at each step a lane
-         * keeps the half of its rows on its side of the step's bit and adds
-         * its partner's sums of them, the same additions (mine + partner's)
-         * the full butterfly does there; it ends with row q0 RP + rl's total
-         * in s[0] */
-        butterfly_halve<TX / 2>(s, q0);
+        butterfly_rows<LPR / 2>(s, m);
         {
-            const int row = q0 * RP + rl, j = lab[row];
+            const int row = m * G + rr, j = lab[row];
             if (row < nv && j >= 0) {
                 a.labels[r0 + row] = j;
-                a.mind[r0 + row] = (T)s[0];
+                a.mind[r0 + row] = (T)((s[0][0] + s[0][2]) + (s[0][1] + s[0][3]));
             }
         }
         __syncwarp(); /* sx and lab are rewritten by the next unit */
@@ -663,7 +755,10 @@ template <typename T>
 tc_bound bound_for(int64_t d, int dpad, int passes)
 {
     const double u = 0x1p-24, uT = sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
-    double rep = passes == 3 ? 0x1p-20 : 0x1p-10 + 0x1p-22;
+    /* 3 products: x truncated (|x - xh| < 2^-10 |x|, residual 2^-20 |x|), c
+     * rounded (2^-11, 2^-22): xh rc + xl (c - ch) + rx c < (2^-22 + 2^-21 +
+     * 2^-20) |x c| */
+    double rep = passes == 3 ? 1.75 * 0x1p-20 : 0x1p-10 + 0x1p-22;
     if (sizeof(T) == 8)
         rep += 2.0 * 0x1p-24; /* x and c rounded to float */
     /* each k-step's tile from zero (<= 1.01 2^-18 of its terms in all),
@@ -696,9 +791,9 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     int major = 0;
     *done = 0;
     CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device));
-    /* (32-bit offsets in the kernel: 32 rows of X, all of C) */
+    /* (32-bit offsets in the kernel: 32 rows of X, all of C, C's padded copy) */
     if (major < 8 || d < 1 || n > INT_MAX || k > INT_MAX - 8 || d > INT_MAX / 64 ||
-        k * d > INT_MAX)
+        k * ((d + 7) / 8 * 8) > INT_MAX)
         return GSB_OK;
     const int64_t kpad = (k + 7) / 8 * 8, dpad = (d + 7) / 8 * 8, ld = dpad + 4;
     /* n-tiles (8 centres each) per accumulator pass: 4 where k <= 32 (the
@@ -743,26 +838,26 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     const char *stats = getenv("GSB_ARGMIN_STATS");
     const size_t o_sn = scratch_up((size_t)k * sizeof(T)),
                  o_cd = o_sn + scratch_up((size_t)kpad * sizeof(float)),
-                 o_cnt = o_cd + (sizeof(T) == 4 ? scratch_up((size_t)(k * d) * sizeof(double)) : 0),
+                 o_cnt = o_cd + scratch_up((size_t)(k * dpad) * sizeof(double)),
                  o_rows = o_cnt + SCRATCH_ALIGN, bytes = o_rows + (size_t)n * sizeof(int32_t);
     char *scratch = NULL;
     if ((rc = gsb__cuda_alloc(be, bytes, (void **)&scratch)) != GSB_OK)
         return rc;
     T *const cn = (T *)scratch;
     float *const sn = (float *)(scratch + o_sn);
-    double *const cd = sizeof(T) == 4 ? (double *)(scratch + o_cd) : NULL;
+    double *const cd = (double *)(scratch + o_cd);
     int *const count = (int *)(scratch + o_cnt);
     int32_t *const rows = (int32_t *)(scratch + o_rows);
     /* n_j exactly as the exact kernel's (row_norms<T, T>); the GPU starts on
      * these while the host sets up the tile kernel */
     GSB_CUDA_CHECK((row_norms<T, T>(be, (const T *)Ct->data, k, d, 0, cn, 0.0, NULL)));
-    tc_prep_kernel<T><<<(unsigned)((kpad + 7) / 8), 256, 0, st>>>((const T *)Ct->data, k, d, cn,
+    tc_prep_kernel<T><<<(unsigned)((kpad + 7) / 8), 256, 0, st>>>((const T *)Ct->data, k, d, (int)dpad, cn,
                                                                   (int)kpad, sn, cd, count);
     CUDA_CHECK(cudaGetLastError());
 
     a.X = (const T *)Xt->data;
     a.C = (const T *)Ct->data;
-    a.Cd = sizeof(T) == 4 ? cd : (const double *)Ct->data;
+    a.Cd = cd;
     a.n = n;
     a.k = k;
     a.d = d;
@@ -776,6 +871,7 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     /* 16-byte loads of X where it is 16-byte aligned (a row range of another
      * tensor may be only element-aligned) and rows hold whole vectors */
     a.vec = (uintptr_t)Xt->data % 16 == 0 && d % (int64_t)(16 / sizeof(T)) == 0;
+    a.xv4 = (uintptr_t)Xt->data % 16 == 0 && d % 4 == 0;
     /* the float sum of squares xs (FMA chains of dpad / 4, then two adds)
      * is within gamma_dpad(2^-24) of the float rows' ||x||^2, less at most
      * 2^-126 an operation lost to underflow; the factor (1 + 2^-20)^2 also
