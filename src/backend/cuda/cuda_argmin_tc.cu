@@ -87,10 +87,14 @@ using namespace gsb_dist;
 
 namespace {
 
-constexpr int TC_WARPS = 6;                 /* warps per block, 32 rows each ... */
-constexpr int TC_WARPS_MIN = 4;             /* ... or these where that does not fit */
-constexpr int TC_THREADS = TC_WARPS * 32;   /* at most */
-constexpr int64_t TC_SMEM_MAX = 112 << 10;  /* at least two blocks per SM */
+/* One block an SM, so B is staged and split once an SM, with TC_WARPS warps
+ * of 32 rows each (the register file holds 16 warps at 128 registers, which
+ * the kernel takes without spilling), or 4 fewer at a time where the shared
+ * memory does not hold them. */
+constexpr int TC_WARPS = 16;
+constexpr int TC_WARPS_MIN = 4;
+constexpr int TC_THREADS = TC_WARPS * 32;  /* at most */
+constexpr int64_t TC_SMEM_MAX = 220 << 10; /* of the 227 KiB a block may have */
 constexpr double RANGE_MAX = 0x1p50;        /* ||x|| + cmax at most this */
 
 /* TF32 tensor cores: compute capability 8.0 on (the host checks before a
@@ -395,7 +399,7 @@ __device__ __forceinline__ void butterfly_rows(double (&s)[N][4], int m)
 constexpr int NG = TC_NG;
 
 template <typename T, int PASSES, bool SPLIT, int CH>
-__global__ void __launch_bounds__(TC_THREADS, 2) tc_kernel(const __grid_constant__ tc_args<T> a)
+__global__ void __launch_bounds__(TC_THREADS, 1) tc_kernel(const __grid_constant__ tc_args<T> a)
 {
     extern __shared__ __align__(16) float smem[];
     const int ld = a.ld, kpad = a.kpad, dpad = a.dpad, kfull = a.kfull, d = (int)a.d;
@@ -813,20 +817,21 @@ int tc_run(const gsb__backend *be, const gsb__tensor *Xt, const gsb__tensor *Ct,
     const int64_t kfull = (kpad + 8 * ch - 1) / (8 * ch) * (8 * ch);
     /* shared memory: B in fragment order (split: hi, and lo for 3
      * products; else as float), n_j, each warp's rows.  The first that fits
-     * of: TC_WARPS warps and B split, as float, then TC_WARPS_MIN the same */
+     * of: TC_WARPS warps and B split, as float, then 4 warps fewer the same,
+     * down to TC_WARPS_MIN */
     const int64_t bsplit = kfull * dpad * (PASSES == 3 ? 2 : 1), bfloat = kfull * dpad;
     int nw = 0;
     bool split = false;
     size_t smem = 0;
-    for (int c = 0; c < 4 && !nw; c++) {
-        const int w = c < 2 ? TC_WARPS : TC_WARPS_MIN;
-        const int64_t words = (c % 2 == 0 ? bsplit : bfloat) + kfull + (int64_t)w * 32 * (ld + 1);
-        if (words * 4 <= TC_SMEM_MAX) {
-            nw = w;
-            split = c % 2 == 0;
-            smem = (size_t)words * 4;
+    for (int w = TC_WARPS; w >= TC_WARPS_MIN && !nw; w -= 4)
+        for (int c = 0; c < 2 && !nw; c++) {
+            const int64_t words = (c == 0 ? bsplit : bfloat) + kfull + (int64_t)w * 32 * (ld + 1);
+            if (words * 4 <= TC_SMEM_MAX) {
+                nw = w;
+                split = c == 0;
+                smem = (size_t)words * 4;
+            }
         }
-    }
     if (!nw)
         return GSB_OK;
     *done = 1;
