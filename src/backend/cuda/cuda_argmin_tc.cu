@@ -13,17 +13,20 @@
  *
  * Here.  A warp takes 32 rows of X (converted to float in shared memory, no
  * copy of X in global memory) and all k centres (rounded to float and split
- * into TF32 hi and lo once per block, in shared memory in the order of the
- * mma B fragments, so a lane loads its fragment in one access; as float,
- * split at each use, where the split copy does not fit), computes the dot
- * products S_j with mma.sync m16n8k8 TF32 tiles (3xTF32: x = hi + lo, each
- * an exact TF32 value, and hi.hi + hi.lo + lo.hi accumulated in FP32; or one
- * TF32 product, mode 1), a_j = fl32(n_j - 2 S_j), and keeps each row's best
- * a (its index) and second-best a.  If
+ * into TF32 hi and lo once per block, one block an SM, in shared memory in
+ * the order of the mma B fragments, so a lane loads its fragment in one
+ * access; as float, split at each use, where the split copy does not fit),
+ * computes the dot products S_j with mma.sync m16n8k8 TF32 tiles (3xTF32:
+ * x = hi + lo + r and c likewise, hi and lo TF32 values, and hi.hi + hi.lo +
+ * lo.hi accumulated in FP32; or one TF32 product, mode 1), a_j = fl32(n_j -
+ * 2 S_j), and keeps each row's best a (its index) and second-best a.  If
  *     a_second - a_best > 2 B(x)
  * where |a_j - e_j| <= B(x) for every j (below), then e_best < e_j for every
  * other j, so the exact kernel picks the same centre; the winner's distance
- * is then summed exactly as the exact kernel does (same lanes, same order).
+ * is then summed as the exact kernel sums it: the same partial sums (over
+ * columns q0, q0 + TX, ...), each in the same order, combined by the same
+ * tree of additions as its butterfly (here a lane holds four partial sums,
+ * and the butterfly's last two steps run within the lane).
  * Other rows (near ties) go to a list, which the exact kernel itself then
  * runs on, reading the listed rows in place (gsb__cuda_argmin_listed, with
  * the same n_j): a row's label and distance there depend only on the row
@@ -33,7 +36,7 @@
  * whatever the count, and where more than half the rows are listed it runs
  * on all of X instead.  So a call never waits on the host.
  * For float32 the winners' distances are summed from the shared rows, which
- * hold x exactly, and C itself.
+ * hold x exactly, and a double copy of C.
  *
  * Centres equal bit for bit to an earlier centre are left out of the tiles:
  * their e equals the earlier one's, which ranks first by index, so they can
@@ -47,15 +50,20 @@
  *    chain 2 gamma_d(uT) P, n_j (uT + 2d 2^-53) cmax^2, the final fma
  *    1.01 uT (cmax^2 + 2P);
  *  - the tiles against E_j: TF32 representation, per product hi.hi only
- *    (2^-10 + 2^-22) |x c|, 3xTF32 (lo.lo and the lo's own rounding) 3.1 x
- *    2^-22 |x c| <= 2^-20 |x c|; float64 inputs rounded to float 2 x 2^-24;
+ *    (2^-10 + 2^-22) |x c| (both rounded), 3xTF32 (x truncated: |x - xh| <
+ *    2^-10 |x|, residual r_x < 2^-20 |x|; c rounded: 2^-11 |c|, r_c <=
+ *    2^-22 |c|; the products left out, xh r_c + xl (c - ch) + r_x c, are
+ *    below (2^-22 + 2^-21 + 2^-20) |x c| = 1.75 x 2^-20 |x c|); float64
+ *    inputs rounded to float 2 x 2^-24;
  *    the FP32 accumulation of the tensor cores (products exact, aligned and
  *    truncated, Fasi et al. 2021): at most 32 units of 2^-23 = 2^-18 of the
  *    sum of the magnitudes each mma adds (its 9 terms).  Each k-step's tile
  *    starts from zero (lo.hi, then hi.lo, then hi.hi, P_s its columns'
- *    share of P): the lo products are at most 2^-11 (1 + 2^-11)^2 |x c|
- *    each, so the three mma err by at most 2^-18 (H_s + 4.1 L_s) <= 1.01
- *    2^-18 P_s and the tile is at most 1.003 P_s; the s tiles are then
+ *    share of P): the lo products are below 2^-10 (1 + 2^-11) and 2^-11
+ *    (1 + 2^-11) |x c|, L_s < 0.0015 P_s their sum, H_s <= (1 + 2^-11) P_s
+ *    the hi.hi's, so the three mma err by at most 2^-18 (H_s + 3 L_s)
+ *    (1 + 2^-17) <= 1.01 2^-18 P_s and the tile is at most 1.003 P_s; the s
+ *    tiles are then
  *    added in FP32 (the first add exact), gamma_{s-1}(u) 1.003 P: in all
  *    1.01 (2^-18 + gamma_{s-1}(u)) P, against m 2^-18 P (m = the mma per
  *    output, 3d/8) had the mma accumulated across k-steps; twice these
@@ -63,11 +71,18 @@
  *    1.01 2^-24 (cmax^2 + 2P);
  *  - K3: underflow (subnormal TF32 and FP32 values, float64 -> float), far
  *    below d 2^-100 (1 + ||x|| + cmax).
- * K1, K2 are the sums of the P and cmax^2 terms, times 1.1.  ||x|| is taken
- * from the float copies in double, times 1 + 2^-20 (float64 rows differ by
- * 2^-24); cmax from n_j, times 1 + 2^-20.  Rows with ||x|| + cmax above 2^50
- * (so nothing overflows in either kernel), or NaN / inf anywhere, fail the
- * test (comparisons with NaN are false) and take the exact path.
+ * K1, K2 are the sums of the P and cmax^2 terms, times 1.1.  ||x||^2 is
+ * summed in float from the float copies (FMA chains, then two adds: within
+ * gamma_dpad(u) of their ||x||^2, less at most 2^-126 an operation lost to
+ * underflow), so ||x|| <= sqrt(xs xfac + xtiny), xfac = (1 + 2^-20)^2 /
+ * (1 - gamma_dpad(u)) (the square also covers float64 rows, 2^-24 from
+ * their float copies, and the double roundings), xtiny = (dpad + 3) 2^-126
+ * xfac; cmax from n_j, times 1 + 2^-20.  The test runs in float:
+ * fl32(a_second - a_best) > thr, thr = 2 B(x) (1 + 2^-20) rounded up; the
+ * difference rounds by at most 2^-24 of itself, so the real one exceeds
+ * 2 B(x).  Rows with ||x|| + cmax above 2^50 (so nothing overflows in
+ * either kernel; thr is NaN) or NaN / inf anywhere fail the test
+ * (comparisons with NaN are false) and take the exact path.
  */
 #include <float.h>
 #include <limits.h>
@@ -351,7 +366,11 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t saddr)
  * lanes; xor 4 H .. 4 in the exact kernel's q0 = 4m + v), halving: a lane
  * keeps the half of its rows on its side of the step's bit and adds its
  * partner's sums of them (mine + partner's, as the full butterfly does
- * there), so it ends with row m's four sums in s[0].
+ * there), so it ends with row m's four sums in s[0].  The lane that stores
+ * a row is not always the exact kernel's (lane 0 of the row), so some of
+ * its additions take their operands the other way round: the same value,
+ * the sums being finite (rows with a non-finite value, or past the range,
+ * take the exact path).
  */
 template <int H, int N>
 __device__ __forceinline__ void butterfly_rows(double (&s)[N][4], int m)
@@ -410,7 +429,7 @@ __global__ void __launch_bounds__(TC_THREADS, 1) tc_kernel(const __grid_constant
     const int ksteps = dpad / 8, tiles = kfull / 8;    /* n-tiles a k-step */
     uint32_t *sb = (uint32_t *)smem;                   /* ksteps x tiles x 32 x W: B */
     float *sn = (float *)(sb + (size_t)kfull * ksteps * 4 * W); /* kfull: n_j or +inf */
-    const int nw = blockDim.x >> 5, nthr = blockDim.x; /* TC_WARPS or TC_WARPS_MIN */
+    const int nw = blockDim.x >> 5, nthr = blockDim.x; /* TC_WARPS, or fewer */
     float *sxall = sn + kfull;                         /* nw x 32 x ld: rows */
     int *slab = (int *)(sxall + (size_t)nw * 32 * ld); /* nw x 32 */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -965,8 +984,8 @@ int gsb__cuda_resident_per_sm(const void *kern, int device, int threads, size_t 
 int gsb__cuda_argmin_tc_mode(gsb_dtype dt, int64_t n, int64_t k)
 {
     /* by default 3xTF32.  Measured on an H200 at 1M x 64, k = 100 (bench_ops,
-     * one call): float64 0.56 ms against the exact kernel's 1.35, float32
-     * 0.47 ms (the tile kernel 0.43 of it, ncu) against 0.71.  float32 keeps
+     * one call): float64 0.45 ms against the exact kernel's 1.36, float32
+     * 0.36 ms (the tile kernel 0.31 of it, ncu) against 0.71.  float32 keeps
      * the exact kernel where that is not shown: k <= 32 (chunks of 4 padded
      * n-tiles) and small n, where the tiles' fixed work per call (norms,
      * prep, the listed rows' launch: ~0.05 ms with bench_ops' wait) would
