@@ -412,10 +412,9 @@ __device__ __forceinline__ void butterfly_rows(double (&s)[N][4], int m)
  * ranked.  CH = 4 exactly where the exact kernel's TX is 8 (k <= 32), so TX is
  * a constant too.
  */
-#ifndef TC_NG
-#define TC_NG 3
-#endif
-constexpr int NG = TC_NG;
+/* n-tiles whose mma the k-step loop interleaves: at 128 registers, 3 leave
+ * ptxas the fewest NOPs among the tensor-core chains (1: 38 a k-step, 3: 15) */
+constexpr int NG = 3;
 
 template <typename T, int PASSES, bool SPLIT, int CH>
 __global__ void __launch_bounds__(TC_THREADS, 1) tc_kernel(const __grid_constant__ tc_args<T> a)
