@@ -7,13 +7,13 @@
  *
  * Fresh random data in float32 and float64; shapes with k = 1, k and d not
  * multiples of the tiles (8), n not a multiple of the 32-row unit, d past
- * what the tiles take (the exact kernel then); and adversarial data: centres
- * duplicated bit for bit, rows at the midpoint of two centres (equidistant up
- * to rounding), rows equal to centres, rows of huge and tiny magnitude, a
- * large common offset (most rows near ties for the bound: the exact path),
- * integer data with exact ties, and non-finite rows; and that the tiles
- * decide most rows of ordinary data while near ties reach the exact path
- * (GSB_ARGMIN_STATS).  Needs a GPU.
+ * what the tiles take (the exact kernel then), X only element-aligned; and
+ * adversarial data: centres duplicated bit for bit, rows at the midpoint of
+ * two centres (equidistant up to rounding), rows equal to centres, rows of
+ * huge and tiny magnitude, a large common offset (most rows near ties for
+ * the bound: the exact path), integer data with exact ties, and non-finite
+ * rows; and that the tiles decide most rows of ordinary data while near ties
+ * reach the exact path (GSB_ARGMIN_STATS).  Needs a GPU.
  */
 #include <math.h>
 #include <stdint.h>
@@ -102,16 +102,16 @@ static void check_cpu(const gsb__tensor *X, const gsb__tensor *C, const gsb__ten
     gsb__tensor_free(&mc);
 }
 
-/* Both tensor-core modes against the exact kernel, bit for bit; cpu_check:
- * also the CPU twin (finite, moderate data). */
-static void compare_all(const gsb__tensor *X, const gsb__tensor *C, int cpu_check)
+/* Both tensor-core modes on Xg, Cg (X, C on the GPU) against the exact
+ * kernel, bit for bit; cpu_check: also the CPU twin (finite, moderate data). */
+static void compare_on(const gsb__tensor *Xg, const gsb__tensor *Cg, const gsb__tensor *X,
+                       const gsb__tensor *C, int cpu_check)
 {
-    gsb__tensor Xg = to_gpu(X), Cg = to_gpu(C);
     gsb__tensor le, me;
-    run_mode("exact", &Xg, &Cg, &le, &me);
+    run_mode("exact", Xg, Cg, &le, &me);
     for (int m = 0; m < 2; m++) {
         gsb__tensor lt, mt;
-        run_mode(modes[m], &Xg, &Cg, &lt, &mt);
+        run_mode(modes[m], Xg, Cg, &lt, &mt);
         CHECK(bits_differ(&lt, &le, "label", modes[m]) == 0);
         CHECK(bits_differ(&mt, &me, "distance", modes[m]) == 0);
         if (cpu_check)
@@ -121,9 +121,17 @@ static void compare_all(const gsb__tensor *X, const gsb__tensor *C, int cpu_chec
     }
     gsb__tensor_free(&le);
     gsb__tensor_free(&me);
+}
+
+/* compare_on with X and C uploaded. */
+static void compare_all(const gsb__tensor *X, const gsb__tensor *C, int cpu_check)
+{
+    gsb__tensor Xg = to_gpu(X), Cg = to_gpu(C);
+    compare_on(&Xg, &Cg, X, C, cpu_check);
     gsb__tensor_free(&Xg);
     gsb__tensor_free(&Cg);
 }
+
 
 static void set_row(gsb__tensor *X, int64_t i, const gsb__tensor *C, int64_t j)
 {
@@ -153,6 +161,38 @@ static void test_shapes(void)
             CASE_END(before, "argmin tc %s n=%lld d=%lld k=%lld", gsb_dtype_name(dt),
                      (long long)n, (long long)d, (long long)k);
         }
+}
+
+/*
+ * X at an address that is element-aligned only (a row range of another
+ * tensor, or a caller's array, can start anywhere): the tiles then read it
+ * element by element rather than 16 bytes at a time.  d = 64 would take
+ * 16-byte loads where aligned; n off the unit.
+ */
+static void test_misaligned(void)
+{
+    for (int t = 0; t < 2; t++) {
+        int before = case_begin();
+        gsb_dtype dt = dtypes[t];
+        int64_t n = 3001, d = 64, k = 100;
+        size_t es = gsb_dtype_size(dt);
+        gsb__tensor X = host_random(dt, n, d, 1.0), C = host_random(dt, k, d, 1.0);
+        gsb__tensor big = host_random(dt, 1, n * d + 1, 1.0); /* X from element 1 on */
+        memcpy((char *)big.data + es, X.data, (size_t)(n * d) * es);
+        gsb__tensor bigg = to_gpu(&big), Cg = to_gpu(&C), Xg = bigg;
+        Xg.data = (char *)bigg.data + es;
+        Xg.rows = n;
+        Xg.cols = d;
+        Xg.ndim = 2;
+        Xg.owned = 0;
+        compare_on(&Xg, &Cg, &X, &C, 1);
+        gsb__tensor_free(&bigg);
+        gsb__tensor_free(&Cg);
+        gsb__tensor_free(&big);
+        gsb__tensor_free(&X);
+        gsb__tensor_free(&C);
+        CASE_END(before, "argmin tc %s X misaligned for 16-byte loads", gsb_dtype_name(dt));
+    }
 }
 
 /*
@@ -342,6 +382,7 @@ int main(void)
         return 1;
     testing_seed(20261126);
     RUN(test_shapes);
+    RUN(test_misaligned);
     RUN(test_adversarial);
     RUN(test_offset_and_ints);
     RUN(test_nonfinite);
