@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_smalldots.h"
 #include "backend/cpu/cpu_util.h"
 #include "core/error.h"
 
@@ -400,17 +401,18 @@ static int SFX(pairwise)(const gsb__tensor *Xt, const gsb__tensor *Yt, gsb__metr
 /* ---- argmin_sqdist ------------------------------------------------------ */
 
 /*
- * Labels of 8 consecutive rows of a GEMM tile (row stride k, x.c in X's
- * dtype): per row the first j with the least ||c_j||^2 - 2 x.c_j in double
+ * Labels of 8 consecutive rows of a dot-product tile (row stride ld, k
+ * centres, x.c in X's dtype): per row the first j with the least ||c_j||^2 - 2 x.c_j in double
  * (||x||^2 is the same for every centre).  A row's running minimum is a chain
  * of dependent compare-selects (latency-bound: ~5 cycles a centre), so the 8
  * rows' chains run side by side, two to a vector register.  Same values,
  * same order per row (strict <): the labels of a one-row loop.
  */
-static void SFX(argmin_rows8)(const T *t, int64_t k, const double *cn, int32_t *labels)
+static void SFX(argmin_rows8)(const T *t, int64_t ld, int64_t k, const double *cn,
+                             int32_t *labels)
 {
-    const T *r0 = t, *r1 = r0 + k, *r2 = r1 + k, *r3 = r2 + k, *r4 = r3 + k, *r5 = r4 + k,
-            *r6 = r5 + k, *r7 = r6 + k;
+    const T *r0 = t, *r1 = r0 + ld, *r2 = r1 + ld, *r3 = r2 + ld, *r4 = r3 + ld, *r5 = r4 + ld,
+            *r6 = r5 + ld, *r7 = r6 + ld;
     argmin_v2d c = {cn[0], cn[0]}, b0 = {0, 0}, b1 = b0, b2 = b0, b3 = b0;
     argmin_v2d v0 = c - 2.0 * (argmin_v2d){(double)r0[0], (double)r1[0]};
     argmin_v2d v1 = c - 2.0 * (argmin_v2d){(double)r2[0], (double)r3[0]};
@@ -430,12 +432,12 @@ static void SFX(argmin_rows8)(const T *t, int64_t k, const double *cn, int32_t *
 }
 
 /*
- * Each thread takes blocks of rows of X: one GEMM of the block against all
- * centres into its tile (in X's dtype, as scikit-learn's Lloyd step does),
- * then per row the argmin of ||c||^2 - 2 x.c (||x||^2 is the same for every
- * centre), and the winner's squared distance recomputed directly in double,
- * which costs what ||x||^2 would and spares inertia the expansion's
- * cancellation.
+ * Each thread takes blocks of rows of X: the dot products of the block with
+ * all centres into its tile (in X's dtype, as scikit-learn's Lloyd step
+ * does; cpu_smalldots.c's kernel where it applies, else one GEMM), then per
+ * row the argmin of ||c||^2 - 2 x.c (||x||^2 is the same for every centre),
+ * and the winner's squared distance recomputed directly in double, which
+ * costs what ||x||^2 would and spares inertia the expansion's cancellation.
  */
 static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor *labels_t,
                        gsb__tensor *mind_t)
@@ -454,16 +456,27 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
     int64_t nb = (n + bx - 1) / bx;
     /* no more threads than blocks: the others would only be woken and joined */
     int nthreads = (int)cpu_min64(nb, omp_get_max_threads());
-    double *cn = cpu_alloc(k, sizeof(double));
-    if (!cn)
-        return gsb__err(GSB_ENOMEM, "argmin_sqdist: out of memory for %lld centre norms",
+    /* kp > 0: the small-k kernel, on the centres packed into ct (d x kp) */
+    int64_t kp = gsb__cpu_smalldots_kp(k, d, sizeof(T)), ld = kp ? kp : k;
+    double *cn = cpu_alloc(kp ? kp : k, sizeof(double));
+    T *ct = kp ? cpu_alloc(kp * d, sizeof(T)) : NULL;
+    if (!cn || (kp && !ct)) {
+        free(cn);
+        free(ct);
+        return gsb__err(GSB_ENOMEM, "argmin_sqdist: out of memory for %lld centres",
                         (long long)k);
+    }
     SFX(row_sqnorms)(C, k, d, cn);
+    if (kp) {
+        SFX(gsb__cpu_smalldots_pack)(C, k, d, kp, ct);
+        for (int64_t j = k; j < kp; j++)
+            cn[j] = INFINITY;
+    }
     int oom = 0;
     gsb__cpu_blas_serial_begin();
 #pragma omp parallel num_threads(nthreads) if (n * k * (d + 1) > DIST_PAR_MIN)
     {
-        T *tile = cpu_alloc(bx * k, sizeof(T));
+        T *tile = cpu_alloc(bx * ld, sizeof(T));
         if (!tile) {
 #pragma omp atomic write
             oom = 1;
@@ -473,16 +486,22 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
             if (!tile)
                 continue;
             int64_t i0 = b * bx, rows = cpu_min64(bx, n - i0);
+            if (kp) {
+                SFX(gsb__cpu_smalldots)(X + i0 * d, rows, d, ct, kp, tile);
+                SFX(gsb__cpu_smalldots_argmin)(tile, rows, kp, cn, X + i0 * d, d, C,
+                                               labels + i0, mind + i0);
+                continue;
+            }
             SFX(gemm_abt)(X + i0 * d, rows, C, k, d, tile, k);
             int64_t r = 0;
             for (; r + 8 <= rows; r += 8) {
-                SFX(argmin_rows8)(tile + r * k, k, cn, labels + i0 + r);
+                SFX(argmin_rows8)(tile + r * ld, ld, k, cn, labels + i0 + r);
                 for (int q = 0; q < 8; q++)
                     mind[i0 + r + q] = (T)SFX(cpu_sqdist)(X + (i0 + r + q) * d,
                                                           C + labels[i0 + r + q] * d, d);
             }
             for (; r < rows; r++) {
-                const T *t = tile + r * k;
+                const T *t = tile + r * ld;
                 int64_t best = 0;
                 double bv = cn[0] - 2.0 * (double)t[0];
                 for (int64_t j = 1; j < k; j++) {
@@ -500,6 +519,7 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
     }
     gsb__cpu_blas_serial_end();
     free(cn);
+    free(ct);
     if (oom)
         return gsb__err(GSB_ENOMEM, "argmin_sqdist: out of memory for a %lld x %lld tile",
                         (long long)bx, (long long)k);

@@ -7,6 +7,7 @@
  *   cpu_linalg.c    gemm, syrk, eigh, posv, svd, lstsq, orthonormalize
  *   cpu_reduce.c    col_moments, col_minmax, row_sqnorms, col_affine, clip
  *   cpu_distance.c  pairwise, argmin_sqdist, topk
+ *   cpu_smalldots.c argmin_sqdist's tile for few centres (AVX2 + FMA)
  *   cpu_family.c    segment_sum, logistic_loss_grad
  *   cpu_kmeanspp.c  kmeanspp (greedy k-means++)
  *   cpu_kernel.c    kernel (the SVM kernels)

@@ -1,0 +1,39 @@
+/*
+ * cpu_smalldots.h - dot products of rows with a few centres (AVX2 + FMA);
+ * cpu_smalldots.c says why and how.
+ *
+ *   kp = gsb__cpu_smalldots_kp(k, d, esize): the padded centre count (a
+ *        multiple of one register's lanes), or 0 where the kernel does not
+ *        apply (no AVX2 + FMA, or too many centres): then use a GEMM.
+ *   gsb__cpu_smalldots_pack_T(C, k, d, kp, ct): C (k x d) transposed into
+ *        ct (d x kp), the padding zeroed.
+ *   gsb__cpu_smalldots_T(X, rows, d, ct, kp, tile): tile[r * kp + c] =
+ *        x_r . c_c in T, accumulated in feature order (columns >= k are 0).
+ *   gsb__cpu_smalldots_argmin_T(tile, rows, kp, cnp, X, d, C, labels, mind):
+ *        per tile row r (row r of X), the first j with the least
+ *        cnp[j] - 2 tile[r][j] in double (cnp: ||c_j||^2, padded to kp with
+ *        +inf) and the squared distance to that centre in double, rounded
+ *        to T: argmin_sqdist's labels and mind.
+ */
+#ifndef GSB_CPU_SMALLDOTS_H
+#define GSB_CPU_SMALLDOTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+int64_t gsb__cpu_smalldots_kp(int64_t k, int64_t d, size_t esize);
+void gsb__cpu_smalldots_pack_f32(const float *C, int64_t k, int64_t d, int64_t kp, float *ct);
+void gsb__cpu_smalldots_pack_f64(const double *C, int64_t k, int64_t d, int64_t kp, double *ct);
+void gsb__cpu_smalldots_f32(const float *X, int64_t rows, int64_t d, const float *ct,
+                            int64_t kp, float *tile);
+void gsb__cpu_smalldots_f64(const double *X, int64_t rows, int64_t d, const double *ct,
+                            int64_t kp, double *tile);
+
+void gsb__cpu_smalldots_argmin_f32(const float *tile, int64_t rows, int64_t kp,
+                                   const double *cnp, const float *X, int64_t d, const float *C,
+                                   int32_t *labels, float *mind);
+void gsb__cpu_smalldots_argmin_f64(const double *tile, int64_t rows, int64_t kp,
+                                   const double *cnp, const double *X, int64_t d,
+                                   const double *C, int32_t *labels, double *mind);
+
+#endif
