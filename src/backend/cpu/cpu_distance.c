@@ -1,6 +1,8 @@
 /*
  * cpu_distance.c - the CPU backend's distance ops: pairwise, argmin_sqdist
- * (the KMeans assignment step) and topk (brute-force k nearest neighbours).
+ * (the KMeans assignment step) and topk (brute-force k nearest neighbours),
+ * and gsb__cpu_lloyd_step, argmin_sqdist with KMeans' M-step sums folded
+ * into the same pass over X (not an op: the CPU backend's Lloyd iteration).
  *
  * Dot-product metrics go through BLAS: squared distances by the expansion
  * ||x||^2 - 2 x.y + ||y||^2 with row norms accumulated in double, cosine as
@@ -54,6 +56,9 @@
  * rows).  KMeans(20) 5000 x 20 on 16 cores had gone to 65 blocks of 78 rows,
  * a GEMM call of 31K multiply-adds each, on 16 threads. */
 #define ARGMIN_MIN_ROWS 256
+/* Most partial sums (chunks of argmin blocks) of one Lloyd step: 64 x
+ * (k d + k + 1) doubles to zero and add, against n rows. */
+#define LLOYD_MAX_CHUNKS 64
 
 /* ---- bounded k-best lists (max-heaps on (dist, index)) ------------------ */
 
@@ -207,6 +212,27 @@ int gsb__cpu_argmin_sqdist(const gsb__backend *be, const gsb__tensor *X, const g
         return gsb__err(GSB_EINVAL, "%s: no centres given", op);
     GSB_TRY(cpu_blas_dims(X->cols, C->rows, op));
     return X->dtype == GSB_F32 ? argmin_f32(X, C, labels, mind) : argmin_f64(X, C, labels, mind);
+}
+
+int gsb__cpu_lloyd_step(const gsb__tensor *X, const gsb__tensor *C, const gsb__tensor *w,
+                        gsb__tensor *labels, gsb__tensor *mind, gsb__tensor *sums,
+                        gsb__tensor *counts, double *wdist)
+{
+    const char *op = "lloyd_step";
+    GSB_TRY(cpu_check(X, 0, -1, -1, op, "X"));
+    GSB_TRY(cpu_check(C, X->dtype, -1, X->cols, op, "C"));
+    GSB_TRY(cpu_check_vec(labels, GSB_I32, X->rows, op, "labels"));
+    GSB_TRY(cpu_check_vec(mind, X->dtype, X->rows, op, "mind"));
+    if (w)
+        GSB_TRY(cpu_check_vec(w, 0, X->rows, op, "w"));
+    GSB_TRY(cpu_check(sums, GSB_F64, C->rows, X->cols, op, "sums"));
+    GSB_TRY(cpu_check_vec(counts, GSB_F64, C->rows, op, "counts"));
+    if (C->rows < 1 && X->rows > 0)
+        return gsb__err(GSB_EINVAL, "%s: no centres given", op);
+    GSB_TRY(cpu_blas_dims(X->cols, C->rows, op));
+    return X->dtype == GSB_F32
+               ? lloyd_f32(X, C, w, labels, mind, sums->data, counts->data, wdist)
+               : lloyd_f64(X, C, w, labels, mind, sums->data, counts->data, wdist);
 }
 
 int gsb__cpu_topk(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R, int64_t k,
@@ -431,6 +457,93 @@ static void SFX(argmin_rows8)(const T *t, int64_t ld, int64_t k, const double *c
         labels[q] = (int32_t)bs[q / 2][q % 2];
 }
 
+/* What every row block of one argmin_sqdist (or Lloyd step) shares. */
+typedef struct SFX(argmin_plan) {
+    const T *X, *C;
+    int64_t n, k, d;
+    int64_t kp;  /* > 0: cpu_smalldots.c's kernel on ct (d x kp); 0: a GEMM */
+    int64_t ld;  /* the tile's row stride: kp or k */
+    T *ct;       /* the packed centres (kp > 0) */
+    double *cn;  /* ||c||^2 (k; padded to kp with +inf) */
+} SFX(argmin_plan);
+
+static void SFX(argmin_plan_free)(SFX(argmin_plan) *p)
+{
+    free(p->ct);
+    free(p->cn);
+}
+
+static int SFX(argmin_plan_init)(SFX(argmin_plan) *p, const T *X, int64_t n, const T *C,
+                                 int64_t k, int64_t d)
+{
+    memset(p, 0, sizeof *p);
+    p->X = X;
+    p->C = C;
+    p->n = n;
+    p->k = k;
+    p->d = d;
+    p->kp = gsb__cpu_smalldots_kp(k, d, sizeof(T));
+    p->ld = p->kp ? p->kp : k;
+    p->cn = cpu_alloc(p->kp ? p->kp : k, sizeof(double));
+    p->ct = p->kp ? cpu_alloc(p->kp * d, sizeof(T)) : NULL;
+    if (!p->cn || (p->kp && !p->ct)) {
+        SFX(argmin_plan_free)(p);
+        return gsb__err(GSB_ENOMEM, "argmin_sqdist: out of memory for %lld centres",
+                        (long long)k);
+    }
+    SFX(row_sqnorms)(C, k, d, p->cn);
+    if (p->kp) {
+        SFX(gsb__cpu_smalldots_pack)(C, k, d, p->kp, p->ct);
+        for (int64_t j = k; j < p->kp; j++)
+            p->cn[j] = INFINITY;
+    }
+    return GSB_OK;
+}
+
+/* Rows [i0, i0 + rows) of X: labels and squared distances, by the tile
+ * (rows x p->ld). */
+static void SFX(argmin_block)(const SFX(argmin_plan) *p, int64_t i0, int64_t rows, T *tile,
+                              int32_t *labels, T *mind)
+{
+    const T *X = p->X + i0 * p->d, *C = p->C;
+    int64_t k = p->k, d = p->d, ld = p->ld;
+    const double *cn = p->cn;
+    labels += i0;
+    mind += i0;
+    if (p->kp) {
+        SFX(gsb__cpu_smalldots)(X, rows, d, p->ct, p->kp, tile);
+        SFX(gsb__cpu_smalldots_argmin)(tile, rows, p->kp, cn, X, d, C, labels, mind);
+        return;
+    }
+    SFX(gemm_abt)(X, rows, C, k, d, tile, k);
+    int64_t r = 0;
+    for (; r + 8 <= rows; r += 8) {
+        SFX(argmin_rows8)(tile + r * ld, ld, k, cn, labels + r);
+        for (int q = 0; q < 8; q++)
+            mind[r + q] = (T)SFX(cpu_sqdist)(X + (r + q) * d, C + labels[r + q] * d, d);
+    }
+    for (; r < rows; r++) {
+        const T *t = tile + r * ld;
+        int64_t best = 0;
+        double bv = cn[0] - 2.0 * (double)t[0];
+        for (int64_t j = 1; j < k; j++) {
+            double v = cn[j] - 2.0 * (double)t[j];
+            if (v < bv) {
+                bv = v;
+                best = j;
+            }
+        }
+        labels[r] = (int32_t)best;
+        mind[r] = (T)SFX(cpu_sqdist)(X + r * d, C + best * d, d);
+    }
+}
+
+/* Rows per argmin block: about a tile of DIST_TILE_BYTES, 64 to 1024 rows. */
+static int64_t SFX(argmin_rows)(int64_t n, int64_t k)
+{
+    return cpu_min64(n, cpu_clamp64(DIST_TILE_BYTES / (k * (int64_t)sizeof(T)), 64, 1024));
+}
+
 /*
  * Each thread takes blocks of rows of X: the dot products of the block with
  * all centres into its tile (in X's dtype, as scikit-learn's Lloyd step
@@ -442,13 +555,12 @@ static void SFX(argmin_rows8)(const T *t, int64_t ld, int64_t k, const double *c
 static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor *labels_t,
                        gsb__tensor *mind_t)
 {
-    const T *X = Xt->data, *C = Ct->data;
     int32_t *labels = labels_t->data;
     T *mind = mind_t->data;
     int64_t n = Xt->rows, k = Ct->rows, d = Xt->cols;
     if (n == 0)
         return GSB_OK;
-    int64_t bx = cpu_min64(n, cpu_clamp64(DIST_TILE_BYTES / (k * (int64_t)sizeof(T)), 64, 1024));
+    int64_t bx = SFX(argmin_rows)(n, k);
     /* a few blocks per thread, so a small n still spreads over the cores,
      * but no block under ARGMIN_MIN_ROWS: on many cores tiny blocks cost more
      * in per-GEMM overhead and threads woken than they share out */
@@ -456,27 +568,13 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
     int64_t nb = (n + bx - 1) / bx;
     /* no more threads than blocks: the others would only be woken and joined */
     int nthreads = (int)cpu_min64(nb, omp_get_max_threads());
-    /* kp > 0: the small-k kernel, on the centres packed into ct (d x kp) */
-    int64_t kp = gsb__cpu_smalldots_kp(k, d, sizeof(T)), ld = kp ? kp : k;
-    double *cn = cpu_alloc(kp ? kp : k, sizeof(double));
-    T *ct = kp ? cpu_alloc(kp * d, sizeof(T)) : NULL;
-    if (!cn || (kp && !ct)) {
-        free(cn);
-        free(ct);
-        return gsb__err(GSB_ENOMEM, "argmin_sqdist: out of memory for %lld centres",
-                        (long long)k);
-    }
-    SFX(row_sqnorms)(C, k, d, cn);
-    if (kp) {
-        SFX(gsb__cpu_smalldots_pack)(C, k, d, kp, ct);
-        for (int64_t j = k; j < kp; j++)
-            cn[j] = INFINITY;
-    }
+    SFX(argmin_plan) p;
+    GSB_TRY(SFX(argmin_plan_init)(&p, Xt->data, n, Ct->data, k, d));
     int oom = 0;
     gsb__cpu_blas_serial_begin();
 #pragma omp parallel num_threads(nthreads) if (n * k * (d + 1) > DIST_PAR_MIN)
     {
-        T *tile = cpu_alloc(bx * ld, sizeof(T));
+        T *tile = cpu_alloc(bx * p.ld, sizeof(T));
         if (!tile) {
 #pragma omp atomic write
             oom = 1;
@@ -485,44 +583,99 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
         for (int64_t b = 0; b < nb; b++) {
             if (!tile)
                 continue;
-            int64_t i0 = b * bx, rows = cpu_min64(bx, n - i0);
-            if (kp) {
-                SFX(gsb__cpu_smalldots)(X + i0 * d, rows, d, ct, kp, tile);
-                SFX(gsb__cpu_smalldots_argmin)(tile, rows, kp, cn, X + i0 * d, d, C,
-                                               labels + i0, mind + i0);
-                continue;
-            }
-            SFX(gemm_abt)(X + i0 * d, rows, C, k, d, tile, k);
-            int64_t r = 0;
-            for (; r + 8 <= rows; r += 8) {
-                SFX(argmin_rows8)(tile + r * ld, ld, k, cn, labels + i0 + r);
-                for (int q = 0; q < 8; q++)
-                    mind[i0 + r + q] = (T)SFX(cpu_sqdist)(X + (i0 + r + q) * d,
-                                                          C + labels[i0 + r + q] * d, d);
-            }
-            for (; r < rows; r++) {
-                const T *t = tile + r * ld;
-                int64_t best = 0;
-                double bv = cn[0] - 2.0 * (double)t[0];
-                for (int64_t j = 1; j < k; j++) {
-                    double v = cn[j] - 2.0 * (double)t[j];
-                    if (v < bv) {
-                        bv = v;
-                        best = j;
-                    }
-                }
-                labels[i0 + r] = (int32_t)best;
-                mind[i0 + r] = (T)SFX(cpu_sqdist)(X + (i0 + r) * d, C + best * d, d);
-            }
+            int64_t i0 = b * bx;
+            SFX(argmin_block)(&p, i0, cpu_min64(bx, n - i0), tile, labels, mind);
         }
         free(tile);
     }
     gsb__cpu_blas_serial_end();
-    free(cn);
-    free(ct);
+    SFX(argmin_plan_free)(&p);
     if (oom)
         return gsb__err(GSB_ENOMEM, "argmin_sqdist: out of memory for a %lld x %lld tile",
                         (long long)bx, (long long)k);
+    return GSB_OK;
+}
+
+/*
+ * gsb__cpu_lloyd_step: argmin_sqdist's labels and distances (the same
+ * blocks' code, so the same values) and, while each block is in cache,
+ * segment_sum's weighted sums and counts and the weighted sum of the
+ * distances (each distance as stored, in X's dtype).  Fixed chunks of
+ * blocks (at most LLOYD_MAX_CHUNKS, set by n and k alone) each sum into
+ * their own partial, and the partials are added in chunk order: the
+ * results do not depend on the number of threads.
+ */
+static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__tensor *w,
+                      gsb__tensor *labels_t, gsb__tensor *mind_t, double *sums, double *counts,
+                      double *wdist)
+{
+    int32_t *labels = labels_t->data;
+    T *mind = mind_t->data;
+    const T *X = Xt->data;
+    int64_t n = Xt->rows, k = Ct->rows, d = Xt->cols, kd = k * d, stride = kd + k + 1;
+    memset(sums, 0, (size_t)kd * sizeof(double));
+    memset(counts, 0, (size_t)k * sizeof(double));
+    *wdist = 0.0;
+    if (n == 0)
+        return GSB_OK;
+    int64_t bx = SFX(argmin_rows)(n, k), nb = (n + bx - 1) / bx;
+    int64_t per = (nb + LLOYD_MAX_CHUNKS - 1) / LLOYD_MAX_CHUNKS; /* blocks per chunk */
+    int64_t nch = (nb + per - 1) / per;
+    int nthreads = (int)cpu_min64(nch, omp_get_max_threads());
+    SFX(argmin_plan) p;
+    GSB_TRY(SFX(argmin_plan_init)(&p, X, n, Ct->data, k, d));
+    double *part = cpu_alloc(nch * stride, sizeof(double));
+    int oom = !part;
+    if (!oom) {
+        gsb__cpu_blas_serial_begin();
+#pragma omp parallel num_threads(nthreads) if (n * k * (d + 1) > DIST_PAR_MIN)
+        {
+            T *tile = cpu_alloc(bx * p.ld, sizeof(T));
+            if (!tile) {
+#pragma omp atomic write
+                oom = 1;
+            }
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t c = 0; c < nch; c++) {
+                if (!tile)
+                    continue;
+                double *acc = part + c * stride, *cnt = acc + kd, dist = 0.0;
+                memset(acc, 0, (size_t)stride * sizeof(double));
+                int64_t b1 = cpu_min64(nb, (c + 1) * per);
+                for (int64_t b = c * per; b < b1; b++) {
+                    int64_t i0 = b * bx, i1 = cpu_min64(n, i0 + bx);
+                    SFX(argmin_block)(&p, i0, i1 - i0, tile, labels, mind);
+                    for (int64_t i = i0; i < i1; i++) {
+                        double wi = cpu_weight(w, i);
+                        double *dst = acc + (int64_t)labels[i] * d;
+                        const T *x = X + i * d;
+#pragma omp simd
+                        for (int64_t j = 0; j < d; j++)
+                            dst[j] += wi * (double)x[j];
+                        cnt[labels[i]] += wi;
+                        dist += wi * (double)mind[i];
+                    }
+                }
+                cnt[k] = dist;
+            }
+            free(tile);
+        }
+        gsb__cpu_blas_serial_end();
+    }
+    if (!oom)
+        for (int64_t c = 0; c < nch; c++) {
+            const double *acc = part + c * stride;
+            for (int64_t e = 0; e < kd; e++)
+                sums[e] += acc[e];
+            for (int64_t j = 0; j < k; j++)
+                counts[j] += acc[kd + j];
+            *wdist += acc[kd + k];
+        }
+    free(part);
+    SFX(argmin_plan_free)(&p);
+    if (oom)
+        return gsb__err(GSB_ENOMEM, "lloyd_step: out of memory for %lld partial sums",
+                        (long long)nch);
     return GSB_OK;
 }
 
