@@ -32,7 +32,7 @@
  * block, so they must stay in a core's L2. */
 #define SMALLDOTS_MAX_PACKED ((int64_t)256 << 10)
 
-static int have_avx2_fma(void)
+int gsb__cpu_have_avx2_fma(void)
 {
 #ifdef SMALLDOTS_X86
     static int cached = -1;
@@ -53,7 +53,7 @@ int64_t gsb__cpu_smalldots_kp(int64_t k, int64_t d, size_t esize)
     /* one AVX2 register holds 32 bytes of centres */
     int64_t lanes = (int64_t)(32 / esize);
     int64_t kp = (k + lanes - 1) / lanes * lanes;
-    if (!have_avx2_fma() || k < 1 || d < 1 || kp * d * (int64_t)esize > SMALLDOTS_MAX_PACKED)
+    if (!gsb__cpu_have_avx2_fma() || k < 1 || d < 1 || kp * d * (int64_t)esize > SMALLDOTS_MAX_PACKED)
         return 0;
     return kp;
 }

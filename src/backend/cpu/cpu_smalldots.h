@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The CPU runs AVX2 and FMA (x86-64; checked once). */
+int gsb__cpu_have_avx2_fma(void);
 int64_t gsb__cpu_smalldots_kp(int64_t k, int64_t d, size_t esize);
 void gsb__cpu_smalldots_pack_f32(const float *C, int64_t k, int64_t d, int64_t kp, float *ct);
 void gsb__cpu_smalldots_pack_f64(const double *C, int64_t k, int64_t d, int64_t kp, double *ct);
