@@ -268,9 +268,10 @@ static void test_argmin_vs_naive(void)
         /* k = 1000 makes the row blocks ~1000 rows: crosses block edges */
         check_argmin(dtypes[a], 3000, 1000, 5);
         check_argmin(dtypes[a], 50, 1, 3);
-        /* centres too many for cpu_smalldots.c's kernel (1200 x 60 packed
-         * is over 256 KiB): the GEMM path */
-        check_argmin(dtypes[a], 700, 1200, 60);
+        /* cpu_smalldots.c's widest case: 64 centres (kp = 64), d % 4 != 0 */
+        check_argmin(dtypes[a], 1001, 64, 13);
+        /* centres too many for cpu_smalldots.c's kernel: the GEMM path */
+        check_argmin(dtypes[a], 700, 65, 60);
     }
 }
 

@@ -3,7 +3,7 @@
  * (argmin_sqdist's tile: KMeans' E-step and predict), by AVX2 + FMA where
  * the CPU has them.
  *
- * Why not BLAS: the tile is thin (k columns, typically 8 to 100) and the
+ * Why not BLAS: the tile is thin (k columns, here up to 64) and the
  * distro's OpenBLAS 0.3.21 (DYNAMIC_ARCH) takes CPUs it does not know for
  * Prescott and runs SSE3 kernels on them: on the 2-core VM (an AVX-512
  * Xeon) its sgemm did a 100k x 32 by 20 product in 5.3 ms against 1.8 ms
@@ -15,8 +15,9 @@
  * is accumulated in X's dtype in feature order, whatever the blocking: the
  * tile does not depend on the row blocks or the thread count.
  *
- * Without AVX2 + FMA (or when the packed centres would not stay in L2),
- * gsb__cpu_smalldots_kp returns 0 and callers keep their GEMM.
+ * Without AVX2 + FMA, or for more than 64 centres (or packed centres that
+ * would not stay in L2), gsb__cpu_smalldots_kp returns 0 and callers keep
+ * their GEMM.
  */
 #include <stdint.h>
 #include <string.h>
@@ -31,6 +32,9 @@
 /* Most bytes of packed centres (d x kp): they are re-read for every row
  * block, so they must stay in a core's L2. */
 #define SMALLDOTS_MAX_PACKED ((int64_t)256 << 10)
+/* Most padded centres: the argmin gathers one compare bit per centre into a
+ * 64-bit word. */
+#define SD_ARGMIN_MAX_KP 64
 
 int gsb__cpu_have_avx2_fma(void)
 {
@@ -53,7 +57,8 @@ int64_t gsb__cpu_smalldots_kp(int64_t k, int64_t d, size_t esize)
     /* one AVX2 register holds 32 bytes of centres */
     int64_t lanes = (int64_t)(32 / esize);
     int64_t kp = (k + lanes - 1) / lanes * lanes;
-    if (!gsb__cpu_have_avx2_fma() || k < 1 || d < 1 || kp * d * (int64_t)esize > SMALLDOTS_MAX_PACKED)
+    if (!gsb__cpu_have_avx2_fma() || k < 1 || d < 1 || kp > SD_ARGMIN_MAX_KP ||
+        kp * d * (int64_t)esize > SMALLDOTS_MAX_PACKED)
         return 0;
     return kp;
 }
@@ -171,40 +176,39 @@ SD_TARGET static inline double sd_hsum(__m256d v)
 /*
  * Per tile row: the first j < k with the least cn[j] - 2 t[j] in double, and
  * the squared distance to that centre computed directly in double (4
- * features a step, lanes added as sd_hsum does, then the rest in order).
- * Lane q keeps the least value of the j = q mod 4 and its first j (strict
- * <, no branch); the lanes then give the least value, a tie to the smaller
- * j: the labels of a strict-< scan over j.  cnp is ||c||^2 padded to kp
- * with +inf, so padding never wins.
+ * features a step, lanes added as ((0 + 2) + (1 + 3)), then the rest in
+ * order).  The least value first (a chain of vector minima), then the
+ * first j holding it, from the compare masks gathered into one word: the
+ * labels of a strict-< scan over j, without a data-dependent branch (a
+ * mispredicted one per row cost more than the arithmetic, and stopped the
+ * next rows from overlapping).  cnp is ||c||^2 padded to kp with +inf, so
+ * padding never wins; a NaN value is passed over (no label then: 0).
  */
 #define SD_ARGMIN(SUF, T)                                                                     \
     SD_TARGET static void sd_argmin_##SUF(const T *tile, int64_t rows, int64_t kp,            \
                                           const double *cnp, const T *X, int64_t d,           \
                                           const T *C, int32_t *labels, T *mind)               \
     {                                                                                         \
-        const __m256d two = _mm256_set1_pd(2.0), four = _mm256_set1_pd(4.0);                  \
+        const __m256d two = _mm256_set1_pd(2.0);                                              \
+        double vb[SD_ARGMIN_MAX_KP] __attribute__((aligned(32)));                            \
         for (int64_t r = 0; r < rows; r++) {                                                  \
             const T *t = tile + r * kp;                                                       \
-            __m256d bv = _mm256_set1_pd(__builtin_inf()), bi = _mm256_setzero_pd();           \
-            __m256d jv = _mm256_setr_pd(0.0, 1.0, 2.0, 3.0);                                  \
+            __m256d m = _mm256_set1_pd(__builtin_inf());                                      \
             for (int64_t j = 0; j < kp; j += 4) {                                             \
                 __m256d v = _mm256_sub_pd(_mm256_loadu_pd(cnp + j),                           \
                                           _mm256_mul_pd(two, sd_load4_##SUF(t + j)));         \
-                __m256d lt = _mm256_cmp_pd(v, bv, _CMP_LT_OQ);                                \
-                bv = _mm256_blendv_pd(bv, v, lt);                                             \
-                bi = _mm256_blendv_pd(bi, jv, lt);                                            \
-                jv = _mm256_add_pd(jv, four);                                                 \
+                _mm256_store_pd(vb + j, v);                                                   \
+                m = _mm256_min_pd(v, m);                                                      \
             }                                                                                 \
-            double lv[4], li[4];                                                              \
-            _mm256_storeu_pd(lv, bv);                                                         \
-            _mm256_storeu_pd(li, bi);                                                         \
-            double best_v = lv[0], best_i = li[0];                                            \
-            for (int q = 1; q < 4; q++)                                                       \
-                if (lv[q] < best_v || (lv[q] == best_v && li[q] < best_i)) {                  \
-                    best_v = lv[q];                                                           \
-                    best_i = li[q];                                                           \
-                }                                                                             \
-            int64_t best = (int64_t)best_i;                                                   \
+            __m128d h = _mm_min_pd(_mm256_castpd256_pd128(m), _mm256_extractf128_pd(m, 1));   \
+            h = _mm_min_pd(h, _mm_unpackhi_pd(h, h));                                         \
+            __m256d mb = _mm256_broadcastsd_pd(h);                                            \
+            uint64_t bits = 0;                                                                \
+            for (int64_t j = 0; j < kp; j += 4)                                               \
+                bits |= (uint64_t)_mm256_movemask_pd(                                         \
+                            _mm256_cmp_pd(_mm256_load_pd(vb + j), mb, _CMP_EQ_OQ))            \
+                        << j;                                                                 \
+            int64_t best = bits ? __builtin_ctzll(bits) : 0;                                  \
             const T *x = X + r * d, *c = C + best * d;                                        \
             __m256d acc = _mm256_setzero_pd();                                                \
             int64_t f = 0;                                                                    \
