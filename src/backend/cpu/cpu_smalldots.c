@@ -20,6 +20,7 @@
  * their GEMM.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_smalldots.h"
@@ -36,14 +37,18 @@
  * 64-bit word. */
 #define SD_ARGMIN_MAX_KP 64
 
+/* GSB_CPU_NO_AVX2=1 in the environment: as if the CPU had no AVX2 (the
+ * tests run the portable paths so, ctest's *_noavx2 entries). */
 int gsb__cpu_have_avx2_fma(void)
 {
 #ifdef SMALLDOTS_X86
     static int cached = -1;
     int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
     if (v < 0) {
+        const char *off = getenv("GSB_CPU_NO_AVX2");
         __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+            !(off && *off && strcmp(off, "0") != 0);
         __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
     }
     return v;
