@@ -91,6 +91,9 @@ int gsb__cpu_topk(const gsb__backend *be, const gsb__tensor *Q, const gsb__tenso
 int gsb__cpu_segment_sum(const gsb__backend *be, const gsb__tensor *X,
                          const gsb__tensor *labels, const gsb__tensor *w, gsb__tensor *sums,
                          gsb__tensor *counts);
+/* Most bytes of kmeanspp's kept trial columns (cpu_kmeanspp.c); tests set 0
+ * to run its fold over X. */
+extern int64_t gsb__cpu_kpp_keep_bytes;
 int gsb__cpu_kmeanspp(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *w,
                       int64_t first, const double *u, int64_t steps, int64_t trials,
                       gsb__tensor *closest, double *pot, int64_t *chosen);
