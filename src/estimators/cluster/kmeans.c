@@ -14,6 +14,11 @@
  * the end of a run, and in the rare iterations that relocate empty
  * clusters (which need the distances).  How the strict-convergence test
  * (labels unchanged) gets by without them is explained above lloyd().
+ * On the CPU backend an iteration is one call instead,
+ * gsb__cpu_lloyd_step (cpu_distance.c): the same labels and distances as
+ * argmin_sqdist, with the sums, counts and weighted distance sum taken in
+ * the same pass over X (separate ops cost two more passes over X or the
+ * labels and three thread wake-ups an iteration).
  *
  * Initialisation: greedy k-means++ (D^2 sampling with 2 + int(log(k)) local
  * trials, in the backend's kmeanspp op), 'random' (a
