@@ -512,7 +512,7 @@ static void SFX(argmin_block)(const SFX(argmin_plan) *p, int64_t i0, int64_t row
     mind += i0;
     if (p->kp) {
         SFX(gsb__cpu_smalldots)(X, rows, d, p->ct, p->kp, tile);
-        SFX(gsb__cpu_smalldots_argmin)(tile, rows, p->kp, cn, X, d, C, labels, mind);
+        SFX(gsb__cpu_smalldots_argmin)(tile, rows, p->kp, k, cn, X, d, C, labels, mind);
         return;
     }
     SFX(gemm_abt)(X, rows, C, k, d, tile, k);

@@ -15,6 +15,9 @@
  * is accumulated in X's dtype in feature order, whatever the blocking: the
  * tile does not depend on the row blocks or the thread count.
  *
+ * Where the CPU has AVX-512F the same kernel runs on 64-byte registers
+ * (each tile element is the same FMA chain, so the same bits).
+ *
  * Without AVX2 + FMA, or for more than 64 centres (or packed centres that
  * would not stay in L2), gsb__cpu_smalldots_kp returns 0 and callers keep
  * their GEMM.
@@ -57,10 +60,29 @@ int gsb__cpu_have_avx2_fma(void)
 #endif
 }
 
+/* AVX-512F as well (then the kernel's registers are 64 bytes);
+ * GSB_CPU_NO_AVX512=1: as if not (ctest's *_noavx512 entries). */
+static int have_avx512(void)
+{
+#ifdef SMALLDOTS_X86
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *off = getenv("GSB_CPU_NO_AVX512");
+        v = gsb__cpu_have_avx2_fma() && __builtin_cpu_supports("avx512f") &&
+            !(off && *off && strcmp(off, "0") != 0);
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+#else
+    return 0;
+#endif
+}
+
 int64_t gsb__cpu_smalldots_kp(int64_t k, int64_t d, size_t esize)
 {
-    /* one AVX2 register holds 32 bytes of centres */
-    int64_t lanes = (int64_t)(32 / esize);
+    /* one register holds 32 (AVX2) or 64 (AVX-512) bytes of centres */
+    int64_t lanes = (int64_t)((have_avx512() ? 64 : 32) / esize);
     int64_t kp = (k + lanes - 1) / lanes * lanes;
     if (!gsb__cpu_have_avx2_fma() || k < 1 || d < 1 || kp > SD_ARGMIN_MAX_KP ||
         kp * d * (int64_t)esize > SMALLDOTS_MAX_PACKED)
@@ -87,6 +109,7 @@ void gsb__cpu_smalldots_pack_f64(const double *C, int64_t k, int64_t d, int64_t 
 #ifdef SMALLDOTS_X86
 
 #define SD_TARGET __attribute__((target("avx2,fma")))
+#define SD_TARGET512 __attribute__((target("avx512f")))
 
 /*
  * One kernel per (dtype, register count NV): rows [r0, r0 + R) (R = 4, or
@@ -94,11 +117,11 @@ void gsb__cpu_smalldots_pack_f64(const double *C, int64_t k, int64_t d, int64_t 
  * packed ct, into tile (row stride kp).  Written as a macro so that NV and
  * R are constants and the accumulators stay in registers.
  */
-#define SD_KERNEL(SUF, T, V, ZERO, SET1, LOAD, STORE, FMA, NV)                               \
-    SD_TARGET static void sd_##SUF##_nv##NV(const T *X, int64_t rows, int64_t d,              \
-                                            const T *ct, int64_t kp, int64_t c0, T *tile)     \
+#define SD_KERNEL(TGT, W, SUF, T, V, ZERO, SET1, LOAD, STORE, FMA, NV)                       \
+    TGT static void sd_##SUF##_nv##NV(const T *X, int64_t rows, int64_t d, const T *ct,       \
+                                      int64_t kp, int64_t c0, T *tile)                        \
     {                                                                                         \
-        const int lanes = (int)(32 / sizeof(T));                                              \
+        const int lanes = (int)(W / sizeof(T));                                               \
         int64_t r = 0;                                                                        \
         for (; r + 4 <= rows; r += 4) {                                                       \
             V acc[4][NV];                                                                     \
@@ -136,14 +159,14 @@ void gsb__cpu_smalldots_pack_f64(const double *C, int64_t k, int64_t d, int64_t 
         }                                                                                     \
     }
 
-#define SD_KERNELS(SUF, T, V, ZERO, SET1, LOAD, STORE, FMA)                                   \
-    SD_KERNEL(SUF, T, V, ZERO, SET1, LOAD, STORE, FMA, 1)                                     \
-    SD_KERNEL(SUF, T, V, ZERO, SET1, LOAD, STORE, FMA, 2)                                     \
-    SD_KERNEL(SUF, T, V, ZERO, SET1, LOAD, STORE, FMA, 3)                                     \
-    SD_TARGET static void sd_##SUF(const T *X, int64_t rows, int64_t d, const T *ct,          \
-                                   int64_t kp, T *tile)                                       \
+#define SD_KERNELS(TGT, W, SUF, T, V, ZERO, SET1, LOAD, STORE, FMA)                          \
+    SD_KERNEL(TGT, W, SUF, T, V, ZERO, SET1, LOAD, STORE, FMA, 1)                             \
+    SD_KERNEL(TGT, W, SUF, T, V, ZERO, SET1, LOAD, STORE, FMA, 2)                             \
+    SD_KERNEL(TGT, W, SUF, T, V, ZERO, SET1, LOAD, STORE, FMA, 3)                             \
+    TGT static void sd_##SUF(const T *X, int64_t rows, int64_t d, const T *ct, int64_t kp,    \
+                             T *tile)                                                         \
     {                                                                                         \
-        const int64_t lanes = (int64_t)(32 / sizeof(T));                                      \
+        const int64_t lanes = (int64_t)(W / sizeof(T));                                       \
         for (int64_t c0 = 0; c0 < kp;) {                                                      \
             int64_t nv = (kp - c0) / lanes;                                                   \
             if (nv >= 3) {                                                                    \
@@ -159,10 +182,16 @@ void gsb__cpu_smalldots_pack_f64(const double *C, int64_t k, int64_t d, int64_t 
         }                                                                                     \
     }
 
-SD_KERNELS(f32, float, __m256, _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps,
-           _mm256_storeu_ps, _mm256_fmadd_ps)
-SD_KERNELS(f64, double, __m256d, _mm256_setzero_pd, _mm256_set1_pd, _mm256_loadu_pd,
-           _mm256_storeu_pd, _mm256_fmadd_pd)
+SD_KERNELS(SD_TARGET, 32, f32, float, __m256, _mm256_setzero_ps, _mm256_set1_ps,
+           _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps)
+SD_KERNELS(SD_TARGET, 32, f64, double, __m256d, _mm256_setzero_pd, _mm256_set1_pd,
+           _mm256_loadu_pd, _mm256_storeu_pd, _mm256_fmadd_pd)
+/* AVX-512: the same FMA chain per element (so bitwise the same tile), 16
+ * floats or 8 doubles a register: fewer padded lanes and instructions */
+SD_KERNELS(SD_TARGET512, 64, f32x, float, __m512, _mm512_setzero_ps, _mm512_set1_ps,
+           _mm512_loadu_ps, _mm512_storeu_ps, _mm512_fmadd_ps)
+SD_KERNELS(SD_TARGET512, 64, f64x, double, __m512d, _mm512_setzero_pd, _mm512_set1_pd,
+           _mm512_loadu_pd, _mm512_storeu_pd, _mm512_fmadd_pd)
 
 /* 4 floats or 4 doubles of p as doubles */
 SD_TARGET static inline __m256d sd_load4_f32(const float *p)
@@ -190,16 +219,17 @@ SD_TARGET static inline double sd_hsum(__m256d v)
  * padding never wins; a NaN value is passed over (no label then: 0).
  */
 #define SD_ARGMIN(SUF, T)                                                                     \
-    SD_TARGET static void sd_argmin_##SUF(const T *tile, int64_t rows, int64_t kp,            \
+    SD_TARGET static void sd_argmin_##SUF(const T *tile, int64_t rows, int64_t kp, int64_t k,  \
                                           const double *cnp, const T *X, int64_t d,           \
                                           const T *C, int32_t *labels, T *mind)               \
     {                                                                                         \
         const __m256d two = _mm256_set1_pd(2.0);                                              \
+        const int64_t k4 = (k + 3) / 4 * 4; /* <= kp: the padding past it is never read */    \
         double vb[SD_ARGMIN_MAX_KP] __attribute__((aligned(32)));                            \
         for (int64_t r = 0; r < rows; r++) {                                                  \
             const T *t = tile + r * kp;                                                       \
             __m256d m = _mm256_set1_pd(__builtin_inf());                                      \
-            for (int64_t j = 0; j < kp; j += 4) {                                             \
+            for (int64_t j = 0; j < k4; j += 4) {                                             \
                 __m256d v = _mm256_sub_pd(_mm256_loadu_pd(cnp + j),                           \
                                           _mm256_mul_pd(two, sd_load4_##SUF(t + j)));         \
                 _mm256_store_pd(vb + j, v);                                                   \
@@ -209,7 +239,7 @@ SD_TARGET static inline double sd_hsum(__m256d v)
             h = _mm_min_pd(h, _mm_unpackhi_pd(h, h));                                         \
             __m256d mb = _mm256_broadcastsd_pd(h);                                            \
             uint64_t bits = 0;                                                                \
-            for (int64_t j = 0; j < kp; j += 4)                                               \
+            for (int64_t j = 0; j < k4; j += 4)                                               \
                 bits |= (uint64_t)_mm256_movemask_pd(                                         \
                             _mm256_cmp_pd(_mm256_load_pd(vb + j), mb, _CMP_EQ_OQ))            \
                         << j;                                                                 \
@@ -237,27 +267,33 @@ SD_ARGMIN(f64, double)
 void gsb__cpu_smalldots_f32(const float *X, int64_t rows, int64_t d, const float *ct,
                             int64_t kp, float *tile)
 {
-    sd_f32(X, rows, d, ct, kp, tile);
+    if (have_avx512())
+        sd_f32x(X, rows, d, ct, kp, tile);
+    else
+        sd_f32(X, rows, d, ct, kp, tile);
 }
 
 void gsb__cpu_smalldots_f64(const double *X, int64_t rows, int64_t d, const double *ct,
                             int64_t kp, double *tile)
 {
-    sd_f64(X, rows, d, ct, kp, tile);
+    if (have_avx512())
+        sd_f64x(X, rows, d, ct, kp, tile);
+    else
+        sd_f64(X, rows, d, ct, kp, tile);
 }
 
-void gsb__cpu_smalldots_argmin_f32(const float *tile, int64_t rows, int64_t kp,
+void gsb__cpu_smalldots_argmin_f32(const float *tile, int64_t rows, int64_t kp, int64_t k,
                                    const double *cnp, const float *X, int64_t d, const float *C,
                                    int32_t *labels, float *mind)
 {
-    sd_argmin_f32(tile, rows, kp, cnp, X, d, C, labels, mind);
+    sd_argmin_f32(tile, rows, kp, k, cnp, X, d, C, labels, mind);
 }
 
-void gsb__cpu_smalldots_argmin_f64(const double *tile, int64_t rows, int64_t kp,
+void gsb__cpu_smalldots_argmin_f64(const double *tile, int64_t rows, int64_t kp, int64_t k,
                                    const double *cnp, const double *X, int64_t d,
                                    const double *C, int32_t *labels, double *mind)
 {
-    sd_argmin_f64(tile, rows, kp, cnp, X, d, C, labels, mind);
+    sd_argmin_f64(tile, rows, kp, k, cnp, X, d, C, labels, mind);
 }
 
 #else /* not x86-64: gsb__cpu_smalldots_kp is 0, so these are never called */
@@ -274,19 +310,19 @@ void gsb__cpu_smalldots_f64(const double *X, int64_t rows, int64_t d, const doub
     (void)X, (void)rows, (void)d, (void)ct, (void)kp, (void)tile;
 }
 
-void gsb__cpu_smalldots_argmin_f32(const float *tile, int64_t rows, int64_t kp,
+void gsb__cpu_smalldots_argmin_f32(const float *tile, int64_t rows, int64_t kp, int64_t k,
                                    const double *cnp, const float *X, int64_t d, const float *C,
                                    int32_t *labels, float *mind)
 {
-    (void)tile, (void)rows, (void)kp, (void)cnp, (void)X, (void)d, (void)C, (void)labels,
+    (void)tile, (void)rows, (void)kp, (void)k, (void)cnp, (void)X, (void)d, (void)C, (void)labels,
         (void)mind;
 }
 
-void gsb__cpu_smalldots_argmin_f64(const double *tile, int64_t rows, int64_t kp,
+void gsb__cpu_smalldots_argmin_f64(const double *tile, int64_t rows, int64_t kp, int64_t k,
                                    const double *cnp, const double *X, int64_t d,
                                    const double *C, int32_t *labels, double *mind)
 {
-    (void)tile, (void)rows, (void)kp, (void)cnp, (void)X, (void)d, (void)C, (void)labels,
+    (void)tile, (void)rows, (void)kp, (void)k, (void)cnp, (void)X, (void)d, (void)C, (void)labels,
         (void)mind;
 }
 

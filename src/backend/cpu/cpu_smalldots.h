@@ -3,14 +3,15 @@
  * cpu_smalldots.c says why and how.
  *
  *   kp = gsb__cpu_smalldots_kp(k, d, esize): the padded centre count (a
- *        multiple of one register's lanes), or 0 where the kernel does not
- *        apply (no AVX2 + FMA, or too many centres): then use a GEMM.
+ *        multiple of one register's lanes: AVX-512's where the CPU has it,
+ *        else AVX2's), or 0 where the kernel does not apply (no AVX2 + FMA,
+ *        or more than 64 centres): then use a GEMM.
  *   gsb__cpu_smalldots_pack_T(C, k, d, kp, ct): C (k x d) transposed into
  *        ct (d x kp), the padding zeroed.
  *   gsb__cpu_smalldots_T(X, rows, d, ct, kp, tile): tile[r * kp + c] =
  *        x_r . c_c in T, accumulated in feature order (columns >= k are 0).
- *   gsb__cpu_smalldots_argmin_T(tile, rows, kp, cnp, X, d, C, labels, mind):
- *        per tile row r (row r of X), the first j with the least
+ *   gsb__cpu_smalldots_argmin_T(tile, rows, kp, k, cnp, X, d, C, labels, mind):
+ *        per tile row r (row r of X), the first j < k with the least
  *        cnp[j] - 2 tile[r][j] in double (cnp: ||c_j||^2, padded to kp with
  *        +inf) and the squared distance to that centre in double, rounded
  *        to T: argmin_sqdist's labels and mind.
@@ -31,10 +32,10 @@ void gsb__cpu_smalldots_f32(const float *X, int64_t rows, int64_t d, const float
 void gsb__cpu_smalldots_f64(const double *X, int64_t rows, int64_t d, const double *ct,
                             int64_t kp, double *tile);
 
-void gsb__cpu_smalldots_argmin_f32(const float *tile, int64_t rows, int64_t kp,
+void gsb__cpu_smalldots_argmin_f32(const float *tile, int64_t rows, int64_t kp, int64_t k,
                                    const double *cnp, const float *X, int64_t d, const float *C,
                                    int32_t *labels, float *mind);
-void gsb__cpu_smalldots_argmin_f64(const double *tile, int64_t rows, int64_t kp,
+void gsb__cpu_smalldots_argmin_f64(const double *tile, int64_t rows, int64_t kp, int64_t k,
                                    const double *cnp, const double *X, int64_t d,
                                    const double *C, int32_t *labels, double *mind);
 
