@@ -622,6 +622,9 @@ static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__t
     int64_t per = (nb + LLOYD_MAX_CHUNKS - 1) / LLOYD_MAX_CHUNKS; /* blocks per chunk */
     int64_t nch = (nb + per - 1) / per;
     int nthreads = (int)cpu_min64(nch, omp_get_max_threads());
+    /* the M-step's sums by cpu_smalldots.c's AVX2 loop (float64 or no weights) */
+    int avx2 = gsb__cpu_have_avx2_fma() && (!w || w->dtype == GSB_F64);
+    const double *wd = w && w->dtype == GSB_F64 ? w->data : NULL;
     SFX(argmin_plan) p;
     GSB_TRY(SFX(argmin_plan_init)(&p, X, n, Ct->data, k, d));
     double *part = cpu_alloc(nch * stride, sizeof(double));
@@ -645,6 +648,12 @@ static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__t
                 for (int64_t b = c * per; b < b1; b++) {
                     int64_t i0 = b * bx, i1 = cpu_min64(n, i0 + bx);
                     SFX(argmin_block)(&p, i0, i1 - i0, tile, labels, mind);
+                    if (avx2) {
+                        SFX(gsb__cpu_smalldots_accum)(X + i0 * d, i1 - i0, d, labels + i0,
+                                                      wd ? wd + i0 : NULL, mind + i0, acc, cnt,
+                                                      &dist);
+                        continue;
+                    }
                     for (int64_t i = i0; i < i1; i++) {
                         double wi = cpu_weight(w, i);
                         double *dst = acc + (int64_t)labels[i] * d;

@@ -264,6 +264,59 @@ SD_TARGET static inline double sd_hsum(__m256d v)
 SD_ARGMIN(f32, float)
 SD_ARGMIN(f64, double)
 
+/*
+ * Lloyd's M-step for rows already labelled: acc[lab_r] (d doubles) += w_r
+ * x_r, cnt[lab_r] += w_r and *dist += w_r mind_r, rows in order (w NULL:
+ * unit weights, added without the multiply: the same bits).  Each element's
+ * additions are those of a scalar loop in the same order, 4 elements a step.
+ */
+#define SD_ACCUM(SUF, T)                                                                      \
+    SD_TARGET static void sd_accum_##SUF(const T *X, int64_t rows, int64_t d,                 \
+                                         const int32_t *lab, const double *w, const T *mind,  \
+                                         double *acc, double *cnt, double *dist)              \
+    {                                                                                         \
+        double ds = *dist;                                                                    \
+        for (int64_t r = 0; r < rows; r++) {                                                  \
+            double wi = w ? w[r] : 1.0;                                                       \
+            double *dst = acc + (int64_t)lab[r] * d;                                          \
+            const T *x = X + r * d;                                                           \
+            int64_t f = 0;                                                                    \
+            if (w) {                                                                          \
+                __m256d wv = _mm256_set1_pd(wi);                                              \
+                for (; f + 4 <= d; f += 4)                                                    \
+                    _mm256_storeu_pd(dst + f,                                                 \
+                                     _mm256_add_pd(_mm256_loadu_pd(dst + f),                  \
+                                                   _mm256_mul_pd(wv, sd_load4_##SUF(x + f)))); \
+            } else {                                                                          \
+                for (; f + 4 <= d; f += 4)                                                    \
+                    _mm256_storeu_pd(dst + f, _mm256_add_pd(_mm256_loadu_pd(dst + f),         \
+                                                            sd_load4_##SUF(x + f)));          \
+            }                                                                                 \
+            for (; f < d; f++)                                                                \
+                dst[f] += wi * (double)x[f];                                                  \
+            cnt[lab[r]] += wi;                                                                \
+            ds += wi * (double)mind[r];                                                       \
+        }                                                                                     \
+        *dist = ds;                                                                           \
+    }
+
+SD_ACCUM(f32, float)
+SD_ACCUM(f64, double)
+
+void gsb__cpu_smalldots_accum_f32(const float *X, int64_t rows, int64_t d, const int32_t *lab,
+                                  const double *w, const float *mind, double *acc, double *cnt,
+                                  double *dist)
+{
+    sd_accum_f32(X, rows, d, lab, w, mind, acc, cnt, dist);
+}
+
+void gsb__cpu_smalldots_accum_f64(const double *X, int64_t rows, int64_t d, const int32_t *lab,
+                                  const double *w, const double *mind, double *acc, double *cnt,
+                                  double *dist)
+{
+    sd_accum_f64(X, rows, d, lab, w, mind, acc, cnt, dist);
+}
+
 void gsb__cpu_smalldots_f32(const float *X, int64_t rows, int64_t d, const float *ct,
                             int64_t kp, float *tile)
 {
@@ -324,6 +377,23 @@ void gsb__cpu_smalldots_argmin_f64(const double *tile, int64_t rows, int64_t kp,
 {
     (void)tile, (void)rows, (void)kp, (void)k, (void)cnp, (void)X, (void)d, (void)C, (void)labels,
         (void)mind;
+}
+
+
+void gsb__cpu_smalldots_accum_f32(const float *X, int64_t rows, int64_t d, const int32_t *lab,
+                                  const double *w, const float *mind, double *acc, double *cnt,
+                                  double *dist)
+{
+    (void)X, (void)rows, (void)d, (void)lab, (void)w, (void)mind, (void)acc, (void)cnt,
+        (void)dist;
+}
+
+void gsb__cpu_smalldots_accum_f64(const double *X, int64_t rows, int64_t d, const int32_t *lab,
+                                  const double *w, const double *mind, double *acc, double *cnt,
+                                  double *dist)
+{
+    (void)X, (void)rows, (void)d, (void)lab, (void)w, (void)mind, (void)acc, (void)cnt,
+        (void)dist;
 }
 
 #endif

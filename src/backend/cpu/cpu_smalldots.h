@@ -15,6 +15,10 @@
  *        cnp[j] - 2 tile[r][j] in double (cnp: ||c_j||^2, padded to kp with
  *        +inf) and the squared distance to that centre in double, rounded
  *        to T: argmin_sqdist's labels and mind.
+ *   gsb__cpu_smalldots_accum_T(X, rows, d, lab, w, mind, acc, cnt, dist):
+ *        acc[lab_r] (d doubles) += w_r x_r, cnt[lab_r] += w_r, *dist +=
+ *        w_r mind_r over the rows in order (w NULL: unit weights); each
+ *        element's sum as a scalar loop's.  Needs gsb__cpu_have_avx2_fma.
  */
 #ifndef GSB_CPU_SMALLDOTS_H
 #define GSB_CPU_SMALLDOTS_H
@@ -38,5 +42,11 @@ void gsb__cpu_smalldots_argmin_f32(const float *tile, int64_t rows, int64_t kp, 
 void gsb__cpu_smalldots_argmin_f64(const double *tile, int64_t rows, int64_t kp, int64_t k,
                                    const double *cnp, const double *X, int64_t d,
                                    const double *C, int32_t *labels, double *mind);
+void gsb__cpu_smalldots_accum_f32(const float *X, int64_t rows, int64_t d, const int32_t *lab,
+                                  const double *w, const float *mind, double *acc, double *cnt,
+                                  double *dist);
+void gsb__cpu_smalldots_accum_f64(const double *X, int64_t rows, int64_t d, const int32_t *lab,
+                                  const double *w, const double *mind, double *acc, double *cnt,
+                                  double *dist);
 
 #endif
