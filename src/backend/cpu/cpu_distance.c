@@ -465,12 +465,15 @@ typedef struct SFX(argmin_plan) {
     int64_t ld;  /* the tile's row stride: kp or k */
     T *ct;       /* the packed centres (kp > 0) */
     double *cn;  /* ||c||^2 (k; padded to kp with +inf) */
+    const double *cd; /* the centres in double (kp > 0): C itself, or cd_own */
+    double *cd_own;
 } SFX(argmin_plan);
 
 static void SFX(argmin_plan_free)(SFX(argmin_plan) *p)
 {
     free(p->ct);
     free(p->cn);
+    free(p->cd_own);
 }
 
 static int SFX(argmin_plan_init)(SFX(argmin_plan) *p, const T *X, int64_t n, const T *C,
@@ -496,6 +499,19 @@ static int SFX(argmin_plan_init)(SFX(argmin_plan) *p, const T *X, int64_t n, con
         SFX(gsb__cpu_smalldots_pack)(C, k, d, p->kp, p->ct);
         for (int64_t j = k; j < p->kp; j++)
             p->cn[j] = INFINITY;
+#if T_IS_F64
+        p->cd = C;
+#else
+        /* converted once, not once a row (the winner's distance) */
+        if (!(p->cd_own = cpu_alloc(k * d, sizeof(double)))) {
+            SFX(argmin_plan_free)(p);
+            return gsb__err(GSB_ENOMEM, "argmin_sqdist: out of memory for %lld centres",
+                            (long long)k);
+        }
+        for (int64_t e = 0; e < k * d; e++)
+            p->cd_own[e] = (double)C[e];
+        p->cd = p->cd_own;
+#endif
     }
     return GSB_OK;
 }
@@ -512,7 +528,7 @@ static void SFX(argmin_block)(const SFX(argmin_plan) *p, int64_t i0, int64_t row
     mind += i0;
     if (p->kp) {
         SFX(gsb__cpu_smalldots)(X, rows, d, p->ct, p->kp, tile);
-        SFX(gsb__cpu_smalldots_argmin)(tile, rows, p->kp, k, cn, X, d, C, labels, mind);
+        SFX(gsb__cpu_smalldots_argmin)(tile, rows, p->kp, k, cn, X, d, p->cd, labels, mind);
         return;
     }
     SFX(gemm_abt)(X, rows, C, k, d, tile, k);

@@ -221,7 +221,7 @@ SD_TARGET static inline double sd_hsum(__m256d v)
 #define SD_ARGMIN(SUF, T)                                                                     \
     SD_TARGET static void sd_argmin_##SUF(const T *tile, int64_t rows, int64_t kp, int64_t k,  \
                                           const double *cnp, const T *X, int64_t d,           \
-                                          const T *C, int32_t *labels, T *mind)               \
+                                          const double *Cd, int32_t *labels, T *mind)         \
     {                                                                                         \
         const __m256d two = _mm256_set1_pd(2.0);                                              \
         const int64_t k4 = (k + 3) / 4 * 4; /* <= kp: the padding past it is never read */    \
@@ -244,16 +244,17 @@ SD_TARGET static inline double sd_hsum(__m256d v)
                             _mm256_cmp_pd(_mm256_load_pd(vb + j), mb, _CMP_EQ_OQ))            \
                         << j;                                                                 \
             int64_t best = bits ? __builtin_ctzll(bits) : 0;                                  \
-            const T *x = X + r * d, *c = C + best * d;                                        \
+            const T *x = X + r * d;                                                           \
+            const double *c = Cd + best * d;                                                  \
             __m256d acc = _mm256_setzero_pd();                                                \
             int64_t f = 0;                                                                    \
             for (; f + 4 <= d; f += 4) {                                                      \
-                __m256d diff = _mm256_sub_pd(sd_load4_##SUF(x + f), sd_load4_##SUF(c + f));   \
+                __m256d diff = _mm256_sub_pd(sd_load4_##SUF(x + f), _mm256_loadu_pd(c + f));  \
                 acc = _mm256_add_pd(acc, _mm256_mul_pd(diff, diff));                          \
             }                                                                                 \
             double s = sd_hsum(acc);                                                          \
             for (; f < d; f++) {                                                              \
-                double diff = (double)x[f] - (double)c[f];                                    \
+                double diff = (double)x[f] - c[f];                                            \
                 s += diff * diff;                                                             \
             }                                                                                 \
             labels[r] = (int32_t)best;                                                        \
@@ -336,17 +337,17 @@ void gsb__cpu_smalldots_f64(const double *X, int64_t rows, int64_t d, const doub
 }
 
 void gsb__cpu_smalldots_argmin_f32(const float *tile, int64_t rows, int64_t kp, int64_t k,
-                                   const double *cnp, const float *X, int64_t d, const float *C,
+                                   const double *cnp, const float *X, int64_t d, const double *Cd,
                                    int32_t *labels, float *mind)
 {
-    sd_argmin_f32(tile, rows, kp, k, cnp, X, d, C, labels, mind);
+    sd_argmin_f32(tile, rows, kp, k, cnp, X, d, Cd, labels, mind);
 }
 
 void gsb__cpu_smalldots_argmin_f64(const double *tile, int64_t rows, int64_t kp, int64_t k,
                                    const double *cnp, const double *X, int64_t d,
-                                   const double *C, int32_t *labels, double *mind)
+                                   const double *Cd, int32_t *labels, double *mind)
 {
-    sd_argmin_f64(tile, rows, kp, k, cnp, X, d, C, labels, mind);
+    sd_argmin_f64(tile, rows, kp, k, cnp, X, d, Cd, labels, mind);
 }
 
 #else /* not x86-64: gsb__cpu_smalldots_kp is 0, so these are never called */
@@ -364,18 +365,18 @@ void gsb__cpu_smalldots_f64(const double *X, int64_t rows, int64_t d, const doub
 }
 
 void gsb__cpu_smalldots_argmin_f32(const float *tile, int64_t rows, int64_t kp, int64_t k,
-                                   const double *cnp, const float *X, int64_t d, const float *C,
+                                   const double *cnp, const float *X, int64_t d, const double *Cd,
                                    int32_t *labels, float *mind)
 {
-    (void)tile, (void)rows, (void)kp, (void)k, (void)cnp, (void)X, (void)d, (void)C, (void)labels,
+    (void)tile, (void)rows, (void)kp, (void)k, (void)cnp, (void)X, (void)d, (void)Cd, (void)labels,
         (void)mind;
 }
 
 void gsb__cpu_smalldots_argmin_f64(const double *tile, int64_t rows, int64_t kp, int64_t k,
                                    const double *cnp, const double *X, int64_t d,
-                                   const double *C, int32_t *labels, double *mind)
+                                   const double *Cd, int32_t *labels, double *mind)
 {
-    (void)tile, (void)rows, (void)kp, (void)k, (void)cnp, (void)X, (void)d, (void)C, (void)labels,
+    (void)tile, (void)rows, (void)kp, (void)k, (void)cnp, (void)X, (void)d, (void)Cd, (void)labels,
         (void)mind;
 }
 

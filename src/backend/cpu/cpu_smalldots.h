@@ -10,11 +10,12 @@
  *        ct (d x kp), the padding zeroed.
  *   gsb__cpu_smalldots_T(X, rows, d, ct, kp, tile): tile[r * kp + c] =
  *        x_r . c_c in T, accumulated in feature order (columns >= k are 0).
- *   gsb__cpu_smalldots_argmin_T(tile, rows, kp, k, cnp, X, d, C, labels, mind):
+ *   gsb__cpu_smalldots_argmin_T(tile, rows, kp, k, cnp, X, d, Cd, labels, mind):
  *        per tile row r (row r of X), the first j < k with the least
  *        cnp[j] - 2 tile[r][j] in double (cnp: ||c_j||^2, padded to kp with
- *        +inf) and the squared distance to that centre in double, rounded
- *        to T: argmin_sqdist's labels and mind.
+ *        +inf) and the squared distance to that centre in double (Cd: the
+ *        centres, k x d, in double), rounded to T: argmin_sqdist's labels
+ *        and mind.
  *   gsb__cpu_smalldots_accum_T(X, rows, d, lab, w, mind, acc, cnt, dist):
  *        acc[lab_r] (d doubles) += w_r x_r, cnt[lab_r] += w_r, *dist +=
  *        w_r mind_r over the rows in order (w NULL: unit weights); each
@@ -37,11 +38,11 @@ void gsb__cpu_smalldots_f64(const double *X, int64_t rows, int64_t d, const doub
                             int64_t kp, double *tile);
 
 void gsb__cpu_smalldots_argmin_f32(const float *tile, int64_t rows, int64_t kp, int64_t k,
-                                   const double *cnp, const float *X, int64_t d, const float *C,
+                                   const double *cnp, const float *X, int64_t d, const double *Cd,
                                    int32_t *labels, float *mind);
 void gsb__cpu_smalldots_argmin_f64(const double *tile, int64_t rows, int64_t kp, int64_t k,
                                    const double *cnp, const double *X, int64_t d,
-                                   const double *C, int32_t *labels, double *mind);
+                                   const double *Cd, int32_t *labels, double *mind);
 void gsb__cpu_smalldots_accum_f32(const float *X, int64_t rows, int64_t d, const int32_t *lab,
                                   const double *w, const float *mind, double *acc, double *cnt,
                                   double *dist);
