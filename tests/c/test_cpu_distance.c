@@ -374,8 +374,8 @@ static void test_argmin_bad_args(void)
  * The fused Lloyd step against argmin_sqdist then segment_sum: labels and
  * distances bit for bit, sums and counts up to summation order, the
  * weighted distance sum against a plain one; with and without weights, a
- * row count of several partial chunks (70000 rows, k = 7: 69 blocks, two a
- * chunk), and the same outputs on 1 and 3 threads.
+ * row count of several partial chunks (70000 rows: 64 chunks of 1094 rows,
+ * each one or two argmin blocks), and the same outputs on 1 and 3 threads.
  */
 static void test_lloyd_step(void)
 {

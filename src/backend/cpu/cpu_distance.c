@@ -617,9 +617,9 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
  * blocks' code, so the same values) and, while each block is in cache,
  * segment_sum's weighted sums and counts and the weighted sum of the
  * distances (each distance as stored, in X's dtype).  Fixed chunks of
- * blocks (at most LLOYD_MAX_CHUNKS, set by n and k alone) each sum into
- * their own partial, and the partials are added in chunk order: the
- * results do not depend on the number of threads.
+ * rows (at most LLOYD_MAX_CHUNKS, set by n alone) each sum into their own
+ * partial, and the partials are added in chunk order: the results do not
+ * depend on the number of threads.
  */
 static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__tensor *w,
                       gsb__tensor *labels_t, gsb__tensor *mind_t, double *sums, double *counts,
@@ -634,9 +634,12 @@ static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__t
     *wdist = 0.0;
     if (n == 0)
         return GSB_OK;
-    int64_t bx = SFX(argmin_rows)(n, k), nb = (n + bx - 1) / bx;
-    int64_t per = (nb + LLOYD_MAX_CHUNKS - 1) / LLOYD_MAX_CHUNKS; /* blocks per chunk */
-    int64_t nch = (nb + per - 1) / per;
+    int64_t bx = SFX(argmin_rows)(n, k);
+    /* chunks of cr rows, set by n alone (their partials fix the order of the
+     * sums); at least ARGMIN_MIN_ROWS rows, so a small n still spreads over
+     * the cores; each chunk's rows go through the argmin in blocks of <= bx */
+    int64_t cr = cpu_max64(ARGMIN_MIN_ROWS, (n + LLOYD_MAX_CHUNKS - 1) / LLOYD_MAX_CHUNKS);
+    int64_t nch = (n + cr - 1) / cr;
     int nthreads = (int)cpu_min64(nch, omp_get_max_threads());
     /* the M-step's sums by cpu_smalldots.c's AVX2 loop (float64 or no weights) */
     int avx2 = gsb__cpu_have_avx2_fma() && (!w || w->dtype == GSB_F64);
@@ -660,9 +663,9 @@ static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__t
                     continue;
                 double *acc = part + c * stride, *cnt = acc + kd, dist = 0.0;
                 memset(acc, 0, (size_t)stride * sizeof(double));
-                int64_t b1 = cpu_min64(nb, (c + 1) * per);
-                for (int64_t b = c * per; b < b1; b++) {
-                    int64_t i0 = b * bx, i1 = cpu_min64(n, i0 + bx);
+                int64_t c1 = cpu_min64(n, (c + 1) * cr);
+                for (int64_t i0 = c * cr; i0 < c1; i0 += bx) {
+                    int64_t i1 = cpu_min64(c1, i0 + bx);
                     SFX(argmin_block)(&p, i0, i1 - i0, tile, labels, mind);
                     if (avx2) {
                         SFX(gsb__cpu_smalldots_accum)(X + i0 * d, i1 - i0, d, labels + i0,
