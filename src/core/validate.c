@@ -55,7 +55,7 @@ int gsb__array_is_c_contiguous(const gsb_array *a)
     static int nonfinite_##SUF(const T *x, int64_t n)                               \
     {                                                                               \
         T acc = 0;                                                                  \
-        _Pragma("omp parallel for simd reduction(+ : acc) if (n > 262144) schedule(static)") \
+        _Pragma("omp parallel for simd reduction(+ : acc) if (n > 262144) schedule(dynamic, 16384)") \
         for (int64_t i = 0; i < n; i++)                                             \
             acc += x[i] * (T)0;                                                     \
         if (acc == acc)                                                             \

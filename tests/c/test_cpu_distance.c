@@ -500,15 +500,16 @@ static void test_topk_vs_naive(void)
         }
 }
 
-/* 300 queries x 4500 references cross the query (256) and reference
- * (4096 float32 / 2048 float64) blocks. */
+/* 300 queries x 9000 references cross the query blocks (at most 128) and,
+ * on up to a few threads, the reference blocks (a 1 MiB tile: 6898 float32
+ * references for the 38-query blocks of two threads, 3449 float64). */
 static void test_topk_blocks(void)
 {
     testing_seed(32);
     for (int a = 0; a < 2; a++)
         for (int b = 0; b < 4; b += 3) {
             gsb__tensor Q = make_normal(dtypes[a], 300, 4, 0.0);
-            gsb__tensor R = make_normal(dtypes[a], 4500, 4, 0.0);
+            gsb__tensor R = make_normal(dtypes[a], 9000, 4, 0.0);
             CHECK(check_topk(dtypes[a], &Q, &R, 5, metrics[b], 0) == 0);
             gsb__tensor_free(&Q);
             gsb__tensor_free(&R);

@@ -424,6 +424,32 @@ static void test_svd(void)
         check_svd(dtypes[d], 7, 20);
         check_svd(dtypes[d], 12, 12);
         check_svd(dtypes[d], 1, 5);
+        /* tall enough for the TSQR path when U is not asked for
+         * (cpu_linalg.c, svd_tall_no_u): one block, several, all 16, and
+         * a last block shorter than the others */
+        check_svd(dtypes[d], 30, 7);
+        check_svd(dtypes[d], 123, 3);
+        check_svd(dtypes[d], 2000, 16);
+        check_svd(dtypes[d], 61, 2);
+    }
+    /* rank-deficient and tall: TSQR's singular values match gesdd's on A,
+     * the zero ones included */
+    for (int d = 0; d < 2; d++) {
+        int64_t m = 400, n = 6;
+        gsb__tensor A = make_normal(dtypes[d], m, n, 0, 1);
+        for (int64_t i = 0; i < m; i++) /* column 5 = column 0 + column 1 */
+            gsb__tensor_set(&A, i * n + 5, gsb__tensor_get(&A, i * n) + gsb__tensor_get(&A, i * n + 1));
+        gsb__tensor U = make_nan(dtypes[d], m, n), S = make_nan(dtypes[d], n, 1),
+                    S2 = make_nan(dtypes[d], n, 1), Vt = make_nan(dtypes[d], n, n);
+        CHECK_OK(be->ops->svd(be, &A, &U, &S, NULL));
+        CHECK_OK(be->ops->svd(be, &A, NULL, &S2, &Vt));
+        double s0 = gsb__tensor_get(&S, 0);
+        for (int64_t j = 0; j < n; j++)
+            CHECK(fabs(gsb__tensor_get(&S, j) - gsb__tensor_get(&S2, j)) < tol(dtypes[d]) * s0);
+        CHECK(gsb__tensor_get(&S2, n - 1) < tol(dtypes[d]) * s0);
+        gsb__tensor *all[] = {&A, &U, &S, &S2, &Vt};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+            gsb__tensor_free(all[i]);
     }
     /* a known answer: diag(3, -2) embedded in 3 x 2 has singular values 3, 2 */
     double a[6] = {0, -2, 3, 0, 0, 0};
@@ -520,6 +546,11 @@ static void test_lstsq(void)
         check_lstsq(dtypes[d], 25, 8, 3, 2);  /* rank deficient */
         check_lstsq(dtypes[d], 5, 12, 5, 2);  /* underdetermined: minimum norm */
         check_lstsq(dtypes[d], 6, 10, 2, 1);  /* underdetermined and rank deficient */
+        /* tall enough for the TSQR path (cpu_linalg.c, lstsq_tall): one
+         * block, 16 blocks, rank deficient over several blocks */
+        check_lstsq(dtypes[d], 30, 6, 6, 1);
+        check_lstsq(dtypes[d], 2000, 16, 16, 3);
+        check_lstsq(dtypes[d], 1500, 10, 4, 2);
     }
 }
 

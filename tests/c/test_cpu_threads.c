@@ -7,10 +7,12 @@
  * products at once get the answers each gets alone, with the settings intact.
  */
 #include <cblas.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
 #include "test_op_helpers.h"
@@ -185,6 +187,56 @@ static void test_many_threads_mixing_sizes(void)
     CHECK(omp_get_max_threads() == saved_omp);
 }
 
+/* cpu_blas_core.c: OpenBLAS's Prescott fallback is replaced by the kernels
+ * the CPU calls for, unless the user chose (OPENBLAS_CORETYPE) or opted out
+ * (GSB_OPENBLAS_KEEP_CORE); any other choice OpenBLAS made stands. */
+static void test_blas_core_choice(void)
+{
+    CHECK(strcmp(gsb__cpu_blas_core_choice("Prescott", NULL, NULL, "SkylakeX"), "SkylakeX") == 0);
+    CHECK(strcmp(gsb__cpu_blas_core_choice("Prescott", NULL, "0", "Haswell"), "Haswell") == 0);
+    CHECK(!gsb__cpu_blas_core_choice("Prescott", "Prescott", NULL, "SkylakeX"));
+    CHECK(!gsb__cpu_blas_core_choice("Prescott", "", NULL, "SkylakeX"));
+    CHECK(!gsb__cpu_blas_core_choice("Prescott", NULL, "1", "SkylakeX"));
+    CHECK(!gsb__cpu_blas_core_choice("Prescott", NULL, NULL, NULL));
+    CHECK(!gsb__cpu_blas_core_choice("Haswell", NULL, NULL, "SkylakeX"));
+    CHECK(!gsb__cpu_blas_core_choice(NULL, NULL, NULL, "SkylakeX"));
+}
+
+/* Where the switch applied, it took, and the new kernels compute: a GEMM
+ * checked against a direct sum (exact here: small integers). */
+static void test_blas_core_switched(void)
+{
+#if defined(__linux__) && defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    /* an OpenBLAS built for one target has no selection to redo */
+    if (!getenv("OPENBLAS_CORETYPE") && !getenv("GSB_OPENBLAS_KEEP_CORE") &&
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"))
+        CHECK(strcmp(openblas_get_corename(), "Prescott") != 0);
+#endif
+    if (gsb__cpu_blas_core_switched())
+        CHECK(strcmp(openblas_get_corename(), "Prescott") != 0);
+    enum { M = 37, N = 29, K = 41 };
+    static double a[M * K], b[K * N], c[M * N];
+    static float af[M * K], bf[K * N], cf[M * N];
+    for (int i = 0; i < M * K; i++)
+        af[i] = (float)(a[i] = (double)(i % 7) - 3.0);
+    for (int i = 0; i < K * N; i++)
+        bf[i] = (float)(b[i] = (double)(i % 5) - 2.0);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0, a, K, b, N, 0.0, c, N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, af, K, bf, N, 0.0f, cf,
+                N);
+    int bad = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0.0;
+            for (int l = 0; l < K; l++)
+                s += a[i * K + l] * b[l * N + j];
+            bad += c[i * N + j] != s || cf[i * N + j] != (float)s;
+        }
+    CHECK(bad == 0);
+}
+
 int main(void)
 {
     be = gsb__cpu_backend();
@@ -193,5 +245,7 @@ int main(void)
     RUN(test_inside_region_untouched);
     RUN(test_serial_windows_nest);
     RUN(test_many_threads_mixing_sizes);
+    RUN(test_blas_core_choice);
+    RUN(test_blas_core_switched);
     return testing_done();
 }

@@ -113,7 +113,7 @@ enum { TILE = 32 }; /* square tiles keep both sides of a transpose in cache */
     static void transpose_##SUF(int64_t rows, int64_t cols, const T *restrict src,          \
                                 int64_t lds, T *restrict dst, int64_t ldd)                  \
     {                                                                                       \
-        _Pragma("omp parallel for schedule(static) if (rows * cols > (1 << 18))")           \
+        _Pragma("omp parallel for schedule(static) if (rows * cols > (1 << 18) && !omp_in_parallel())") \
         for (int64_t i0 = 0; i0 < rows; i0 += TILE)                                         \
             for (int64_t j0 = 0; j0 < cols; j0 += TILE)                                     \
                 for (int64_t i = i0; i < min64(i0 + TILE, rows); i++)                       \
@@ -408,6 +408,140 @@ int gsb__cpu_posv(const gsb__backend *be, const gsb__tensor *A, gsb__tensor *B)
     return GSB_OK;
 }
 
+/* ---- TSQR: the R factor of a tall matrix, its row blocks in parallel ---- */
+
+/* Fewest rows of a TSQR block per column, and most blocks. */
+enum { TSQR_ROWS_PER_COL = 4, TSQR_MAX_BLOCKS = 16 };
+
+/* Copy the upper triangle (at most h rows) of the column-major rows x c
+ * block src (ld lds) into dst (ld ldd); dst is zero below it already. */
+static void copy_upper(gsb_dtype dt, int64_t h, int64_t c, const void *src, int64_t lds,
+                       void *dst, int64_t ldd)
+{
+    size_t es = gsb_dtype_size(dt);
+    for (int64_t j = 0; j < c; j++)
+        memcpy((char *)dst + (size_t)(j * ldd) * es, (const char *)src + (size_t)(j * lds) * es,
+               (size_t)min64(j + 1, h) * es);
+}
+
+/*
+ * R (c x c, column-major, zero below the diagonal) of the QR factorisation
+ * of the tall m x c matrix [A B] (row-major A m x n, B m x k or k = 0), as
+ * TSQR: the rows cut into p blocks fixed by the shape alone (at least
+ * TSQR_ROWS_PER_COL * c rows each, at most TSQR_MAX_BLOCKS), each block
+ * transposed and factored (geqrf) by one thread, then the stacked triangles
+ * factored once more.  Householder QR of each piece, so as stable as one
+ * geqrf of the whole (R equal up to the signs of its rows), but one parallel
+ * region where LAPACK's own threading opens several per column of the
+ * panels (on the busy 2-core VM, a wait on a descheduled thread each), and
+ * no Q is ever formed.  *info gets a LAPACK failure (< 0) where one happens.
+ */
+static int tsqr_r(gsb_dtype dt, int64_t m, int64_t n, const void *A, int64_t k, const void *B,
+                  void *R, lapack_int *info)
+{
+    int64_t c = n + k;
+    size_t es = gsb_dtype_size(dt);
+    int64_t p = max64(1, min64(TSQR_MAX_BLOCKS, m / (TSQR_ROWS_PER_COL * c)));
+    int64_t rb = (m + p - 1) / p, rr = 0;
+    for (int64_t b = 0; b < p; b++)
+        rr += min64(c, max64(0, min64(rb, m - b * rb)));
+    void *w = scratch(dt, m * c), *tau = scratch(dt, p * c), *st = scratch(dt, rr * c);
+    int rc = GSB_OK;
+    lapack_int worst = 0;
+    if (!w || !tau || !st) {
+        rc = gsb__err(GSB_ENOMEM, "tsqr: out of memory for a %lld x %lld problem", (long long)m,
+                      (long long)c);
+        goto done;
+    }
+    gsb__cpu_blas_serial_begin();
+#pragma omp parallel for schedule(dynamic, 1) reduction(min : worst) if (p > 1)
+    for (int64_t b = 0; b < p; b++) {
+        int64_t r0 = b * rb, rows = min64(rb, m - r0);
+        if (rows <= 0)
+            continue;
+        char *wb = (char *)w + (size_t)(r0 * c) * es;
+        transpose(dt, rows, n, (const char *)A + (size_t)(r0 * n) * es, n, wb, rows);
+        if (k > 0)
+            transpose(dt, rows, k, (const char *)B + (size_t)(r0 * k) * es, k,
+                      wb + (size_t)(n * rows) * es, rows);
+        lapack_int got = lapack_geqrf(dt, (lapack_int)rows, (lapack_int)c, wb,
+                                      (char *)tau + (size_t)(b * c) * es);
+        worst = got < worst ? got : worst;
+    }
+    gsb__cpu_blas_serial_end();
+    if (worst < 0) {
+        *info = worst;
+        goto done;
+    }
+    /* stack the blocks' triangles and factor them once more */
+    memset(st, 0, (size_t)(rr * c) * es);
+    for (int64_t b = 0, off = 0; b < p; b++) {
+        int64_t r0 = b * rb, rows = min64(rb, m - r0);
+        if (rows <= 0)
+            continue;
+        copy_upper(dt, min64(rows, c), c, (char *)w + (size_t)(r0 * c) * es, rows,
+                   (char *)st + (size_t)off * es, rr);
+        off += min64(rows, c);
+    }
+    if (p > 1) {
+        lapack_int got = lapack_geqrf(dt, (lapack_int)rr, (lapack_int)c, st, tau);
+        if (got < 0) {
+            *info = got;
+            goto done;
+        }
+    }
+    memset(R, 0, (size_t)(c * c) * es);
+    copy_upper(dt, min64(rr, c), c, st, rr, R, c);
+    *info = 0;
+done:
+    free(w);
+    free(tau);
+    free(st);
+    return rc;
+}
+
+/*
+ * The SVD of a tall A (m >= TSQR_ROWS_PER_COL n) without U (PCA's fit):
+ * A = Q R, so A's singular values and right vectors are R's, and the n x n
+ * SVD of R is all that is left.  gesdd on A itself does the same QR first,
+ * then also forms Q and U = Q U_R, twice the QR's work for a U not asked for.
+ */
+static int svd_tall_no_u(const gsb__tensor *A, gsb__tensor *S, gsb__tensor *Vt)
+{
+    gsb_dtype dt = A->dtype;
+    int64_t m = A->rows, n = A->cols;
+    void *r = scratch(dt, n * n), *vt = Vt ? scratch(dt, n * n) : NULL;
+    lapack_int info = 0;
+    int rc = GSB_OK;
+    if (!r || (Vt && !vt)) {
+        rc = gsb__err(GSB_ENOMEM, "svd: out of memory for a %lld x %lld problem", (long long)m,
+                      (long long)n);
+        goto done;
+    }
+    GSB_CHECK(tsqr_r(dt, m, n, A->data, 0, NULL, r, &info));
+    if (info < 0) {
+        rc = lapack_fail("svd", "geqrf", info);
+        goto done;
+    }
+    /* column-major R (n x n): jobz 'O' leaves U_R in r, Vt in vt */
+    info = lapack_gesdd(dt, Vt ? 'O' : 'N', (lapack_int)n, (lapack_int)n, r, S->data, NULL, 1,
+                        vt, (lapack_int)n);
+    if (info > 0) {
+        rc = gsb__err(GSB_ENUMERIC, "svd: the SVD did not converge (gesdd info %d)", (int)info);
+        goto done;
+    }
+    if (info < 0) {
+        rc = lapack_fail("svd", "gesdd", info);
+        goto done;
+    }
+    if (Vt)
+        transpose(dt, n, n, vt, n, Vt->data, n);
+done:
+    free(r);
+    free(vt);
+    return rc;
+}
+
 int gsb__cpu_svd(const gsb__backend *be, const gsb__tensor *A, gsb__tensor *U, gsb__tensor *S,
                  gsb__tensor *Vt)
 {
@@ -422,6 +556,8 @@ int gsb__cpu_svd(const gsb__backend *be, const gsb__tensor *A, gsb__tensor *U, g
         GSB_TRY(need_matrix("svd", "Vt", Vt, dt, r, n));
     if (r == 0)
         return GSB_OK;
+    if (!U && m >= TSQR_ROWS_PER_COL * n)
+        return svd_tall_no_u(A, S, Vt);
 
     int rc = GSB_OK;
     int vectors = U || Vt, tall = m > n;
@@ -477,6 +613,63 @@ done:
 }
 
 /* S and rank may be NULL when the caller does not want them. */
+/*
+ * Least squares with a tall A (m >= TSQR_ROWS_PER_COL (n + k)): [A B] = Q R
+ * with R = [R1 C; 0 D], so min ||A x - b|| is min ||R1 x - c||, and R1 has
+ * A's singular values: gelsd on the n x n R1 and the n x k C gives the same
+ * minimum-norm solution, rank and S that gelsd on A does (which itself
+ * starts from a QR of A), from one TSQR pass (tsqr_r) over the data.
+ */
+static int lstsq_tall(const gsb__tensor *A, const gsb__tensor *B, double rcond, gsb__tensor *X,
+                      gsb__tensor *S, int64_t *rank)
+{
+    gsb_dtype dt = A->dtype;
+    size_t es = gsb_dtype_size(dt);
+    int64_t m = A->rows, n = A->cols, k = B->cols, c = n + k;
+    void *r = scratch(dt, c * c), *a = scratch(dt, n * n), *b = scratch(dt, n * k);
+    void *s = S ? S->data : scratch(dt, n);
+    lapack_int info = 0, got_rank = 0;
+    int rc = GSB_OK;
+    if (!r || !a || !b || !s) {
+        rc = gsb__err(GSB_ENOMEM, "lstsq: out of memory for a %lld x %lld problem",
+                      (long long)m, (long long)n);
+        goto done;
+    }
+    GSB_CHECK(tsqr_r(dt, m, n, A->data, k, B->data, r, &info));
+    if (info < 0) {
+        rc = lapack_fail("lstsq", "geqrf", info);
+        goto done;
+    }
+    for (int64_t j = 0; j < n; j++) /* R1: the leading n x n of R (ld c) */
+        memcpy((char *)a + (size_t)(j * n) * es, (char *)r + (size_t)(j * c) * es,
+               (size_t)n * es);
+    for (int64_t j = 0; j < k; j++) /* C: rows 0..n-1 of R's last k columns */
+        memcpy((char *)b + (size_t)(j * n) * es, (char *)r + (size_t)((n + j) * c) * es,
+               (size_t)n * es);
+    info = lapack_gelsd(dt, (lapack_int)n, (lapack_int)n, (lapack_int)k, a, b, (lapack_int)n,
+                        s, rcond, &got_rank);
+    if (info > 0) {
+        rc = gsb__err(GSB_ENUMERIC, "lstsq: the SVD did not converge (gelsd info %d)",
+                      (int)info);
+        goto done;
+    }
+    if (info < 0) {
+        rc = lapack_fail("lstsq", "gelsd", info);
+        goto done;
+    }
+    /* b read row-major is k x n: X (n x k) is its transpose */
+    transpose(dt, k, n, b, n, X->data, k);
+    if (rank)
+        *rank = got_rank;
+done:
+    free(r);
+    free(a);
+    free(b);
+    if (!S)
+        free(s);
+    return rc;
+}
+
 int gsb__cpu_lstsq(const gsb__backend *be, const gsb__tensor *A, const gsb__tensor *B,
                    double rcond, gsb__tensor *X, gsb__tensor *S, int64_t *rank)
 {
@@ -496,6 +689,8 @@ int gsb__cpu_lstsq(const gsb__backend *be, const gsb__tensor *A, const gsb__tens
             *rank = 0;
         return GSB_OK;
     }
+    if (k > 0 && m >= TSQR_ROWS_PER_COL * (n + k))
+        return lstsq_tall(A, B, rcond, X, S, rank);
 
     int rc = GSB_OK;
     lapack_int got_rank = 0;

@@ -4,6 +4,7 @@
  * binds them is in cpu_backend.c.  Files:
  *   cpu_backend.c   memory ops and the ops table
  *   cpu_threads.c   how many threads BLAS and LAPACK use
+ *   cpu_blas_core.c which kernels OpenBLAS runs (its fallback corrected)
  *   cpu_linalg.c    gemm, syrk, eigh, posv, svd, lstsq, orthonormalize
  *   cpu_reduce.c    col_moments, col_minmax, row_sqnorms, col_affine, clip
  *   cpu_distance.c  pairwise, argmin_sqdist, topk; gsb__cpu_lloyd_step
@@ -50,6 +51,13 @@ void gsb__cpu_blas_serial_end(void);
 int gsb__cpu_blas_call_begin(double flops);
 int gsb__cpu_lapack_call_begin(double flops);
 void gsb__cpu_blas_call_end(int token);
+/* OpenBLAS's kernels chosen again when it fell back to Prescott on a CPU it
+ * did not know (cpu_blas_core.c): the kernel set to switch to, or NULL, from
+ * its current core name, $OPENBLAS_CORETYPE, $GSB_OPENBLAS_KEEP_CORE and the
+ * set the CPU's features call for; and whether the switch happened. */
+const char *gsb__cpu_blas_core_choice(const char *current, const char *user_coretype,
+                                      const char *keep, const char *cpu_wants);
+int gsb__cpu_blas_core_switched(void);
 
 int gsb__cpu_gemm(const gsb__backend *be, int trans_a, int trans_b, double alpha,
                   const gsb__tensor *A, const gsb__tensor *B, double beta, gsb__tensor *C);

@@ -70,6 +70,20 @@ static split make_split(int64_t n, int64_t d)
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/*
+ * The elementwise maps (col_affine, clip) and the column passes hand out
+ * their work in pieces as threads come free (schedule(dynamic)), not in one
+ * fixed share per thread: on a machine busier than its cores (the 2-core VM
+ * beside other jobs) a thread the kernel deschedules then holds up one
+ * piece, not half the loop, while the other thread takes the rest.  Results
+ * do not depend on it: every element and partial has its one writer.
+ * StandardScaler 200k x 64 float32 transform on two threads at load 2-3:
+ * see the commit.  A piece of the maps: 64 KiB of X, some rows.
+ */
+#define CHUNK_BYTES 65536
+#define ROWS_PER_CHUNK(d, T) \
+    ((d) > 0 && (int64_t)(CHUNK_BYTES / sizeof(T)) > (d) ? (int64_t)(CHUNK_BYTES / sizeof(T)) / (d) : 1)
+
 /* weight of row i: 1 without weights; weights are of either float dtype */
 static inline double weight_at(const gsb__tensor *w, int64_t i)
 {
@@ -92,7 +106,7 @@ static inline double weight_at(const gsb__tensor *w, int64_t i)
 #define DEFINE_COLUMN_KERNELS(T, SUF)                                                       \
     static void moments_pass1_##SUF(split s, const T *x, const gsb__tensor *w, double *s1)  \
     {                                                                                       \
-        _Pragma("omp parallel for collapse(2) schedule(static) if (s.n * s.d > PAR_MIN)")   \
+        _Pragma("omp parallel for collapse(2) schedule(dynamic, 1) if (s.n * s.d > PAR_MIN)") \
         for (int64_t b = 0; b < s.nblk; b++)                                                \
             for (int64_t t = 0; t < s.ntile; t++) {                                         \
                 int64_t j0 = t * COL_TILE, j1 = min64(j0 + COL_TILE, s.d);                  \
@@ -111,7 +125,7 @@ static inline double weight_at(const gsb__tensor *w, int64_t i)
     static void moments_pass2_##SUF(split s, const T *x, const gsb__tensor *w,              \
                                     const double *mean, double *c1, double *c2)             \
     {                                                                                       \
-        _Pragma("omp parallel for collapse(2) schedule(static) if (s.n * s.d > PAR_MIN)")   \
+        _Pragma("omp parallel for collapse(2) schedule(dynamic, 1) if (s.n * s.d > PAR_MIN)") \
         for (int64_t b = 0; b < s.nblk; b++)                                                \
             for (int64_t t = 0; t < s.ntile; t++) {                                         \
                 int64_t j0 = t * COL_TILE, j1 = min64(j0 + COL_TILE, s.d);                  \
@@ -132,7 +146,7 @@ static inline double weight_at(const gsb__tensor *w, int64_t i)
     }                                                                                       \
     static void minmax_##SUF(split s, const T *x, double *mn, double *mx)                   \
     {                                                                                       \
-        _Pragma("omp parallel for collapse(2) schedule(static) if (s.n * s.d > PAR_MIN)")   \
+        _Pragma("omp parallel for collapse(2) schedule(dynamic, 1) if (s.n * s.d > PAR_MIN)") \
         for (int64_t b = 0; b < s.nblk; b++)                                                \
             for (int64_t t = 0; t < s.ntile; t++) {                                         \
                 int64_t j0 = t * COL_TILE, j1 = min64(j0 + COL_TILE, s.d);                  \
@@ -173,7 +187,8 @@ static inline double weight_at(const gsb__tensor *w, int64_t i)
     static void col_affine_##SUF(int64_t n, int64_t d, const T *x, const double *sub,       \
                                  const double *mul, const double *add, T *o)                \
     {                                                                                       \
-        _Pragma("omp parallel for schedule(static) if (n * d > PAR_MIN)")                   \
+        int64_t rows = ROWS_PER_CHUNK(d, T);                                                \
+        _Pragma("omp parallel for schedule(dynamic, rows) if (n * d > PAR_MIN)")            \
         for (int64_t i = 0; i < n; i++) {                                                   \
             const T *xi = x + i * d;                                                        \
             T *oi = o + i * d;                                                              \
@@ -184,7 +199,8 @@ static inline double weight_at(const gsb__tensor *w, int64_t i)
     }                                                                                       \
     static void clip_##SUF(int64_t count, T *x, T lo, T hi)                                 \
     {                                                                                       \
-        _Pragma("omp parallel for simd schedule(static) if (count > PAR_MIN)")              \
+        int64_t chunk = CHUNK_BYTES / (int64_t)sizeof(T);                                   \
+        _Pragma("omp parallel for simd schedule(dynamic, chunk) if (count > PAR_MIN)")       \
         for (int64_t i = 0; i < count; i++) {                                               \
             T v = x[i];                                                                     \
             v = v < lo ? lo : v;                                                            \
