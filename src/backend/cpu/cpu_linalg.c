@@ -612,7 +612,28 @@ done:
     return rc;
 }
 
-/* S and rank may be NULL when the caller does not want them. */
+/*
+ * gelsd on column-major a (m x n) and b (ldb x nrhs), then X (n x k) from the
+ * first n rows of b's first k columns (b read row-major is nrhs x ldb: X is
+ * the transpose of its first n columns); the rank where wanted.
+ */
+static int gelsd_into(gsb_dtype dt, int64_t m, int64_t n, int64_t nrhs, void *a, void *b,
+                      int64_t ldb, void *s, double rcond, gsb__tensor *X, int64_t *rank)
+{
+    lapack_int got_rank = 0;
+    lapack_int info = lapack_gelsd(dt, (lapack_int)m, (lapack_int)n, (lapack_int)nrhs, a, b,
+                                   (lapack_int)ldb, s, rcond, &got_rank);
+    if (info > 0)
+        return gsb__err(GSB_ENUMERIC, "lstsq: the SVD did not converge (gelsd info %d)",
+                        (int)info);
+    if (info < 0)
+        return lapack_fail("lstsq", "gelsd", info);
+    transpose(dt, X->cols, n, b, ldb, X->data, X->cols);
+    if (rank)
+        *rank = got_rank;
+    return GSB_OK;
+}
+
 /*
  * Least squares with a tall A (m >= TSQR_ROWS_PER_COL (n + k)): [A B] = Q R
  * with R = [R1 C; 0 D], so min ||A x - b|| is min ||R1 x - c||, and R1 has
@@ -628,7 +649,7 @@ static int lstsq_tall(const gsb__tensor *A, const gsb__tensor *B, double rcond, 
     int64_t m = A->rows, n = A->cols, k = B->cols, c = n + k;
     void *r = scratch(dt, c * c), *a = scratch(dt, n * n), *b = scratch(dt, n * k);
     void *s = S ? S->data : scratch(dt, n);
-    lapack_int info = 0, got_rank = 0;
+    lapack_int info = 0;
     int rc = GSB_OK;
     if (!r || !a || !b || !s) {
         rc = gsb__err(GSB_ENOMEM, "lstsq: out of memory for a %lld x %lld problem",
@@ -646,21 +667,7 @@ static int lstsq_tall(const gsb__tensor *A, const gsb__tensor *B, double rcond, 
     for (int64_t j = 0; j < k; j++) /* C: rows 0..n-1 of R's last k columns */
         memcpy((char *)b + (size_t)(j * n) * es, (char *)r + (size_t)((n + j) * c) * es,
                (size_t)n * es);
-    info = lapack_gelsd(dt, (lapack_int)n, (lapack_int)n, (lapack_int)k, a, b, (lapack_int)n,
-                        s, rcond, &got_rank);
-    if (info > 0) {
-        rc = gsb__err(GSB_ENUMERIC, "lstsq: the SVD did not converge (gelsd info %d)",
-                      (int)info);
-        goto done;
-    }
-    if (info < 0) {
-        rc = lapack_fail("lstsq", "gelsd", info);
-        goto done;
-    }
-    /* b read row-major is k x n: X (n x k) is its transpose */
-    transpose(dt, k, n, b, n, X->data, k);
-    if (rank)
-        *rank = got_rank;
+    rc = gelsd_into(dt, n, n, k, a, b, n, s, rcond, X, rank);
 done:
     free(r);
     free(a);
@@ -670,6 +677,7 @@ done:
     return rc;
 }
 
+/* S and rank may be NULL when the caller does not want them. */
 int gsb__cpu_lstsq(const gsb__backend *be, const gsb__tensor *A, const gsb__tensor *B,
                    double rcond, gsb__tensor *X, gsb__tensor *S, int64_t *rank)
 {
@@ -693,7 +701,6 @@ int gsb__cpu_lstsq(const gsb__backend *be, const gsb__tensor *A, const gsb__tens
         return lstsq_tall(A, B, rcond, X, S, rank);
 
     int rc = GSB_OK;
-    lapack_int got_rank = 0;
     /* gelsd wants A and B column-major, B with max(m, n) rows (it returns
      * X in the first n); transposing into our own scratch spares LAPACKE's
      * hidden row-major copies.  It refuses 0 right-hand sides, so with
@@ -713,21 +720,7 @@ int gsb__cpu_lstsq(const gsb__backend *be, const gsb__tensor *A, const gsb__tens
     if (m < n || k == 0)
         memset(b, 0, (size_t)(mx * nrhs) * gsb_dtype_size(dt));
     transpose(dt, m, k, B->data, k, b, mx);
-    lapack_int info = lapack_gelsd(dt, (lapack_int)m, (lapack_int)n, (lapack_int)nrhs, a, b,
-                                   (lapack_int)mx, s, rcond, &got_rank);
-    if (info > 0) {
-        rc = gsb__err(GSB_ENUMERIC, "lstsq: the SVD did not converge (gelsd info %d)",
-                      (int)info);
-        goto done;
-    }
-    if (info < 0) {
-        rc = lapack_fail("lstsq", "gelsd", info);
-        goto done;
-    }
-    /* b read row-major is k x mx; X (n x k) is the transpose of its first n columns */
-    transpose(dt, k, n, b, mx, X->data, k);
-    if (rank)
-        *rank = got_rank;
+    rc = gelsd_into(dt, m, n, nrhs, a, b, mx, s, rcond, X, rank);
 done:
     free(a);
     free(b);
