@@ -56,9 +56,6 @@
  * rows).  KMeans(20) 5000 x 20 on 16 cores had gone to 65 blocks of 78 rows,
  * a GEMM call of 31K multiply-adds each, on 16 threads. */
 #define ARGMIN_MIN_ROWS 256
-/* Most partial sums (chunks of argmin blocks) of one Lloyd step: 64 x
- * (k d + k + 1) doubles to zero and add, against n rows. */
-#define LLOYD_MAX_CHUNKS 64
 
 /* ---- bounded k-best lists (max-heaps on (dist, index)) ------------------ */
 
@@ -231,8 +228,8 @@ int gsb__cpu_lloyd_step(const gsb__tensor *X, const gsb__tensor *C, const gsb__t
         return gsb__err(GSB_EINVAL, "%s: no centres given", op);
     GSB_TRY(cpu_blas_dims(X->cols, C->rows, op));
     return X->dtype == GSB_F32
-               ? lloyd_f32(X, C, w, labels, mind, sums->data, counts->data, wdist)
-               : lloyd_f64(X, C, w, labels, mind, sums->data, counts->data, wdist);
+               ? lloyd_f32(X, C, w, labels, mind, sums, counts, wdist)
+               : lloyd_f64(X, C, w, labels, mind, sums, counts, wdist);
 }
 
 int gsb__cpu_topk(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R, int64_t k,
@@ -616,32 +613,45 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
  * gsb__cpu_lloyd_step: argmin_sqdist's labels and distances (the same
  * blocks' code, so the same values) and, while each block is in cache,
  * segment_sum's weighted sums and counts and the weighted sum of the
- * distances (each distance as stored, in X's dtype).  Fixed chunks of
- * rows (at most LLOYD_MAX_CHUNKS, set by n alone) each sum into their own
- * partial, and the partials are added in chunk order: the results do not
- * depend on the number of threads.
+ * distances (each distance as stored, in X's dtype).  The sums are summed
+ * in segment_sum's own chunks (gsb__cpu_segment_chunks), each chunk's rows
+ * in order, the partials added in chunk order, so the sums and counts, and
+ * so the centres, are segment_sum's bit for bit (KMeans' fit must not
+ * depend on whether its step is fused: on data with exact ties between
+ * centres an ulp apart, other sums made the labels oscillate to max_iter
+ * where the unfused CPU path and the CUDA backend converge in 6
+ * iterations).  Where segment_sum takes one chunk (small n d), the argmin
+ * runs as the op does and segment_sum after it.  Neither depends on the
+ * number of threads.
  */
 static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__tensor *w,
-                      gsb__tensor *labels_t, gsb__tensor *mind_t, double *sums, double *counts,
-                      double *wdist)
+                      gsb__tensor *labels_t, gsb__tensor *mind_t, gsb__tensor *sums_t,
+                      gsb__tensor *counts_t, double *wdist)
 {
     int32_t *labels = labels_t->data;
     T *mind = mind_t->data;
     const T *X = Xt->data;
+    double *sums = sums_t->data, *counts = counts_t->data;
     int64_t n = Xt->rows, k = Ct->rows, d = Xt->cols, kd = k * d, stride = kd + k + 1;
     memset(sums, 0, (size_t)kd * sizeof(double));
     memset(counts, 0, (size_t)k * sizeof(double));
     *wdist = 0.0;
     if (n == 0)
         return GSB_OK;
+    int64_t nch = gsb__cpu_segment_chunks(n, d, k);
+    if (nch == 1) {
+        GSB_TRY(SFX(argmin)(Xt, Ct, labels_t, mind_t));
+        GSB_TRY(gsb__cpu_segment_sum(NULL, Xt, labels_t, w, sums_t, counts_t));
+        double dist = 0.0;
+        for (int64_t i = 0; i < n; i++)
+            dist += cpu_weight(w, i) * (double)mind[i];
+        *wdist = dist;
+        return GSB_OK;
+    }
     int64_t bx = SFX(argmin_rows)(n, k);
-    /* chunks of cr rows, set by n alone (their partials fix the order of the
-     * sums); at least ARGMIN_MIN_ROWS rows, so a small n still spreads over
-     * the cores; each chunk's rows go through the argmin in blocks of <= bx */
-    int64_t cr = cpu_max64(ARGMIN_MIN_ROWS, (n + LLOYD_MAX_CHUNKS - 1) / LLOYD_MAX_CHUNKS);
-    int64_t nch = (n + cr - 1) / cr;
     int nthreads = (int)cpu_min64(nch, omp_get_max_threads());
-    /* the M-step's sums by cpu_smalldots.c's AVX2 loop (float64 or no weights) */
+    /* the M-step's sums by cpu_smalldots.c's AVX2 loop (float64 or no
+     * weights): the additions of segment_rows, in the same order */
     int avx2 = gsb__cpu_have_avx2_fma() && (!w || w->dtype == GSB_F64);
     const double *wd = w && w->dtype == GSB_F64 ? w->data : NULL;
     SFX(argmin_plan) p;
@@ -663,8 +673,9 @@ static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__t
                     continue;
                 double *acc = part + c * stride, *cnt = acc + kd, dist = 0.0;
                 memset(acc, 0, (size_t)stride * sizeof(double));
-                int64_t c1 = cpu_min64(n, (c + 1) * cr);
-                for (int64_t i0 = c * cr; i0 < c1; i0 += bx) {
+                /* segment_sum's chunk c; its rows through the argmin in blocks of <= bx */
+                int64_t c0 = n * c / nch, c1 = n * (c + 1) / nch;
+                for (int64_t i0 = c0; i0 < c1; i0 += bx) {
                     int64_t i1 = cpu_min64(c1, i0 + bx);
                     SFX(argmin_block)(&p, i0, i1 - i0, tile, labels, mind);
                     if (avx2) {
@@ -690,6 +701,7 @@ static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__t
         }
         gsb__cpu_blas_serial_end();
     }
+    /* in chunk order from 0, as segment_sum's fam_reduce adds its partials */
     if (!oom)
         for (int64_t c = 0; c < nch; c++) {
             const double *acc = part + c * stride;

@@ -96,6 +96,14 @@ int gsb__cpu_lloyd_step(const gsb__tensor *X, const gsb__tensor *C, const gsb__t
 int gsb__cpu_topk(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R, int64_t k,
                   gsb__metric metric, int exclude_self, gsb__tensor *dist, gsb__tensor *idx);
 
+/*
+ * segment_sum's chunks of rows for n x d data and k segments: chunk c is
+ * rows [n c / nch, n (c + 1) / nch), summed in row order into its own
+ * partial, the partials added in chunk order; with one chunk, every sum is
+ * over all rows in row order.  gsb__cpu_lloyd_step sums in the same chunks,
+ * so its centres are segment_sum's bit for bit.
+ */
+int64_t gsb__cpu_segment_chunks(int64_t n, int64_t d, int64_t k);
 int gsb__cpu_segment_sum(const gsb__backend *be, const gsb__tensor *X,
                          const gsb__tensor *labels, const gsb__tensor *w, gsb__tensor *sums,
                          gsb__tensor *counts);
