@@ -18,7 +18,9 @@
  * gsb__cpu_lloyd_step (cpu_distance.c): the same labels and distances as
  * argmin_sqdist, with the sums, counts and weighted distance sum taken in
  * the same pass over X (separate ops cost two more passes over X or the
- * labels and three thread wake-ups an iteration).
+ * labels and three thread wake-ups an iteration).  Its sums and counts are
+ * segment_sum's bit for bit (the same chunks), so the centres are those of
+ * the separate ops; only the inertia, a plain sum, differs in rounding.
  *
  * Initialisation: greedy k-means++ (D^2 sampling with 2 + int(log(k)) local
  * trials, in the backend's kmeanspp op), 'random' (a
