@@ -378,8 +378,8 @@ static void test_argmin_bad_args(void)
  * sum against a plain one; without weights, with float64 weights (the AVX2
  * accumulation) and float32 ones (the portable loop); shapes where
  * segment_sum takes 9 chunks (150000 x 15: chunk edges inside argmin
- * blocks), 3 (25000 x 32) and one (3000 x 3: argmin then segment_sum); the
- * same outputs on 1 and 3 threads.
+ * blocks), 3 (25000 x 32) and one (3000 x 3); the same outputs on 1, 3
+ * and 16 threads (16: more threads than chunks, argmin then segment_sum).
  */
 static void test_lloyd_step(void)
 {
@@ -406,11 +406,12 @@ static void test_lloyd_step(void)
             double want = 0;
             for (int64_t i = 0; i < n; i++)
                 want += (weighted ? wv[i] : 1.0) * gsb__tensor_get(&mind0, i);
-            gsb__tensor lab[2], mind[2], sums[2], counts[2];
-            double wdist[2];
+            gsb__tensor lab[3], mind[3], sums[3], counts[3];
+            double wdist[3];
+            static const int nthr[3] = {1, 3, 16};
             int saved = omp_get_max_threads();
-            for (int r = 0; r < 2; r++) {
-                omp_set_num_threads(r == 0 ? 1 : 3);
+            for (int r = 0; r < 3; r++) {
+                omp_set_num_threads(nthr[r]);
                 lab[r] = make(GSB_I32, n, 1, NULL);
                 mind[r] = make(dt, n, 1, NULL);
                 sums[r] = make(GSB_F64, k, d, NULL);
@@ -424,12 +425,14 @@ static void test_lloyd_step(void)
             CHECK(memcmp(sums[0].data, sums0.data, gsb__tensor_nbytes(&sums0)) == 0);
             CHECK(memcmp(counts[0].data, counts0.data, gsb__tensor_nbytes(&counts0)) == 0);
             CHECK_CLOSE(wdist[0], want, 1e-12);
-            CHECK(memcmp(lab[1].data, lab[0].data, gsb__tensor_nbytes(&lab0)) == 0);
-            CHECK(memcmp(mind[1].data, mind[0].data, gsb__tensor_nbytes(&mind0)) == 0);
-            CHECK(memcmp(sums[1].data, sums[0].data, gsb__tensor_nbytes(&sums0)) == 0);
-            CHECK(memcmp(counts[1].data, counts[0].data, gsb__tensor_nbytes(&counts0)) == 0);
-            CHECK(wdist[1] == wdist[0]);
-            for (int r = 0; r < 2; r++) {
+            for (int r = 1; r < 3; r++) {
+                CHECK(memcmp(lab[r].data, lab[0].data, gsb__tensor_nbytes(&lab0)) == 0);
+                CHECK(memcmp(mind[r].data, mind[0].data, gsb__tensor_nbytes(&mind0)) == 0);
+                CHECK(memcmp(sums[r].data, sums[0].data, gsb__tensor_nbytes(&sums0)) == 0);
+                CHECK(memcmp(counts[r].data, counts[0].data, gsb__tensor_nbytes(&counts0)) == 0);
+                CHECK(wdist[r] == wdist[0]);
+            }
+            for (int r = 0; r < 3; r++) {
                 gsb__tensor_free(&lab[r]);
                 gsb__tensor_free(&mind[r]);
                 gsb__tensor_free(&sums[r]);

@@ -620,9 +620,10 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
  * depend on whether its step is fused: on data with exact ties between
  * centres an ulp apart, other sums made the labels oscillate to max_iter
  * where the unfused CPU path and the CUDA backend converge in 6
- * iterations).  Where segment_sum takes one chunk (small n d), the argmin
- * runs as the op does and segment_sum after it.  Neither depends on the
- * number of threads.
+ * iterations).  Where segment_sum takes fewer chunks than there are
+ * threads (small n d, many cores), the argmin runs as the op does, over
+ * all threads, and segment_sum after it: the same values.  Nothing depends
+ * on the number of threads.
  */
 static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__tensor *w,
                       gsb__tensor *labels_t, gsb__tensor *mind_t, gsb__tensor *sums_t,
@@ -639,17 +640,23 @@ static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__t
     if (n == 0)
         return GSB_OK;
     int64_t nch = gsb__cpu_segment_chunks(n, d, k);
-    if (nch == 1) {
+    int maxthr = omp_get_max_threads();
+    if (nch < maxthr) {
+        /* fewer chunks than threads: fused, the argmin would leave threads
+         * idle; the ops apart give the same values (the distance sum too:
+         * the same chunks, each in row order, added in chunk order) */
         GSB_TRY(SFX(argmin)(Xt, Ct, labels_t, mind_t));
         GSB_TRY(gsb__cpu_segment_sum(NULL, Xt, labels_t, w, sums_t, counts_t));
-        double dist = 0.0;
-        for (int64_t i = 0; i < n; i++)
-            dist += cpu_weight(w, i) * (double)mind[i];
-        *wdist = dist;
+        for (int64_t c = 0; c < nch; c++) {
+            double dist = 0.0;
+            for (int64_t i = n * c / nch; i < n * (c + 1) / nch; i++)
+                dist += cpu_weight(w, i) * (double)mind[i];
+            *wdist += dist;
+        }
         return GSB_OK;
     }
     int64_t bx = SFX(argmin_rows)(n, k);
-    int nthreads = (int)cpu_min64(nch, omp_get_max_threads());
+    int nthreads = (int)cpu_min64(nch, maxthr);
     /* the M-step's sums by cpu_smalldots.c's AVX2 loop (float64 or no
      * weights): the additions of segment_rows, in the same order */
     int avx2 = gsb__cpu_have_avx2_fma() && (!w || w->dtype == GSB_F64);
