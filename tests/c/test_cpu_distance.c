@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_ops.h"
 #include "test_op_helpers.h"
 
 static const gsb__backend *be;
@@ -268,6 +269,10 @@ static void test_argmin_vs_naive(void)
         /* k = 1000 makes the row blocks ~1000 rows: crosses block edges */
         check_argmin(dtypes[a], 3000, 1000, 5);
         check_argmin(dtypes[a], 50, 1, 3);
+        /* cpu_smalldots.c's widest case: 64 centres (kp = 64), d % 4 != 0 */
+        check_argmin(dtypes[a], 1001, 64, 13);
+        /* centres too many for cpu_smalldots.c's kernel: the GEMM path */
+        check_argmin(dtypes[a], 700, 65, 60);
     }
 }
 
@@ -361,6 +366,87 @@ static void test_argmin_bad_args(void)
     gsb__tensor_free(&lab);
     gsb__tensor_free(&mind);
     gsb__tensor_free(&labw);
+}
+
+/* ---- gsb__cpu_lloyd_step ------------------------------------------------ */
+
+/*
+ * The fused Lloyd step against argmin_sqdist then segment_sum: labels,
+ * distances, sums and counts bit for bit (KMeans' centres must not depend
+ * on the step being fused: test_cuda_kmeans' empty-cluster case ran to
+ * max_iter when they were summed in other chunks), the weighted distance
+ * sum against a plain one; without weights, with float64 weights (the AVX2
+ * accumulation) and float32 ones (the portable loop); shapes where
+ * segment_sum takes 9 chunks (150000 x 15: chunk edges inside argmin
+ * blocks), 3 (25000 x 32) and one (3000 x 3); the same outputs on 1, 3
+ * and 16 threads (16: more threads than chunks, argmin then segment_sum).
+ */
+static void test_lloyd_step(void)
+{
+    testing_seed(37);
+    static const int64_t shapes[3][3] = {{150000, 15, 7}, {25000, 32, 20}, {3000, 3, 14}};
+    for (int sh = 0; sh < 3; sh++)
+        for (int t = 0; t < 6; t++) {
+            const int64_t n = shapes[sh][0], d = shapes[sh][1], k = shapes[sh][2];
+            gsb_dtype dt = dtypes[t / 3];
+            int weighted = t % 3;
+            gsb__tensor X = make_normal(dt, n, d, 0.0), C = make_normal(dt, k, d, 0.0);
+            double *wv = malloc((size_t)n * sizeof(double));
+            for (int64_t i = 0; i < n; i++)
+                wv[i] = i % 10 == 0 ? 0.0 : 2.0 * testing_uniform();
+            if (weighted == 2) /* float32 weights: the values it holds */
+                for (int64_t i = 0; i < n; i++)
+                    wv[i] = (double)(float)wv[i];
+            gsb__tensor W = make(weighted == 2 ? GSB_F32 : GSB_F64, n, 1, wv);
+            const gsb__tensor *w = weighted ? &W : NULL;
+            gsb__tensor lab0 = make(GSB_I32, n, 1, NULL), mind0 = make(dt, n, 1, NULL);
+            gsb__tensor sums0 = make(GSB_F64, k, d, NULL), counts0 = make(GSB_F64, k, 1, NULL);
+            CHECK_OK(be->ops->argmin_sqdist(be, &X, &C, &lab0, &mind0));
+            CHECK_OK(be->ops->segment_sum(be, &X, &lab0, w, &sums0, &counts0));
+            double want = 0;
+            for (int64_t i = 0; i < n; i++)
+                want += (weighted ? wv[i] : 1.0) * gsb__tensor_get(&mind0, i);
+            gsb__tensor lab[3], mind[3], sums[3], counts[3];
+            double wdist[3];
+            static const int nthr[3] = {1, 3, 16};
+            int saved = omp_get_max_threads();
+            for (int r = 0; r < 3; r++) {
+                omp_set_num_threads(nthr[r]);
+                lab[r] = make(GSB_I32, n, 1, NULL);
+                mind[r] = make(dt, n, 1, NULL);
+                sums[r] = make(GSB_F64, k, d, NULL);
+                counts[r] = make(GSB_F64, k, 1, NULL);
+                CHECK_OK(gsb__cpu_lloyd_step(&X, &C, w, &lab[r], &mind[r], &sums[r], &counts[r],
+                                             &wdist[r]));
+            }
+            omp_set_num_threads(saved);
+            CHECK(memcmp(lab[0].data, lab0.data, gsb__tensor_nbytes(&lab0)) == 0);
+            CHECK(memcmp(mind[0].data, mind0.data, gsb__tensor_nbytes(&mind0)) == 0);
+            CHECK(memcmp(sums[0].data, sums0.data, gsb__tensor_nbytes(&sums0)) == 0);
+            CHECK(memcmp(counts[0].data, counts0.data, gsb__tensor_nbytes(&counts0)) == 0);
+            CHECK_CLOSE(wdist[0], want, 1e-12);
+            for (int r = 1; r < 3; r++) {
+                CHECK(memcmp(lab[r].data, lab[0].data, gsb__tensor_nbytes(&lab0)) == 0);
+                CHECK(memcmp(mind[r].data, mind[0].data, gsb__tensor_nbytes(&mind0)) == 0);
+                CHECK(memcmp(sums[r].data, sums[0].data, gsb__tensor_nbytes(&sums0)) == 0);
+                CHECK(memcmp(counts[r].data, counts[0].data, gsb__tensor_nbytes(&counts0)) == 0);
+                CHECK(wdist[r] == wdist[0]);
+            }
+            for (int r = 0; r < 3; r++) {
+                gsb__tensor_free(&lab[r]);
+                gsb__tensor_free(&mind[r]);
+                gsb__tensor_free(&sums[r]);
+                gsb__tensor_free(&counts[r]);
+            }
+            gsb__tensor_free(&lab0);
+            gsb__tensor_free(&mind0);
+            gsb__tensor_free(&sums0);
+            gsb__tensor_free(&counts0);
+            gsb__tensor_free(&W);
+            gsb__tensor_free(&X);
+            gsb__tensor_free(&C);
+            free(wv);
+        }
 }
 
 /* ---- topk --------------------------------------------------------------- */
@@ -594,6 +680,7 @@ int main(void)
     RUN(test_argmin_ties);
     RUN(test_argmin_offset_accuracy);
     RUN(test_argmin_bad_args);
+    RUN(test_lloyd_step);
     RUN(test_topk_vs_naive);
     RUN(test_topk_blocks);
     RUN(test_topk_exclude_self);

@@ -1,6 +1,8 @@
 /*
  * cpu_distance.c - the CPU backend's distance ops: pairwise, argmin_sqdist
- * (the KMeans assignment step) and topk (brute-force k nearest neighbours).
+ * (the KMeans assignment step) and topk (brute-force k nearest neighbours),
+ * and gsb__cpu_lloyd_step, argmin_sqdist with KMeans' M-step sums folded
+ * into the same pass over X (not an op: the CPU backend's Lloyd iteration).
  *
  * Dot-product metrics go through BLAS: squared distances by the expansion
  * ||x||^2 - 2 x.y + ||y||^2 with row norms accumulated in double, cosine as
@@ -35,6 +37,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_smalldots.h"
 #include "backend/cpu/cpu_util.h"
 #include "core/error.h"
 
@@ -206,6 +209,27 @@ int gsb__cpu_argmin_sqdist(const gsb__backend *be, const gsb__tensor *X, const g
         return gsb__err(GSB_EINVAL, "%s: no centres given", op);
     GSB_TRY(cpu_blas_dims(X->cols, C->rows, op));
     return X->dtype == GSB_F32 ? argmin_f32(X, C, labels, mind) : argmin_f64(X, C, labels, mind);
+}
+
+int gsb__cpu_lloyd_step(const gsb__tensor *X, const gsb__tensor *C, const gsb__tensor *w,
+                        gsb__tensor *labels, gsb__tensor *mind, gsb__tensor *sums,
+                        gsb__tensor *counts, double *wdist)
+{
+    const char *op = "lloyd_step";
+    GSB_TRY(cpu_check(X, 0, -1, -1, op, "X"));
+    GSB_TRY(cpu_check(C, X->dtype, -1, X->cols, op, "C"));
+    GSB_TRY(cpu_check_vec(labels, GSB_I32, X->rows, op, "labels"));
+    GSB_TRY(cpu_check_vec(mind, X->dtype, X->rows, op, "mind"));
+    if (w)
+        GSB_TRY(cpu_check_vec(w, 0, X->rows, op, "w"));
+    GSB_TRY(cpu_check(sums, GSB_F64, C->rows, X->cols, op, "sums"));
+    GSB_TRY(cpu_check_vec(counts, GSB_F64, C->rows, op, "counts"));
+    if (C->rows < 1 && X->rows > 0)
+        return gsb__err(GSB_EINVAL, "%s: no centres given", op);
+    GSB_TRY(cpu_blas_dims(X->cols, C->rows, op));
+    return X->dtype == GSB_F32
+               ? lloyd_f32(X, C, w, labels, mind, sums, counts, wdist)
+               : lloyd_f64(X, C, w, labels, mind, sums, counts, wdist);
 }
 
 int gsb__cpu_topk(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R, int64_t k,
@@ -400,17 +424,18 @@ static int SFX(pairwise)(const gsb__tensor *Xt, const gsb__tensor *Yt, gsb__metr
 /* ---- argmin_sqdist ------------------------------------------------------ */
 
 /*
- * Labels of 8 consecutive rows of a GEMM tile (row stride k, x.c in X's
- * dtype): per row the first j with the least ||c_j||^2 - 2 x.c_j in double
+ * Labels of 8 consecutive rows of a dot-product tile (row stride ld, k
+ * centres, x.c in X's dtype): per row the first j with the least ||c_j||^2 - 2 x.c_j in double
  * (||x||^2 is the same for every centre).  A row's running minimum is a chain
  * of dependent compare-selects (latency-bound: ~5 cycles a centre), so the 8
  * rows' chains run side by side, two to a vector register.  Same values,
  * same order per row (strict <): the labels of a one-row loop.
  */
-static void SFX(argmin_rows8)(const T *t, int64_t k, const double *cn, int32_t *labels)
+static void SFX(argmin_rows8)(const T *t, int64_t ld, int64_t k, const double *cn,
+                             int32_t *labels)
 {
-    const T *r0 = t, *r1 = r0 + k, *r2 = r1 + k, *r3 = r2 + k, *r4 = r3 + k, *r5 = r4 + k,
-            *r6 = r5 + k, *r7 = r6 + k;
+    const T *r0 = t, *r1 = r0 + ld, *r2 = r1 + ld, *r3 = r2 + ld, *r4 = r3 + ld, *r5 = r4 + ld,
+            *r6 = r5 + ld, *r7 = r6 + ld;
     argmin_v2d c = {cn[0], cn[0]}, b0 = {0, 0}, b1 = b0, b2 = b0, b3 = b0;
     argmin_v2d v0 = c - 2.0 * (argmin_v2d){(double)r0[0], (double)r1[0]};
     argmin_v2d v1 = c - 2.0 * (argmin_v2d){(double)r2[0], (double)r3[0]};
@@ -429,24 +454,126 @@ static void SFX(argmin_rows8)(const T *t, int64_t k, const double *cn, int32_t *
         labels[q] = (int32_t)bs[q / 2][q % 2];
 }
 
+/* What every row block of one argmin_sqdist (or Lloyd step) shares. */
+typedef struct SFX(argmin_plan) {
+    const T *X, *C;
+    int64_t n, k, d;
+    int64_t kp;  /* > 0: cpu_smalldots.c's kernel on ct (d x kp); 0: a GEMM */
+    int64_t ld;  /* the tile's row stride: kp or k */
+    T *ct;       /* the packed centres (kp > 0) */
+    double *cn;  /* ||c||^2 (k; padded to kp with +inf) */
+    const double *cd; /* the centres in double (kp > 0): C itself, or cd_own */
+    double *cd_own;
+} SFX(argmin_plan);
+
+static void SFX(argmin_plan_free)(SFX(argmin_plan) *p)
+{
+    free(p->ct);
+    free(p->cn);
+    free(p->cd_own);
+}
+
+static int SFX(argmin_plan_init)(SFX(argmin_plan) *p, const T *X, int64_t n, const T *C,
+                                 int64_t k, int64_t d)
+{
+    memset(p, 0, sizeof *p);
+    p->X = X;
+    p->C = C;
+    p->n = n;
+    p->k = k;
+    p->d = d;
+    p->kp = gsb__cpu_smalldots_kp(k, d, sizeof(T));
+    p->ld = p->kp ? p->kp : k;
+    p->cn = cpu_alloc(p->kp ? p->kp : k, sizeof(double));
+    p->ct = p->kp ? cpu_alloc(p->kp * d, sizeof(T)) : NULL;
+    if (!p->cn || (p->kp && !p->ct)) {
+        SFX(argmin_plan_free)(p);
+        return gsb__err(GSB_ENOMEM, "argmin_sqdist: out of memory for %lld centres",
+                        (long long)k);
+    }
+    SFX(row_sqnorms)(C, k, d, p->cn);
+    if (p->kp) {
+        SFX(gsb__cpu_smalldots_pack)(C, k, d, p->kp, p->ct);
+        for (int64_t j = k; j < p->kp; j++)
+            p->cn[j] = INFINITY;
+#if T_IS_F64
+        p->cd = C;
+#else
+        /* converted once, not once a row (the winner's distance) */
+        if (!(p->cd_own = cpu_alloc(k * d, sizeof(double)))) {
+            SFX(argmin_plan_free)(p);
+            return gsb__err(GSB_ENOMEM, "argmin_sqdist: out of memory for %lld centres",
+                            (long long)k);
+        }
+        for (int64_t e = 0; e < k * d; e++)
+            p->cd_own[e] = (double)C[e];
+        p->cd = p->cd_own;
+#endif
+    }
+    return GSB_OK;
+}
+
+/* Rows [i0, i0 + rows) of X: labels and squared distances, by the tile
+ * (rows x p->ld). */
+static void SFX(argmin_block)(const SFX(argmin_plan) *p, int64_t i0, int64_t rows, T *tile,
+                              int32_t *labels, T *mind)
+{
+    const T *X = p->X + i0 * p->d, *C = p->C;
+    int64_t k = p->k, d = p->d, ld = p->ld;
+    const double *cn = p->cn;
+    labels += i0;
+    mind += i0;
+    if (p->kp) {
+        SFX(gsb__cpu_smalldots)(X, rows, d, p->ct, p->kp, tile);
+        SFX(gsb__cpu_smalldots_argmin)(tile, rows, p->kp, k, cn, X, d, p->cd, labels, mind);
+        return;
+    }
+    SFX(gemm_abt)(X, rows, C, k, d, tile, k);
+    int64_t r = 0;
+    for (; r + 8 <= rows; r += 8) {
+        SFX(argmin_rows8)(tile + r * ld, ld, k, cn, labels + r);
+        for (int q = 0; q < 8; q++)
+            mind[r + q] = (T)SFX(cpu_sqdist)(X + (r + q) * d, C + labels[r + q] * d, d);
+    }
+    for (; r < rows; r++) {
+        const T *t = tile + r * ld;
+        int64_t best = 0;
+        double bv = cn[0] - 2.0 * (double)t[0];
+        for (int64_t j = 1; j < k; j++) {
+            double v = cn[j] - 2.0 * (double)t[j];
+            if (v < bv) {
+                bv = v;
+                best = j;
+            }
+        }
+        labels[r] = (int32_t)best;
+        mind[r] = (T)SFX(cpu_sqdist)(X + r * d, C + best * d, d);
+    }
+}
+
+/* Rows per argmin block: about a tile of DIST_TILE_BYTES, 64 to 1024 rows. */
+static int64_t SFX(argmin_rows)(int64_t n, int64_t k)
+{
+    return cpu_min64(n, cpu_clamp64(DIST_TILE_BYTES / (k * (int64_t)sizeof(T)), 64, 1024));
+}
+
 /*
- * Each thread takes blocks of rows of X: one GEMM of the block against all
- * centres into its tile (in X's dtype, as scikit-learn's Lloyd step does),
- * then per row the argmin of ||c||^2 - 2 x.c (||x||^2 is the same for every
- * centre), and the winner's squared distance recomputed directly in double,
- * which costs what ||x||^2 would and spares inertia the expansion's
- * cancellation.
+ * Each thread takes blocks of rows of X: the dot products of the block with
+ * all centres into its tile (in X's dtype, as scikit-learn's Lloyd step
+ * does; cpu_smalldots.c's kernel where it applies, else one GEMM), then per
+ * row the argmin of ||c||^2 - 2 x.c (||x||^2 is the same for every centre),
+ * and the winner's squared distance recomputed directly in double, which
+ * costs what ||x||^2 would and spares inertia the expansion's cancellation.
  */
 static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor *labels_t,
                        gsb__tensor *mind_t)
 {
-    const T *X = Xt->data, *C = Ct->data;
     int32_t *labels = labels_t->data;
     T *mind = mind_t->data;
     int64_t n = Xt->rows, k = Ct->rows, d = Xt->cols;
     if (n == 0)
         return GSB_OK;
-    int64_t bx = cpu_min64(n, cpu_clamp64(DIST_TILE_BYTES / (k * (int64_t)sizeof(T)), 64, 1024));
+    int64_t bx = SFX(argmin_rows)(n, k);
     /* a few blocks per thread, so a small n still spreads over the cores,
      * but no block under ARGMIN_MIN_ROWS: on many cores tiny blocks cost more
      * in per-GEMM overhead and threads woken than they share out */
@@ -454,16 +581,13 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
     int64_t nb = (n + bx - 1) / bx;
     /* no more threads than blocks: the others would only be woken and joined */
     int nthreads = (int)cpu_min64(nb, omp_get_max_threads());
-    double *cn = cpu_alloc(k, sizeof(double));
-    if (!cn)
-        return gsb__err(GSB_ENOMEM, "argmin_sqdist: out of memory for %lld centre norms",
-                        (long long)k);
-    SFX(row_sqnorms)(C, k, d, cn);
+    SFX(argmin_plan) p;
+    GSB_TRY(SFX(argmin_plan_init)(&p, Xt->data, n, Ct->data, k, d));
     int oom = 0;
     gsb__cpu_blas_serial_begin();
 #pragma omp parallel num_threads(nthreads) if (n * k * (d + 1) > DIST_PAR_MIN)
     {
-        T *tile = cpu_alloc(bx * k, sizeof(T));
+        T *tile = cpu_alloc(bx * p.ld, sizeof(T));
         if (!tile) {
 #pragma omp atomic write
             oom = 1;
@@ -472,37 +596,133 @@ static int SFX(argmin)(const gsb__tensor *Xt, const gsb__tensor *Ct, gsb__tensor
         for (int64_t b = 0; b < nb; b++) {
             if (!tile)
                 continue;
-            int64_t i0 = b * bx, rows = cpu_min64(bx, n - i0);
-            SFX(gemm_abt)(X + i0 * d, rows, C, k, d, tile, k);
-            int64_t r = 0;
-            for (; r + 8 <= rows; r += 8) {
-                SFX(argmin_rows8)(tile + r * k, k, cn, labels + i0 + r);
-                for (int q = 0; q < 8; q++)
-                    mind[i0 + r + q] = (T)SFX(cpu_sqdist)(X + (i0 + r + q) * d,
-                                                          C + labels[i0 + r + q] * d, d);
-            }
-            for (; r < rows; r++) {
-                const T *t = tile + r * k;
-                int64_t best = 0;
-                double bv = cn[0] - 2.0 * (double)t[0];
-                for (int64_t j = 1; j < k; j++) {
-                    double v = cn[j] - 2.0 * (double)t[j];
-                    if (v < bv) {
-                        bv = v;
-                        best = j;
-                    }
-                }
-                labels[i0 + r] = (int32_t)best;
-                mind[i0 + r] = (T)SFX(cpu_sqdist)(X + (i0 + r) * d, C + best * d, d);
-            }
+            int64_t i0 = b * bx;
+            SFX(argmin_block)(&p, i0, cpu_min64(bx, n - i0), tile, labels, mind);
         }
         free(tile);
     }
     gsb__cpu_blas_serial_end();
-    free(cn);
+    SFX(argmin_plan_free)(&p);
     if (oom)
         return gsb__err(GSB_ENOMEM, "argmin_sqdist: out of memory for a %lld x %lld tile",
                         (long long)bx, (long long)k);
+    return GSB_OK;
+}
+
+/*
+ * gsb__cpu_lloyd_step: argmin_sqdist's labels and distances (the same
+ * blocks' code, so the same values) and, while each block is in cache,
+ * segment_sum's weighted sums and counts and the weighted sum of the
+ * distances (each distance as stored, in X's dtype).  The sums are summed
+ * in segment_sum's own chunks (gsb__cpu_segment_chunks), each chunk's rows
+ * in order, the partials added in chunk order, so the sums and counts, and
+ * so the centres, are segment_sum's bit for bit (KMeans' fit must not
+ * depend on whether its step is fused: on data with exact ties between
+ * centres an ulp apart, other sums made the labels oscillate to max_iter
+ * where the unfused CPU path and the CUDA backend converge in 6
+ * iterations).  Where segment_sum takes fewer chunks than there are
+ * threads (small n d, many cores), the argmin runs as the op does, over
+ * all threads, and segment_sum after it: the same values.  Nothing depends
+ * on the number of threads.
+ */
+static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__tensor *w,
+                      gsb__tensor *labels_t, gsb__tensor *mind_t, gsb__tensor *sums_t,
+                      gsb__tensor *counts_t, double *wdist)
+{
+    int32_t *labels = labels_t->data;
+    T *mind = mind_t->data;
+    const T *X = Xt->data;
+    double *sums = sums_t->data, *counts = counts_t->data;
+    int64_t n = Xt->rows, k = Ct->rows, d = Xt->cols, kd = k * d, stride = kd + k + 1;
+    memset(sums, 0, (size_t)kd * sizeof(double));
+    memset(counts, 0, (size_t)k * sizeof(double));
+    *wdist = 0.0;
+    if (n == 0)
+        return GSB_OK;
+    int64_t nch = gsb__cpu_segment_chunks(n, d, k);
+    int maxthr = omp_get_max_threads();
+    if (nch < maxthr) {
+        /* fewer chunks than threads: fused, the argmin would leave threads
+         * idle; the ops apart give the same values (the distance sum too:
+         * the same chunks, each in row order, added in chunk order) */
+        GSB_TRY(SFX(argmin)(Xt, Ct, labels_t, mind_t));
+        GSB_TRY(gsb__cpu_segment_sum(NULL, Xt, labels_t, w, sums_t, counts_t));
+        for (int64_t c = 0; c < nch; c++) {
+            double dist = 0.0;
+            for (int64_t i = n * c / nch; i < n * (c + 1) / nch; i++)
+                dist += cpu_weight(w, i) * (double)mind[i];
+            *wdist += dist;
+        }
+        return GSB_OK;
+    }
+    int64_t bx = SFX(argmin_rows)(n, k);
+    int nthreads = (int)cpu_min64(nch, maxthr);
+    /* the M-step's sums by cpu_smalldots.c's AVX2 loop (float64 or no
+     * weights): the additions of segment_rows, in the same order */
+    int avx2 = gsb__cpu_have_avx2_fma() && (!w || w->dtype == GSB_F64);
+    const double *wd = w && w->dtype == GSB_F64 ? w->data : NULL;
+    SFX(argmin_plan) p;
+    GSB_TRY(SFX(argmin_plan_init)(&p, X, n, Ct->data, k, d));
+    double *part = cpu_alloc(nch * stride, sizeof(double));
+    int oom = !part;
+    if (!oom) {
+        gsb__cpu_blas_serial_begin();
+#pragma omp parallel num_threads(nthreads) if (n * k * (d + 1) > DIST_PAR_MIN)
+        {
+            T *tile = cpu_alloc(bx * p.ld, sizeof(T));
+            if (!tile) {
+#pragma omp atomic write
+                oom = 1;
+            }
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t c = 0; c < nch; c++) {
+                if (!tile)
+                    continue;
+                double *acc = part + c * stride, *cnt = acc + kd, dist = 0.0;
+                memset(acc, 0, (size_t)stride * sizeof(double));
+                /* segment_sum's chunk c; its rows through the argmin in blocks of <= bx */
+                int64_t c0 = n * c / nch, c1 = n * (c + 1) / nch;
+                for (int64_t i0 = c0; i0 < c1; i0 += bx) {
+                    int64_t i1 = cpu_min64(c1, i0 + bx);
+                    SFX(argmin_block)(&p, i0, i1 - i0, tile, labels, mind);
+                    if (avx2) {
+                        SFX(gsb__cpu_smalldots_accum)(X + i0 * d, i1 - i0, d, labels + i0,
+                                                      wd ? wd + i0 : NULL, mind + i0, acc, cnt,
+                                                      &dist);
+                        continue;
+                    }
+                    for (int64_t i = i0; i < i1; i++) {
+                        double wi = cpu_weight(w, i);
+                        double *dst = acc + (int64_t)labels[i] * d;
+                        const T *x = X + i * d;
+#pragma omp simd
+                        for (int64_t j = 0; j < d; j++)
+                            dst[j] += wi * (double)x[j];
+                        cnt[labels[i]] += wi;
+                        dist += wi * (double)mind[i];
+                    }
+                }
+                cnt[k] = dist;
+            }
+            free(tile);
+        }
+        gsb__cpu_blas_serial_end();
+    }
+    /* in chunk order from 0, as segment_sum's fam_reduce adds its partials */
+    if (!oom)
+        for (int64_t c = 0; c < nch; c++) {
+            const double *acc = part + c * stride;
+            for (int64_t e = 0; e < kd; e++)
+                sums[e] += acc[e];
+            for (int64_t j = 0; j < k; j++)
+                counts[j] += acc[kd + j];
+            *wdist += acc[kd + k];
+        }
+    free(part);
+    SFX(argmin_plan_free)(&p);
+    if (oom)
+        return gsb__err(GSB_ENOMEM, "lloyd_step: out of memory for %lld partial sums",
+                        (long long)nch);
     return GSB_OK;
 }
 

@@ -73,6 +73,16 @@ static inline double row_loss_grad(double *z, int64_t K, int32_t y)
 }
 
 #define GSB_CPU_FAMILY_BODY
+int64_t gsb__cpu_segment_chunks(int64_t n, int64_t d, int64_t k)
+{
+    int64_t stride = k * d + k;
+    int64_t nch = cpu_clamp64(n * (d + 1) / FAM_CHUNK_WORK, 1, FAM_MAX_CHUNKS);
+    while (nch > 1 && (nch * stride * (int64_t)sizeof(double) > FAM_PARTIAL_BYTES ||
+                       nch * stride > 2 * n * (d + 1)))
+        nch /= 2;
+    return nch;
+}
+
 #define T float
 #define SFX(name) name##_f32
 #define T_IS_F64 0
@@ -166,10 +176,7 @@ static int SFX(segment_sum)(const gsb__tensor *Xt, const int32_t *lab, const gsb
     const T *X = Xt->data;
     int64_t n = Xt->rows, d = Xt->cols, kd = k * d, stride = kd + k;
     const int64_t stripe = 64;
-    int64_t nch = cpu_clamp64(n * (d + 1) / FAM_CHUNK_WORK, 1, FAM_MAX_CHUNKS);
-    while (nch > 1 && (nch * stride * (int64_t)sizeof(double) > FAM_PARTIAL_BYTES ||
-                       nch * stride > 2 * n * (d + 1)))
-        nch /= 2;
+    int64_t nch = gsb__cpu_segment_chunks(n, d, k);
     if (nch > 1) {
         double *part = cpu_alloc(nch * stride, sizeof(double));
         if (!part)

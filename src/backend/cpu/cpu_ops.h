@@ -7,7 +7,8 @@
  *   cpu_blas_core.c which kernels OpenBLAS runs (its fallback corrected)
  *   cpu_linalg.c    gemm, syrk, eigh, posv, svd, lstsq, orthonormalize
  *   cpu_reduce.c    col_moments, col_minmax, row_sqnorms, col_affine, clip
- *   cpu_distance.c  pairwise, argmin_sqdist, topk
+ *   cpu_distance.c  pairwise, argmin_sqdist, topk; gsb__cpu_lloyd_step
+ *   cpu_smalldots.c argmin_sqdist's tile for few centres (AVX2 + FMA)
  *   cpu_family.c    segment_sum, logistic_loss_grad
  *   cpu_kmeanspp.c  kmeanspp (greedy k-means++)
  *   cpu_kernel.c    kernel (the SVM kernels)
@@ -83,12 +84,32 @@ int gsb__cpu_pairwise(const gsb__backend *be, const gsb__tensor *X, const gsb__t
                       gsb__metric metric, gsb__tensor *D);
 int gsb__cpu_argmin_sqdist(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *C,
                            gsb__tensor *labels, gsb__tensor *mind);
+/*
+ * One Lloyd iteration in one pass over X (not an op; kmeans.c calls it on
+ * the CPU backend): argmin_sqdist's labels and mind, bit for bit, plus
+ * segment_sum's weighted sums (k x d, float64) and counts (k, float64) of
+ * those labels and *wdist = sum_i w_i mind_i (w NULL: unit weights).
+ */
+int gsb__cpu_lloyd_step(const gsb__tensor *X, const gsb__tensor *C, const gsb__tensor *w,
+                        gsb__tensor *labels, gsb__tensor *mind, gsb__tensor *sums,
+                        gsb__tensor *counts, double *wdist);
 int gsb__cpu_topk(const gsb__backend *be, const gsb__tensor *Q, const gsb__tensor *R, int64_t k,
                   gsb__metric metric, int exclude_self, gsb__tensor *dist, gsb__tensor *idx);
 
+/*
+ * segment_sum's chunks of rows for n x d data and k segments: chunk c is
+ * rows [n c / nch, n (c + 1) / nch), summed in row order into its own
+ * partial, the partials added in chunk order; with one chunk, every sum is
+ * over all rows in row order.  gsb__cpu_lloyd_step sums in the same chunks,
+ * so its centres are segment_sum's bit for bit.
+ */
+int64_t gsb__cpu_segment_chunks(int64_t n, int64_t d, int64_t k);
 int gsb__cpu_segment_sum(const gsb__backend *be, const gsb__tensor *X,
                          const gsb__tensor *labels, const gsb__tensor *w, gsb__tensor *sums,
                          gsb__tensor *counts);
+/* Most bytes of kmeanspp's kept trial columns (cpu_kmeanspp.c); tests set 0
+ * to run its fold over X. */
+extern int64_t gsb__cpu_kpp_keep_bytes;
 int gsb__cpu_kmeanspp(const gsb__backend *be, const gsb__tensor *X, const gsb__tensor *w,
                       int64_t first, const double *u, int64_t steps, int64_t trials,
                       gsb__tensor *closest, double *pot, int64_t *chosen);

@@ -14,6 +14,13 @@
  * the end of a run, and in the rare iterations that relocate empty
  * clusters (which need the distances).  How the strict-convergence test
  * (labels unchanged) gets by without them is explained above lloyd().
+ * On the CPU backend an iteration is one call instead,
+ * gsb__cpu_lloyd_step (cpu_distance.c): the same labels and distances as
+ * argmin_sqdist, with the sums, counts and weighted distance sum taken in
+ * the same pass over X (separate ops cost two more passes over X or the
+ * labels and three thread wake-ups an iteration).  Its sums and counts are
+ * segment_sum's bit for bit (the same chunks), so the centres are those of
+ * the separate ops; only the inertia, a plain sum, differs in rounding.
  *
  * Initialisation: greedy k-means++ (D^2 sampling with 2 + int(log(k)) local
  * trials, in the backend's kmeanspp op), 'random' (a
@@ -30,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_ops.h"
 #include "core/estimator.h"
 #include "core/profile.h"
 #include "core/rng.h"
@@ -715,6 +723,14 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
         if (km->ks) { /* E- and M-step in one pass over the batches */
             GSB_CHECK(gsb__km_stream_pass(km->ks, &ct, &inertia, sums, counts, run->labels,
                                           km->mindh));
+        } else if (be == gsb__cpu_backend()) {
+            /* the CPU backend: E- and M-step in one pass over X, labels and
+             * distances as argmin_sqdist gives them */
+            double t0 = gsb__profile_clock(be);
+            GSB_CHECK(gsb__cpu_lloyd_step(&km->X, &ct, km->w.data ? &km->w : NULL, &km->labels,
+                                          &km->mind, &sums_t, &counts_t, &inertia));
+            memcpy(stats, stats_t.data, (size_t)n_stats * sizeof(double));
+            ms_estep += gsb__profile_clock(be) - t0;
         } else {
             /* E- and M-step queued back to back; one copy (a wait) brings
              * the sums, the counts and the inertia's mean */
@@ -777,7 +793,9 @@ static int lloyd(gsb__ctx *c, km_data *km, km_run *run)
     gsb__profile_count("lloyd iterations", run->n_iter);
     gsb__profile_count("lloyd waits", n_waits);
     if (!km->ks) {
-        gsb__profile_note("  lloyd: E-step (argmin_sqdist, col_moments of the distances)",
+        gsb__profile_note(be == gsb__cpu_backend()
+                              ? "  lloyd: E- and M-step (gsb__cpu_lloyd_step)"
+                              : "  lloyd: E-step (argmin_sqdist, col_moments of the distances)",
                           ms_estep);
         gsb__profile_note("  lloyd: M-step (segment_sum, its label check)", ms_mstep);
         gsb__profile_note("  lloyd: sums, counts, inertia to the host", ms_stats);
