@@ -658,7 +658,7 @@ static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__t
     int64_t bx = SFX(argmin_rows)(n, k);
     int nthreads = (int)cpu_min64(nch, maxthr);
     /* the M-step's sums by cpu_smalldots.c's AVX2 loop (float64 or no
-     * weights): the additions of segment_rows, in the same order */
+     * weights): the additions of gsb__cpu_segment_rows, in the same order */
     int avx2 = gsb__cpu_have_avx2_fma() && (!w || w->dtype == GSB_F64);
     const double *wd = w && w->dtype == GSB_F64 ? w->data : NULL;
     SFX(argmin_plan) p;
@@ -691,16 +691,9 @@ static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__t
                                                       &dist);
                         continue;
                     }
-                    for (int64_t i = i0; i < i1; i++) {
-                        double wi = cpu_weight(w, i);
-                        double *dst = acc + (int64_t)labels[i] * d;
-                        const T *x = X + i * d;
-#pragma omp simd
-                        for (int64_t j = 0; j < d; j++)
-                            dst[j] += wi * (double)x[j];
-                        cnt[labels[i]] += wi;
-                        dist += wi * (double)mind[i];
-                    }
+                    SFX(gsb__cpu_segment_rows)(X, d, labels, w, i0, i1, acc, cnt);
+                    for (int64_t i = i0; i < i1; i++)
+                        dist += cpu_weight(w, i) * (double)mind[i];
                 }
                 cnt[k] = dist;
             }
@@ -708,16 +701,12 @@ static int SFX(lloyd)(const gsb__tensor *Xt, const gsb__tensor *Ct, const gsb__t
         }
         gsb__cpu_blas_serial_end();
     }
-    /* in chunk order from 0, as segment_sum's fam_reduce adds its partials */
-    if (!oom)
-        for (int64_t c = 0; c < nch; c++) {
-            const double *acc = part + c * stride;
-            for (int64_t e = 0; e < kd; e++)
-                sums[e] += acc[e];
-            for (int64_t j = 0; j < k; j++)
-                counts[j] += acc[kd + j];
-            *wdist += acc[kd + k];
-        }
+    /* the partials added as segment_sum adds its own */
+    if (!oom) {
+        gsb__cpu_segment_reduce(part, nch, stride, kd, sums);
+        gsb__cpu_segment_reduce(part + kd, nch, stride, k, counts);
+        gsb__cpu_segment_reduce(part + kd + k, nch, stride, 1, wdist);
+    }
     free(part);
     SFX(argmin_plan_free)(&p);
     if (oom)

@@ -35,8 +35,8 @@
 #define FAM_CHUNK_WORK ((int64_t)1 << 18)
 
 /* out[e] = sum over c of part[c * stride + e] for e < count, in chunk order. */
-static void fam_reduce(const double *part, int64_t nch, int64_t stride, int64_t count,
-                       double *out)
+void gsb__cpu_segment_reduce(const double *part, int64_t nch, int64_t stride, int64_t count,
+                             double *out)
 {
 #pragma omp parallel for if (nch * count > FAM_CHUNK_WORK) schedule(static)
     for (int64_t e = 0; e < count; e++) {
@@ -149,8 +149,8 @@ int gsb__cpu_logistic_loss_grad(const gsb__backend *be, const gsb__tensor *X,
 /* ---- segment_sum -------------------------------------------------------- */
 
 /* acc (k x d) += w_i x_i and cnt (k) += w_i over rows [i0, i1). */
-static void SFX(segment_rows)(const T *X, int64_t d, const int32_t *lab, const gsb__tensor *w,
-                              int64_t i0, int64_t i1, double *acc, double *cnt)
+void SFX(gsb__cpu_segment_rows)(const T *X, int64_t d, const int32_t *lab, const gsb__tensor *w,
+                                int64_t i0, int64_t i1, double *acc, double *cnt)
 {
     for (int64_t i = i0; i < i1; i++) {
         double wi = cpu_weight(w, i);
@@ -186,17 +186,17 @@ static int SFX(segment_sum)(const gsb__tensor *Xt, const int32_t *lab, const gsb
         for (int64_t c = 0; c < nch; c++) {
             double *acc = part + c * stride;
             memset(acc, 0, (size_t)stride * sizeof(double));
-            SFX(segment_rows)(X, d, lab, w, n * c / nch, n * (c + 1) / nch, acc, acc + kd);
+            SFX(gsb__cpu_segment_rows)(X, d, lab, w, n * c / nch, n * (c + 1) / nch, acc, acc + kd);
         }
-        fam_reduce(part, nch, stride, kd, sums);
-        fam_reduce(part + kd, nch, stride, k, counts);
+        gsb__cpu_segment_reduce(part, nch, stride, kd, sums);
+        gsb__cpu_segment_reduce(part + kd, nch, stride, k, counts);
         free(part);
         return GSB_OK;
     }
     memset(sums, 0, (size_t)kd * sizeof(double));
     memset(counts, 0, (size_t)k * sizeof(double));
     if (d < 2 * stripe || n * d < FAM_CHUNK_WORK) {
-        SFX(segment_rows)(X, d, lab, w, 0, n, sums, counts);
+        SFX(gsb__cpu_segment_rows)(X, d, lab, w, 0, n, sums, counts);
         return GSB_OK;
     }
     int64_t nstripes = (d + stripe - 1) / stripe;
@@ -332,7 +332,7 @@ static int SFX(logistic)(const gsb__tensor *Xt, const int32_t *y, const gsb__ten
         rc = gsb__err(GSB_EINVAL, "logistic_loss_grad: class index %d of row %lld is outside "
                       "[0, %lld)", (int)y[bad], (long long)bad, (long long)(K == 1 ? 2 : K));
     else {
-        fam_reduce(part, nch, kp, kp, grad_t->data);
+        gsb__cpu_segment_reduce(part, nch, kp, kp, grad_t->data);
         double total = 0.0;
         for (int64_t c = 0; c < nch; c++)
             total += closs[c];

@@ -500,6 +500,16 @@ done:
     return rc;
 }
 
+/* gesdd's status as svd's error: not converged (info > 0) or a bad argument. */
+static int gesdd_status(lapack_int info)
+{
+    if (info > 0)
+        return gsb__err(GSB_ENUMERIC, "svd: the SVD did not converge (gesdd info %d)", (int)info);
+    if (info < 0)
+        return lapack_fail("svd", "gesdd", info);
+    return GSB_OK;
+}
+
 /*
  * The SVD of a tall A (m >= TSQR_ROWS_PER_COL n) without U (PCA's fit):
  * A = Q R, so A's singular values and right vectors are R's, and the n x n
@@ -526,14 +536,8 @@ static int svd_tall_no_u(const gsb__tensor *A, gsb__tensor *S, gsb__tensor *Vt)
     /* column-major R (n x n): jobz 'O' leaves U_R in r, Vt in vt */
     info = lapack_gesdd(dt, Vt ? 'O' : 'N', (lapack_int)n, (lapack_int)n, r, S->data, NULL, 1,
                         vt, (lapack_int)n);
-    if (info > 0) {
-        rc = gsb__err(GSB_ENUMERIC, "svd: the SVD did not converge (gesdd info %d)", (int)info);
+    if ((rc = gesdd_status(info)) != GSB_OK)
         goto done;
-    }
-    if (info < 0) {
-        rc = lapack_fail("svd", "gesdd", info);
-        goto done;
-    }
     if (Vt)
         transpose(dt, n, n, vt, n, Vt->data, n);
 done:
@@ -591,14 +595,8 @@ int gsb__cpu_svd(const gsb__backend *be, const gsb__tensor *A, gsb__tensor *U, g
         info = lapack_gesdd(dt, vectors ? 'S' : 'N', (lapack_int)n, (lapack_int)m, a, S->data,
                             vt, (lapack_int)n, u, (lapack_int)r);
     }
-    if (info > 0) {
-        rc = gsb__err(GSB_ENUMERIC, "svd: the SVD did not converge (gesdd info %d)", (int)info);
+    if ((rc = gesdd_status(info)) != GSB_OK)
         goto done;
-    }
-    if (info < 0) {
-        rc = lapack_fail("svd", "gesdd", info);
-        goto done;
-    }
     if (tall && U) /* a holds column-major U (m x r = m x n) */
         transpose(dt, n, m, a, m, U->data, n);
     if (tall && Vt) /* vt holds column-major Vt (r x n, r = n) */

@@ -104,6 +104,17 @@ int gsb__cpu_topk(const gsb__backend *be, const gsb__tensor *Q, const gsb__tenso
  * so its centres are segment_sum's bit for bit.
  */
 int64_t gsb__cpu_segment_chunks(int64_t n, int64_t d, int64_t k);
+/* segment_sum's pieces, which gsb__cpu_lloyd_step calls so that its sums stay
+ * segment_sum's: acc (k x d) += w_i x_i and cnt (k) += w_i over rows [i0, i1)
+ * in row order; out[e] = the partials part[c stride + e] added in chunk order. */
+void gsb__cpu_segment_rows_f32(const float *X, int64_t d, const int32_t *lab,
+                               const gsb__tensor *w, int64_t i0, int64_t i1, double *acc,
+                               double *cnt);
+void gsb__cpu_segment_rows_f64(const double *X, int64_t d, const int32_t *lab,
+                               const gsb__tensor *w, int64_t i0, int64_t i1, double *acc,
+                               double *cnt);
+void gsb__cpu_segment_reduce(const double *part, int64_t nch, int64_t stride, int64_t count,
+                             double *out);
 int gsb__cpu_segment_sum(const gsb__backend *be, const gsb__tensor *X,
                          const gsb__tensor *labels, const gsb__tensor *w, gsb__tensor *sums,
                          gsb__tensor *counts);
